@@ -1,0 +1,41 @@
+"""tiltframe: incremental, multi-granularity aggregates of event streams on Apache Spark.
+
+Define rollups in SiddhiQL (``define aggregation ... aggregate by ts every sec ... year``), stream events
+through Spark into per-granularity tables, and query them back with ``within ... per ...``::
+
+    import tiltframe as tf
+
+    app = tf.load_app("trades.siddhi")
+    tf.run(app, {"TradeStream": "data/trades/"})
+    tf.query(app, 'from TradeAggregation within "2024-01-** **:**:**" per "days" select symbol, total')
+"""
+
+from __future__ import annotations
+
+from tiltframe.api import default_data_dir, inspect, load_app, query, rejected, run, start
+from tiltframe.errors import (
+    DefinitionError,
+    EventRejected,
+    NotSupportedYet,
+    QueryError,
+    StoreError,
+    TiltframeError,
+    UsageError,
+)
+
+__all__ = [
+    "DefinitionError",
+    "EventRejected",
+    "NotSupportedYet",
+    "QueryError",
+    "StoreError",
+    "TiltframeError",
+    "UsageError",
+    "default_data_dir",
+    "inspect",
+    "load_app",
+    "query",
+    "rejected",
+    "run",
+    "start",
+]

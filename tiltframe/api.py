@@ -1,0 +1,162 @@
+"""The small public API: load an app, run it, query it, inspect it.
+
+Every CLI command is one call into this module, so the library and the CLI behave the same.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tiltframe.errors import QueryError, UsageError
+from tiltframe.spec.model import AppSpec, RetrievalQuery
+from tiltframe.store.base import AggregationInfo
+from tiltframe.store.layout import AggregationLayout
+from tiltframe.store.registry import StoreRegistry
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from pyspark.sql import DataFrame, SparkSession
+
+    from tiltframe.engine.pipeline import BatchReport
+    from tiltframe.engine.runner import InputLike, Run, RunResult
+    from tiltframe.engine.sinks import Sink
+
+
+def default_data_dir() -> Path:
+    """``$TILTFRAME_DATA_DIR``, else ``./tiltframe-data``: where the embedded store and checkpoints live."""
+    return Path(os.environ.get("TILTFRAME_DATA_DIR", "tiltframe-data"))
+
+
+def load_app(source: str | Path) -> AppSpec:
+    """Parse and validate an app from a file path or from SiddhiQL text."""
+    from tiltframe.lang import parse_app
+
+    text = str(source)
+    looks_like_text = "\n" in text or "define " in text.lower() or ";" in text
+    if isinstance(source, Path) or not looks_like_text:
+        path = Path(source)
+        if not path.is_file():
+            msg = f"app file '{path}' does not exist"
+            raise UsageError(msg)
+        return parse_app(path.read_text(encoding="utf-8"))
+    return parse_app(str(source))
+
+
+def start(
+    app: AppSpec,
+    inputs: Mapping[str, InputLike],
+    *,
+    data_dir: str | Path | None = None,
+    spark: SparkSession | None = None,
+    follow: bool = False,
+    outputs: Mapping[str, Sink] | None = None,
+    on_batch: Callable[[BatchReport], None] | None = None,
+    max_files_per_trigger: int | None = None,
+) -> Run:
+    """Start the app's streaming queries and return the handle (``wait()`` / ``stop()``)."""
+    from tiltframe.engine.runner import Run
+
+    run_ = Run(
+        app,
+        inputs,
+        data_dir=data_dir or default_data_dir(),
+        spark=spark,
+        follow=follow,
+        outputs=outputs,
+        on_batch=on_batch,
+        max_files_per_trigger=max_files_per_trigger,
+    )
+    return run_.start()
+
+
+def run(
+    app: AppSpec,
+    inputs: Mapping[str, InputLike],
+    *,
+    data_dir: str | Path | None = None,
+    spark: SparkSession | None = None,
+    outputs: Mapping[str, Sink] | None = None,
+    on_batch: Callable[[BatchReport], None] | None = None,
+    max_files_per_trigger: int | None = None,
+) -> RunResult:
+    """Process everything available on ``inputs`` (files or DataFrames) and return the totals."""
+    handle = start(
+        app,
+        inputs,
+        data_dir=data_dir,
+        spark=spark,
+        outputs=outputs,
+        on_batch=on_batch,
+        max_files_per_trigger=max_files_per_trigger,
+    )
+    try:
+        return handle.wait()
+    finally:
+        handle.stores.close()
+
+
+def _as_query(app: AppSpec, query: str | RetrievalQuery) -> RetrievalQuery:
+    if isinstance(query, RetrievalQuery):
+        return query
+    from tiltframe.lang import parse_query
+    from tiltframe.spec.validate import validate_query
+
+    q = parse_query(query, aggregations=[a.name for a in app.aggregations])
+    validate_query(app, q)
+    return q
+
+
+def query(
+    app: AppSpec,
+    text: str | RetrievalQuery,
+    *,
+    data_dir: str | Path | None = None,
+    request: Mapping[str, Any] | None = None,
+    spark: SparkSession | None = None,
+    as_spark: bool = False,
+) -> pd.DataFrame | DataFrame:
+    """Answer an on-demand retrieval (``from Agg within ... per ... select ...``) from the store.
+
+    Returns a pandas DataFrame, or a Spark DataFrame with ``as_spark=True``.  Never writes.
+    """
+    from tiltframe.retrieval.retrieve import retrieve
+
+    q = _as_query(app, text)
+    if q.request_stream is not None and request is None:
+        msg = f"this query joins request stream {q.request_stream}; give request=... or use the on-demand form"
+        raise QueryError(msg)
+    layout = AggregationLayout.of(app, q.aggregation)
+    stores = StoreRegistry(data_dir or default_data_dir(), read_only=True)
+    try:
+        result = retrieve(layout, stores.for_aggregation(layout.spec), q, request)
+    finally:
+        stores.close()
+    if as_spark:
+        from tiltframe.engine.session import get_session
+
+        return (spark or get_session()).createDataFrame(result)
+    return result
+
+
+def inspect(app: AppSpec, *, data_dir: str | Path | None = None) -> list[AggregationInfo]:
+    """Tables, row counts per granularity, time range, and event counts of every aggregation."""
+    stores = StoreRegistry(data_dir or default_data_dir(), read_only=True)
+    try:
+        return [
+            stores.for_aggregation(agg).info(AggregationLayout.of(app, agg.name)) for agg in app.aggregations
+        ]
+    finally:
+        stores.close()
+
+
+def rejected(app: AppSpec, aggregation: str, *, data_dir: str | Path | None = None, limit: int = 100) -> pd.DataFrame:
+    """The latest rejected events of ``aggregation`` with their reasons."""
+    stores = StoreRegistry(data_dir or default_data_dir(), read_only=True)
+    try:
+        layout = AggregationLayout.of(app, aggregation)
+        return stores.for_aggregation(layout.spec).rejected(layout, limit)
+    finally:
+        stores.close()

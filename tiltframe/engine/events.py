@@ -1,0 +1,133 @@
+"""From raw source rows to typed events, with a reason for every event that cannot be aggregated.
+
+Sources deliver attributes as strings (CSV, JSON) or typed (Parquet, caller DataFrames).  Each declared
+attribute is converted with ``try_cast`` (never failing the batch, whatever ANSI mode says); the first
+problem of a row, in attribute order, becomes its rejection reason, field and value.  A missing (null)
+value is a problem only for attributes the aggregation uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from tiltframe.spec.model import AttrType, StreamDef
+from tiltframe.timeutil.parse import FORMATS
+
+REASON = "_reject_reason"
+FIELD = "_reject_field"
+VALUE = "_reject_value"
+RAW = "_raw"
+EVENT_TS = "_event_ts"
+CORRUPT = "_corrupt_record"
+
+SPARK_TYPES: dict[AttrType, T.DataType] = {
+    AttrType.STRING: T.StringType(),
+    AttrType.INT: T.IntegerType(),
+    AttrType.LONG: T.LongType(),
+    AttrType.FLOAT: T.FloatType(),
+    AttrType.DOUBLE: T.DoubleType(),
+    AttrType.BOOL: T.BooleanType(),
+}
+
+_TS_GMT = "yyyy-MM-dd HH:mm:ss"
+_TS_OFFSET = "yyyy-MM-dd HH:mm:ss XXX"
+
+
+def parse_event_time(col: Column, attr_type: AttrType) -> Column:
+    """Epoch ms of an event-time attribute: a long, or a string in one of the two seed formats."""
+    if attr_type is AttrType.LONG:
+        return col.cast("long")
+    text = F.trim(col.cast("string"))
+    with_offset = F.try_to_timestamp(text, F.lit(_TS_OFFSET))
+    # The GMT form is parsed with an explicit +00:00 so the session time zone plays no part.
+    gmt = F.when(
+        F.length(text) == 19, F.try_to_timestamp(F.concat(text, F.lit(" +00:00")), F.lit(_TS_OFFSET))
+    )
+    return F.unix_millis(F.coalesce(with_offset, gmt))
+
+
+def _convert(col: Column, source_type: T.DataType, target: AttrType) -> Column:
+    """``col`` as ``target``; null where the value does not convert."""
+    spark_type = SPARK_TYPES[target]
+    if source_type == spark_type:
+        return col
+    if target is AttrType.STRING:
+        return col.cast("string")
+    if target is AttrType.INT:
+        as_long = F.trim(col.cast("string")).try_cast("long") if isinstance(source_type, T.StringType) else col.try_cast("long")
+        return F.when(as_long.between(-(2**31), 2**31 - 1), as_long.cast("int"))
+    if isinstance(source_type, T.StringType):
+        col = F.trim(col)
+    return col.try_cast(spark_type)
+
+
+def type_events(
+    raw: DataFrame,
+    stream: StreamDef,
+    *,
+    required: Iterable[str],
+    time_attribute: str | None,
+    arrival_ms: int,
+) -> DataFrame:
+    """Typed attributes plus ``_event_ts`` (epoch ms) and the rejection columns (null when fine).
+
+    ``raw`` must have one column per declared attribute (any type; missing ones are added as nulls) and
+    may have ``_corrupt_record`` (a line that could not be read at all).  ``_raw`` keeps the event as
+    JSON text for the rejected-events table.
+    """
+    present = {f.name: f.dataType for f in raw.schema.fields}
+    required = set(required)
+    cols: dict[str, Column] = {}
+    problems: list[tuple[Column, Column, Column, Column]] = []  # (condition, reason, field, value)
+    if CORRUPT in present:
+        bad = F.col(CORRUPT).isNotNull()
+        problems.append((bad, F.lit("malformed record: cannot be read as a row of the stream"),
+                         F.lit(None).cast("string"), F.col(CORRUPT)))
+    for attr in stream.attributes:
+        src_type = present.get(attr.name)
+        src = F.col(attr.name) if src_type is not None else F.lit(None).cast("string")
+        typed = _convert(src, src_type or T.StringType(), attr.type)
+        cols[attr.name] = typed.alias(attr.name)
+        as_text = src.cast("string")
+        if attr.name in required:
+            reason = F.lit(f"missing field '{attr.name}'")
+            problems.append((src.isNull(), reason, F.lit(attr.name), F.lit(None).cast("string")))
+        if attr.name != time_attribute:
+            reason = F.concat(
+                F.lit(f"field '{attr.name}': value '"), as_text, F.lit(f"' is not a {attr.type.value}")
+            )
+            problems.append((src.isNotNull() & typed.isNull(), reason, F.lit(attr.name), as_text))
+    if time_attribute is not None:
+        attr = stream.attribute(time_attribute)
+        src_type = present.get(attr.name)
+        src = F.col(attr.name) if src_type is not None else F.lit(None).cast("string")
+        event_ts = parse_event_time(src if attr.type is AttrType.STRING else cols[attr.name], attr.type)
+        reason = F.concat(
+            F.lit(f"field '{attr.name}': value '"),
+            src.cast("string"),
+            F.lit(f"' is not a timestamp (expected {FORMATS})"),
+        )
+        problems.append((src.isNotNull() & event_ts.isNull(), reason, F.lit(attr.name), src.cast("string")))
+    else:
+        event_ts = F.lit(arrival_ms).cast("long")
+
+    def first(index: int) -> Column:
+        result = F.lit(None).cast("string")
+        for cond, *outs in reversed(problems):
+            result = F.when(cond, outs[index]).otherwise(result)
+        return result
+
+    raw_json = F.to_json(F.struct(*[F.col(n) for n in present if n != CORRUPT]))
+    raw_text = F.coalesce(F.col(CORRUPT), raw_json) if CORRUPT in present else raw_json
+    return raw.select(
+        *cols.values(),
+        event_ts.alias(EVENT_TS),
+        first(0).alias(REASON),
+        first(1).alias(FIELD),
+        first(2).alias(VALUE),
+        raw_text.alias(RAW),
+    )

@@ -1,0 +1,210 @@
+"""Run an app on Spark Structured Streaming: one query per aggregation, one per retrieval join.
+
+With ``follow=False`` every query uses the availableNow trigger: it processes everything present and
+stops, aggregations first, then retrieval joins (so their answers see all the data).  With
+``follow=True`` all queries keep watching for new files until :meth:`Run.stop` (or Ctrl-C in the CLI).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from tiltframe.engine.events import REASON, type_events
+from tiltframe.engine.pipeline import AggregationPipeline, BatchReport, PipelineTotals, pipeline_id_for
+from tiltframe.engine.session import get_session
+from tiltframe.engine.sinks import ConsoleSink, Sink
+from tiltframe.engine.sources import FileInput, read_stream
+from tiltframe.errors import UsageError
+from tiltframe.retrieval.retrieve import retrieve
+from tiltframe.spec.expressions import attributes_of
+from tiltframe.spec.model import AppSpec, RetrievalQuery
+from tiltframe.spec.validate import check_runnable
+from tiltframe.store.registry import StoreRegistry
+from tiltframe.store.layout import AggregationLayout
+
+logger = logging.getLogger(__name__)
+
+InputLike = FileInput | str | Path | DataFrame
+
+
+@dataclass
+class RunResult:
+    """Totals per aggregation and rows emitted per output stream."""
+
+    aggregations: dict[str, PipelineTotals] = field(default_factory=dict)
+    outputs: dict[str, int] = field(default_factory=dict)
+    requests_rejected: int = 0
+
+
+def _as_input(value: InputLike, max_files: int | None) -> FileInput | DataFrame:
+    if isinstance(value, DataFrame | FileInput):
+        return value
+    return FileInput(str(value), max_files_per_trigger=max_files)
+
+
+class Run:
+    """A started app; :meth:`wait` blocks until done (availableNow) or :meth:`stop` is called."""
+
+    def __init__(
+        self,
+        app: AppSpec,
+        inputs: Mapping[str, InputLike],
+        *,
+        data_dir: str | Path,
+        spark: SparkSession | None = None,
+        follow: bool = False,
+        outputs: Mapping[str, Sink] | None = None,
+        on_batch: Callable[[BatchReport], None] | None = None,
+        max_files_per_trigger: int | None = None,
+        trigger_interval: str = "1 second",
+        stores: StoreRegistry | None = None,
+    ) -> None:
+        check_runnable(app)
+        unknown = [name for name in inputs if name not in {s.name for s in app.streams}]
+        if unknown:
+            names = ", ".join(s.name for s in app.streams)
+            msg = f"--input names stream(s) {', '.join(unknown)} not defined in the app (streams: {names})"
+            raise UsageError(msg)
+        self.app = app
+        self.data_dir = Path(data_dir)
+        self.spark = spark or get_session()
+        self.follow = follow
+        self.trigger_interval = trigger_interval
+        self.outputs = dict(outputs or {})
+        self.on_batch = on_batch
+        self.stores = stores or StoreRegistry(self.data_dir)
+        self.inputs = {k: _as_input(v, max_files_per_trigger) for k, v in inputs.items()}
+        self.result = RunResult()
+        self._queries: list[StreamingQuery] = []
+        self._lock = threading.Lock()
+        self.pipelines: dict[str, AggregationPipeline] = {}
+        for agg in app.aggregations:
+            layout = AggregationLayout.of(app, agg.name)
+            store = self.stores.for_aggregation(agg)
+            store.ensure_schema(layout)
+            checkpoint = self.checkpoint_dir(layout)
+            pipeline = AggregationPipeline(layout, store, pipeline_id_for(checkpoint, layout), on_batch=on_batch)
+            self.pipelines[agg.name] = pipeline
+            self.result.aggregations[agg.name] = pipeline.totals
+
+    def checkpoint_dir(self, layout: AggregationLayout) -> Path:
+        return self.data_dir / "checkpoints" / f"{layout.name}-{layout.spec_hash}"
+
+    def _start_aggregations(self) -> None:
+        for agg in self.app.aggregations:
+            source = self.inputs.get(agg.source)
+            if source is None:
+                logger.info("stream %s has no input; aggregation %s receives no events", agg.source, agg.name)
+                continue
+            pipeline = self.pipelines[agg.name]
+            stream = self.app.stream(agg.source)
+            if isinstance(source, DataFrame):
+                if not source.isStreaming:
+                    # A bounded backfill runs through the same per-batch code as one batch.
+                    pipeline.process(source, 0)
+                    continue
+                df = source
+            else:
+                df = read_stream(self.spark, source, stream)
+            checkpoint = self.checkpoint_dir(pipeline.layout)
+            self._start(df, f"tiltframe-{agg.name}", checkpoint / "spark", pipeline.foreach_batch)
+
+    def _start(self, df: DataFrame, name: str, checkpoint: Path, fn: Callable[[DataFrame, int], None]) -> None:
+        writer = df.writeStream.queryName(name).option("checkpointLocation", str(checkpoint)).foreachBatch(fn)
+        writer = writer.trigger(processingTime=self.trigger_interval) if self.follow else writer.trigger(availableNow=True)
+        self._queries.append(writer.start())
+
+    def _start_retrievals(self) -> None:
+        for i, query in enumerate(self.app.queries):
+            if query.request_stream is None:
+                continue
+            source = self.inputs.get(query.request_stream)
+            if source is None:
+                logger.info("stream %s has no input; query %s receives no requests", query.request_stream, i)
+                continue
+            stream = self.app.stream(query.request_stream)
+            df = source if isinstance(source, DataFrame) else read_stream(self.spark, source, stream)
+            name = query.name or f"query{i}"
+            out = query.insert_into or name
+            sink = self.outputs.get(out) or ConsoleSink()
+            layout = AggregationLayout.of(self.app, query.aggregation)
+            store = self.stores.for_aggregation(layout.spec)
+            handler = _RetrievalBatch(self, query, layout, store, sink, out)
+            checkpoint = self.data_dir / "checkpoints" / f"query-{name}-{layout.spec_hash}"
+            self._start(df, f"tiltframe-query-{name}", checkpoint, handler)
+
+    def start(self) -> Run:
+        self._start_aggregations()
+        if self.follow:
+            self._start_retrievals()
+        return self
+
+    def wait(self, poll_seconds: float = 0.5) -> RunResult:
+        """Block until every query is done; raises the first query failure."""
+        self._await_all(poll_seconds)
+        if not self.follow:
+            self._start_retrievals()
+            self._await_all(poll_seconds)
+        return self.result
+
+    def _await_all(self, poll_seconds: float) -> None:
+        while True:
+            active = [q for q in self._queries if q.isActive]
+            for q in self._queries:
+                exc = q.exception()
+                if exc is not None:
+                    self.stop()
+                    raise exc
+            if not active:
+                break
+            active[0].awaitTermination(poll_seconds)
+
+    def stop(self) -> None:
+        for q in self._queries:
+            if q.isActive:
+                q.stop()
+
+
+class _RetrievalBatch:
+    """foreachBatch of a retrieval join: answer each request event against the store."""
+
+    def __init__(self, run: Run, query: RetrievalQuery, layout: AggregationLayout, store: Any, sink: Sink, out: str):
+        self.run, self.query, self.layout, self.store, self.sink, self.out = run, query, layout, store, sink, out
+        stream = run.app.stream(query.request_stream or "")
+        self.stream = stream
+        used = {
+            a.name
+            for e in (*query.within, query.per, *([query.on] if query.on else []), *(i.expr for i in query.select or ()))
+            for a in attributes_of(e)
+            if a.qualifier in (query.request_alias, query.request_stream)
+        }
+        self.required = used
+
+    def __call__(self, raw: DataFrame, batch_id: int) -> None:
+        typed = type_events(raw, self.stream, required=self.required, time_attribute=None, arrival_ms=0)
+        names = [a.name for a in self.stream.attributes]
+        rows = typed.select(*names, REASON).collect()  # requests are few: answering them is driver work
+        frames = []
+        for row in rows:
+            if row[REASON] is not None:
+                logger.warning("request rejected: %s", row[REASON])
+                with self.run._lock:
+                    self.run.result.requests_rejected += 1
+                continue
+            request = {n: row[n] for n in names}
+            frames.append(retrieve(self.layout, self.store, self.query, request))
+        if not frames:
+            return
+        result = pd.concat(frames, ignore_index=True)
+        self.sink.write(self.out, batch_id, result)
+        with self.run._lock:
+            self.run.result.outputs[self.out] = self.run.result.outputs.get(self.out, 0) + len(result)

@@ -1,0 +1,43 @@
+"""The SparkSession tiltframe runs on: the caller's, or one made for local use.
+
+Library calls take ``spark: SparkSession | None`` and never stop a session they did not create.  Bucket
+math never depends on ``spark.sql.session.timeZone`` (it works on epoch milliseconds and explicit zones),
+so a caller's session setting is left alone.
+"""
+
+from __future__ import annotations
+
+import os
+
+from pyspark.sql import SparkSession
+
+#: Settings for sessions tiltframe creates; tuned for small clusters and laptops.
+DEFAULT_CONF = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.streaming.stopGracefullyOnShutdown": "true",
+}
+
+
+def get_session(master: str | None = None, *, app_name: str = "tiltframe") -> SparkSession:
+    """The active session if there is one, else a new one (``local[*]`` unless ``master`` says)."""
+    # Local sessions stay on loopback instead of whatever the host name resolves to.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    active = SparkSession.getActiveSession()
+    if active is not None and master is None:
+        return active
+    cores = os.cpu_count() or 2
+    builder = SparkSession.builder.appName(app_name)
+    builder = builder.master(master or os.environ.get("TILTFRAME_SPARK_MASTER", "local[*]"))
+    conf = dict(DEFAULT_CONF)
+    # Shuffles here are over per-batch partial states; a few partitions per core is plenty.
+    conf["spark.sql.shuffle.partitions"] = os.environ.get("TILTFRAME_SHUFFLE_PARTITIONS", str(max(4, 2 * cores)))
+    conf["spark.driver.memory"] = os.environ.get("TILTFRAME_DRIVER_MEMORY", "4g")
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("TILTFRAME_SPARK_LOG_LEVEL", "ERROR"))
+    return spark

@@ -1,0 +1,5 @@
+"""Retrieval: ``within ... per ...`` over stored partial states, merged and finalized on read."""
+
+from tiltframe.retrieval.retrieve import Resolved, resolve, retrieve
+
+__all__ = ["Resolved", "resolve", "retrieve"]

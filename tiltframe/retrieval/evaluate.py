@@ -1,0 +1,82 @@
+"""Evaluate ``on`` conditions and ``select`` expressions of a retrieval over finalized rows (pandas).
+
+Aggregation attributes are columns of the frame; request-stream attributes are scalars of the one
+request being answered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tiltframe.errors import QueryError
+from tiltframe.spec.expressions import Attr, Binary, Call, Expr, Literal, Unary
+from tiltframe.spec.model import RetrievalQuery
+
+_OPS = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "%": lambda a, b: a % b,
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+    "and": lambda a, b: a & b,
+    "or": lambda a, b: a | b,
+}
+
+
+def is_request_attr(attr: Attr, query: RetrievalQuery) -> bool:
+    return bool(query.request_stream) and attr.qualifier in (query.request_alias, query.request_stream)
+
+
+def evaluate(
+    expr: Expr, frame: pd.DataFrame, query: RetrievalQuery, request: Mapping[str, Any] | None = None
+) -> Any:
+    """A Series aligned with ``frame`` (or a scalar when ``expr`` uses no aggregation column)."""
+    if isinstance(expr, Attr):
+        if is_request_attr(expr, query):
+            if request is None or expr.name not in request:
+                msg = f"'{expr}' needs a request event, but this retrieval has none"
+                raise QueryError(msg)
+            return request[expr.name]
+        return frame[expr.name]
+    if isinstance(expr, Literal):
+        return expr.value
+    if isinstance(expr, Unary):
+        inner = evaluate(expr.operand, frame, query, request)
+        return ~inner if expr.op == "not" else -inner
+    if isinstance(expr, Binary):
+        left = evaluate(expr.left, frame, query, request)
+        right = evaluate(expr.right, frame, query, request)
+        if expr.op == "/":
+            result = np.true_divide(left, right)
+            if _integral(left) and _integral(right):
+                return np.trunc(result).astype("int64") if isinstance(result, pd.Series) else int(result)
+            return result
+        return _OPS[expr.op](left, right)
+    if isinstance(expr, Call):
+        msg = f"function {expr.name}() is not available in a retrieval"
+        raise QueryError(msg)
+    msg = f"unsupported expression {expr!r}"
+    raise QueryError(msg)
+
+
+def _integral(value: Any) -> bool:
+    if isinstance(value, pd.Series):
+        return pd.api.types.is_integer_dtype(value.dtype)
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def output_name(expr: Expr, alias: str | None) -> str:
+    if alias:
+        return alias
+    if isinstance(expr, Attr):
+        return expr.name
+    return str(expr)

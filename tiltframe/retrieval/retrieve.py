@@ -1,0 +1,98 @@
+"""Answer a retrieval: resolve ``within``/``per``, read the per-granularity table, merge, finalize,
+filter by ``on``, project ``select``, order and limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from tiltframe.errors import DefinitionError, QueryError
+from tiltframe.retrieval.evaluate import evaluate, is_request_attr, output_name
+from tiltframe.retrieval.merge import finalize, merge_rows
+from tiltframe.spec.durations import Granularity
+from tiltframe.spec.expressions import Attr, Expr, Literal
+from tiltframe.spec.model import RetrievalQuery
+from tiltframe.store.base import Store
+from tiltframe.store.layout import AggregationLayout
+from tiltframe.timeutil.parse import within_range
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """The concrete range and granularity of one retrieval request."""
+
+    start_ms: int
+    end_ms: int
+    granularity: Granularity
+
+
+def _operand(expr: Expr, query: RetrievalQuery, request: Mapping[str, Any] | None) -> Any:
+    if isinstance(expr, Literal):
+        return expr.value
+    if isinstance(expr, Attr) and is_request_attr(expr, query) and request is not None:
+        if expr.name not in request:
+            msg = f"request event has no attribute '{expr.name}'"
+            raise QueryError(msg)
+        return request[expr.name]
+    msg = f"'{expr}' in within/per needs a request event"
+    raise QueryError(msg)
+
+
+def resolve(layout: AggregationLayout, query: RetrievalQuery, request: Mapping[str, Any] | None = None) -> Resolved:
+    """``within`` as ``[start, end)`` in epoch ms and ``per`` as one of the aggregated granularities."""
+    values = [_operand(w, query, request) for w in query.within]
+    start, end = within_range(*values)
+    per = _operand(query.per, query, request)
+    if not isinstance(per, str):
+        msg = f"per takes a duration name such as \"days\", got {per!r}"
+        raise QueryError(msg)
+    try:
+        g = layout.spec.granularity(Granularity.parse(per))
+    except DefinitionError as exc:
+        raise QueryError(exc.message) from None
+    return Resolved(start, end, g)
+
+
+def retrieve(
+    layout: AggregationLayout,
+    store: Store,
+    query: RetrievalQuery,
+    request: Mapping[str, Any] | None = None,
+) -> pd.DataFrame:
+    """The rows a retrieval query returns for one request (or for none, in on-demand form)."""
+    r = resolve(layout, query, request)
+    rows = store.read(layout, r.granularity, r.start_ms, r.end_ms)
+    final = finalize(merge_rows(rows, layout), layout)
+    final = final.sort_values(list(layout.key_names), kind="stable").reset_index(drop=True)
+    if query.on is not None and not final.empty:
+        mask = evaluate(query.on, final, query, request)
+        if not isinstance(mask, pd.Series):
+            mask = pd.Series(bool(mask), index=final.index)
+        final = final[mask.fillna(False).astype(bool)]
+    if query.select is None:
+        out = final.drop(columns=[c for c in final.columns if c == "AGG_EVENT_TIMESTAMP"])
+    else:
+        columns: dict[str, Any] = {}
+        for item in query.select:
+            value = evaluate(item.expr, final, query, request)
+            columns[output_name(item.expr, item.alias)] = (
+                value if isinstance(value, pd.Series) else pd.Series([value] * len(final), index=final.index)
+            )
+        out = pd.DataFrame(columns, index=final.index)
+    if query.order_by:
+        by, ascending = [], []
+        for o in query.order_by:
+            name = output_name(o.expr, None)
+            if name not in out.columns:
+                msg = f"order by {o.expr}: not a selected column"
+                raise QueryError(msg)
+            by.append(name)
+            ascending.append(o.ascending)
+        out = out.sort_values(by, ascending=ascending, kind="stable")
+    if query.limit is not None:
+        out = out.head(query.limit)
+    return out.reset_index(drop=True)

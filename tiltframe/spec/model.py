@@ -1,0 +1,281 @@
+"""The validated, declarative model of an app: streams, aggregations and retrieval queries.
+
+The parser (``tiltframe.lang``) and the Python builder (``tiltframe.spec.builder``) both produce these
+frozen dataclasses; the engine, the store and retrieval only ever read them.  Source positions are kept for
+error messages but never take part in equality.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from tiltframe.errors import DefinitionError, unknown
+from tiltframe.spec.durations import Granularity
+from tiltframe.spec.expressions import Expr, Pos
+
+
+class AttrType(enum.Enum):
+    """Attribute types of SiddhiQL stream definitions."""
+
+    STRING = "string"
+    INT = "int"
+    LONG = "long"
+    FLOAT = "float"
+    DOUBLE = "double"
+    BOOL = "bool"
+
+    @property
+    def is_numeric(self) -> bool:
+        return self in (AttrType.INT, AttrType.LONG, AttrType.FLOAT, AttrType.DOUBLE)
+
+    @property
+    def is_integral(self) -> bool:
+        return self in (AttrType.INT, AttrType.LONG)
+
+    @classmethod
+    def named(cls, word: str, pos: Pos | None = None) -> AttrType:
+        aliases = {"boolean": "bool", "integer": "int"}
+        key = aliases.get(word.lower(), word.lower())
+        for member in cls:
+            if member.value == key:
+                return member
+        raise DefinitionError(
+            unknown("attribute type", word, [m.value for m in cls]),
+            line=pos.line if pos else None,
+            column=pos.column if pos else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Annotation:
+    """An annotation as written: ``@name(key='value', 'positional', ...)``.
+
+    Kept on definitions for ``explain`` and for annotations tiltframe does not interpret itself.
+    """
+
+    name: str
+    elements: tuple[tuple[str | None, str], ...] = ()
+    pos: Pos | None = field(default=None, compare=False, repr=False)
+
+    def get(self, key: str | None, default: str | None = None) -> str | None:
+        for k, v in self.elements:
+            if (k is None and key is None) or (k is not None and key is not None and k.lower() == key.lower()):
+                return v
+        return default
+
+
+@dataclass(frozen=True, slots=True)
+class Attribute:
+    name: str
+    type: AttrType
+    pos: Pos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamDef:
+    """``define stream Name (attr type, ...)``."""
+
+    name: str
+    attributes: tuple[Attribute, ...]
+    annotations: tuple[Annotation, ...] = field(default=(), compare=False)
+    pos: Pos | None = field(default=None, compare=False, repr=False)
+
+    def attribute(self, name: str, pos: Pos | None = None) -> Attribute:
+        for a in self.attributes:
+            if a.name == name:
+                return a
+        raise DefinitionError(
+            unknown(f"attribute of stream {self.name}", name, [a.name for a in self.attributes]),
+            line=pos.line if pos else None,
+            column=pos.column if pos else None,
+        )
+
+    def has(self, name: str) -> bool:
+        return any(a.name == name for a in self.attributes)
+
+
+# --- select items of an aggregation -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class KeyItem:
+    """A group-by attribute in the select list; stored as a key column."""
+
+    name: str
+    alias: str | None = None
+    pos: Pos | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def output_name(self) -> str:
+        return self.alias or self.name
+
+
+@dataclass(frozen=True, slots=True)
+class AggregateItem:
+    """``func(arg) as alias``: stored as the function's partial state, finalized on retrieval."""
+
+    function: str
+    arg: Expr | None
+    alias: str
+    pos: Pos | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def output_name(self) -> str:
+        return self.alias
+
+
+@dataclass(frozen=True, slots=True)
+class ExpressionItem:
+    """A non-aggregate expression: its stored value is that of the latest event in the bucket."""
+
+    expr: Expr
+    alias: str
+    pos: Pos | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def output_name(self) -> str:
+        return self.alias
+
+
+SelectItem = KeyItem | AggregateItem | ExpressionItem
+
+
+@dataclass(frozen=True, slots=True)
+class StoreSpec:
+    """``@store(type='rdbms', jdbc.url=..., username=..., password=...)``; extra elements in ``options``."""
+
+    type: str
+    url: str | None = None
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    options: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeSpec:
+    """``@purge(enable=..., interval=..., @retentionPeriod(...))``."""
+
+    enable: bool = True
+    interval: str | None = None
+    retention: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AggregationSpec:
+    """``define aggregation Name from Stream select ... group by ... aggregate [by attr] every ...``."""
+
+    name: str
+    source: str
+    select: tuple[SelectItem, ...]
+    granularities: tuple[Granularity, ...]
+    group_by: tuple[str, ...] = ()
+    time_attribute: str | None = None
+    timezone: str | None = None
+    store: StoreSpec | None = None
+    buffer_size: int | None = None
+    ignore_events_older_than_buffer: bool | None = None
+    purge: PurgeSpec | None = None
+    retention: tuple[tuple[str, str], ...] | None = None
+    partition_by_id: bool | None = None
+    annotations: tuple[Annotation, ...] = field(default=(), compare=False)
+    pos: Pos | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def aggregates(self) -> tuple[AggregateItem, ...]:
+        return tuple(i for i in self.select if isinstance(i, AggregateItem))
+
+    @property
+    def expressions(self) -> tuple[ExpressionItem, ...]:
+        return tuple(i for i in self.select if isinstance(i, ExpressionItem))
+
+    @property
+    def finest(self) -> Granularity:
+        return self.granularities[0]
+
+    def granularity(self, g: Granularity) -> Granularity:
+        """``g`` if this aggregation keeps it, else a clear error naming the kept durations."""
+        if g in self.granularities:
+            return g
+        kept = ", ".join(str(x) for x in self.granularities)
+        msg = f"aggregation {self.name} is not aggregated per {g} (it keeps: {kept})"
+        raise DefinitionError(msg)
+
+
+# --- retrieval ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OutputItem:
+    """One ``select`` item of a retrieval query."""
+
+    expr: Expr
+    alias: str | None = None
+    pos: Pos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class OrderItem:
+    expr: Expr
+    ascending: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalQuery:
+    """``from [Req as b join] Agg as a [on ...] within ... per ... select ... [order by ...] [insert into]``.
+
+    ``within`` holds one expression (a pattern such as ``"2018-01-** **:**:**"``) or two (start, end).
+    ``select`` is ``None`` for ``select *``.
+    """
+
+    aggregation: str
+    within: tuple[Expr, ...]
+    per: Expr
+    aggregation_alias: str | None = None
+    request_stream: str | None = None
+    request_alias: str | None = None
+    on: Expr | None = None
+    select: tuple[OutputItem, ...] | None = None
+    order_by: tuple[OrderItem, ...] = ()
+    limit: int | None = None
+    insert_into: str | None = None
+    output_events: str | None = None
+    name: str | None = None
+    annotations: tuple[Annotation, ...] = field(default=(), compare=False)
+    pos: Pos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class AppSpec:
+    """A whole app: definitions in text order.  Built through :func:`tiltframe.spec.validate.validate_app`."""
+
+    streams: tuple[StreamDef, ...] = ()
+    aggregations: tuple[AggregationSpec, ...] = ()
+    queries: tuple[RetrievalQuery, ...] = ()
+    name: str | None = None
+    timezone: str | None = None
+    annotations: tuple[Annotation, ...] = field(default=(), compare=False)
+
+    def stream(self, name: str, pos: Pos | None = None) -> StreamDef:
+        for s in self.streams:
+            if s.name == name:
+                return s
+        raise DefinitionError(
+            unknown("stream", name, [s.name for s in self.streams]),
+            line=pos.line if pos else None,
+            column=pos.column if pos else None,
+        )
+
+    def aggregation(self, name: str, pos: Pos | None = None) -> AggregationSpec:
+        for a in self.aggregations:
+            if a.name == name:
+                return a
+        raise DefinitionError(
+            unknown("aggregation", name, [a.name for a in self.aggregations]),
+            line=pos.line if pos else None,
+            column=pos.column if pos else None,
+        )
+
+    def zone_of(self, agg: AggregationSpec) -> str:
+        """The time zone buckets of ``agg`` follow: its own, else the app's, else GMT (seed 001)."""
+        return agg.timezone or self.timezone or "UTC"

@@ -1,0 +1,278 @@
+"""Cross-reference validation of an app, and the gate for features that are not built yet.
+
+``validate_app`` is what makes a spec *valid*: the parser and the Python builder both end with it, so
+both report the same errors.  ``check_runnable`` is separate: a definition that uses an annotation whose
+behaviour is not built yet still parses (and ``explain`` shows it), but the engine refuses to run it
+rather than silently ignoring the annotation.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from tiltframe.errors import DefinitionError, NotSupportedYet, QueryError
+from tiltframe.functions.registry import get, is_aggregate
+from tiltframe.spec.durations import Granularity
+from tiltframe.spec.expressions import Attr, Expr, Literal, Pos, attributes_of, calls_of
+from tiltframe.spec.model import (
+    AggregateItem,
+    AggregationSpec,
+    AppSpec,
+    AttrType,
+    ExpressionItem,
+    KeyItem,
+    RetrievalQuery,
+    StreamDef,
+)
+from tiltframe.timeutil.zones import resolve_zone
+
+_RESERVED = "AGG_"
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _fail(message: str, pos: Pos | None) -> DefinitionError:
+    return DefinitionError(message, line=pos.line if pos else None, column=pos.column if pos else None)
+
+
+def validate_app(app: AppSpec) -> AppSpec:
+    """Check every reference and type in ``app``; returns it unchanged when valid."""
+    names = Counter([s.name for s in app.streams] + [a.name for a in app.aggregations])
+    for name, n in names.items():
+        if n > 1:
+            msg = f"'{name}' is defined {n} times; stream and aggregation names must be unique"
+            raise DefinitionError(msg)
+    if app.timezone is not None:
+        resolve_zone(app.timezone)
+    for stream in app.streams:
+        _validate_stream(stream)
+    for agg in app.aggregations:
+        _validate_aggregation(app, agg)
+    for query in app.queries:
+        validate_query(app, query)
+    return app
+
+
+def _validate_stream(stream: StreamDef) -> None:
+    seen: set[str] = set()
+    for a in stream.attributes:
+        if a.name in seen:
+            raise _fail(f"attribute '{a.name}' is defined twice in stream {stream.name}", a.pos)
+        seen.add(a.name)
+    if not stream.attributes:
+        raise _fail(f"stream {stream.name} has no attributes", stream.pos)
+
+
+def _validate_aggregation(app: AppSpec, agg: AggregationSpec) -> None:
+    if not _NAME.match(agg.name):
+        raise _fail(f"aggregation name '{agg.name}' must be a plain identifier", agg.pos)
+    for item in agg.select:
+        if item.output_name.upper().startswith(_RESERVED):
+            msg = f"'{item.output_name}' starts with {_RESERVED}, which is reserved for tiltframe's columns"
+            raise _fail(msg, item.pos)
+    try:
+        stream = app.stream(agg.source, agg.pos)
+    except DefinitionError as exc:
+        raise _fail(f"aggregation {agg.name} reads from {exc.message}", agg.pos) from None
+    for key in agg.group_by:
+        stream.attribute(key, agg.pos)
+    if agg.time_attribute is not None:
+        t = stream.attribute(agg.time_attribute, agg.pos)
+        if t.type not in (AttrType.LONG, AttrType.STRING):
+            msg = (
+                f"aggregate by '{t.name}': the event-time attribute must be long (epoch ms) or string "
+                f"('yyyy-MM-dd HH:mm:ss[ Z]'), got {t.type.value}"
+            )
+            raise _fail(msg, agg.pos)
+    if not agg.select:
+        raise _fail(f"aggregation {agg.name} selects nothing", agg.pos)
+    outputs = Counter(i.output_name for i in agg.select)
+    for name, n in outputs.items():
+        if n > 1:
+            raise _fail(f"'{name}' is selected {n} times in aggregation {agg.name}", agg.pos)
+    for item in agg.select:
+        _validate_item(agg, stream, item)
+    if not agg.aggregates:
+        msg = f"aggregation {agg.name} has no aggregate function (sum, count, avg, min, max, ...)"
+        raise _fail(msg, agg.pos)
+    _validate_granularities(agg)
+    if agg.timezone is not None:
+        resolve_zone(agg.timezone)
+    if agg.buffer_size is not None and agg.buffer_size < 1:
+        raise _fail(f"@BufferSize must be a positive integer, got {agg.buffer_size}", agg.pos)
+
+
+def _validate_item(agg: AggregationSpec, stream: StreamDef, item: object) -> None:
+    from tiltframe.store.layout import expression_type
+
+    if isinstance(item, KeyItem):
+        stream.attribute(item.name, item.pos)
+        if item.name not in agg.group_by:
+            msg = f"'{item.name}' is selected as a key but is not in group by"
+            raise _fail(msg, item.pos)
+        return
+    if isinstance(item, AggregateItem):
+        fn = get(item.function)
+        if item.arg is not None:
+            _check_plain(item.arg, stream, f"{item.function}(...) as {item.alias}")
+            arg_type = expression_type(item.arg, stream)
+        else:
+            arg_type = None
+        fn.check_arg(arg_type, where=f"'{item.alias}'")
+        return
+    if isinstance(item, ExpressionItem):
+        _check_plain(item.expr, stream, item.alias)
+        expression_type(item.expr, stream)
+
+
+def _check_plain(expr: Expr, stream: StreamDef, where: str) -> None:
+    """An expression over stream attributes with no aggregate calls inside it."""
+    for call in calls_of(expr):
+        if is_aggregate(call.name):
+            msg = f"aggregate {call.name}() inside the expression of '{where}'; select aggregates separately"
+        else:
+            msg = f"unknown function {call.name}() in '{where}'"
+        raise _fail(msg, call.pos)
+    for attr in attributes_of(expr):
+        stream.attribute(attr.name, attr.pos)
+
+
+def _validate_granularities(agg: AggregationSpec) -> None:
+    gs = agg.granularities
+    if not gs:
+        raise _fail(f"aggregation {agg.name} has no durations after 'every'", agg.pos)
+    counts = Counter(gs)
+    for g, n in counts.items():
+        if n > 1:
+            raise _fail(f"duration '{g}' is listed {n} times in aggregation {agg.name}", agg.pos)
+    if list(gs) != sorted(gs, key=lambda g: g.sort_key):
+        msg = f"durations of aggregation {agg.name} must go from finest to coarsest"
+        raise _fail(msg, agg.pos)
+
+
+def validate_query(app: AppSpec, q: RetrievalQuery) -> None:
+    """Check a retrieval query against the aggregations and streams of ``app``."""
+    from tiltframe.store.layout import AggregationLayout
+
+    agg = app.aggregation(q.aggregation, q.pos)
+    layout = AggregationLayout.of(app, agg.name)
+    request = app.stream(q.request_stream, q.pos) if q.request_stream else None
+    outputs = layout.output_types
+
+    def check_ref(attr: Attr, *, keys_only: bool = False) -> None:
+        side = _side_of(attr, q)
+        if side == "request":
+            assert request is not None
+            request.attribute(attr.name, attr.pos)
+            return
+        if side == "ambiguous":
+            msg = f"'{attr.name}' is ambiguous; qualify it with the alias of the stream or the aggregation"
+            raise _fail(msg, attr.pos)
+        allowed = layout.key_names if keys_only else tuple(outputs)
+        if attr.name not in allowed:
+            from tiltframe.errors import unknown
+
+            what = "group-by attribute of " if keys_only else "attribute of "
+            raise _fail(unknown(what + agg.name, attr.name, allowed), attr.pos)
+
+    if q.on is not None:
+        for attr in attributes_of(q.on):
+            check_ref(attr, keys_only=True)
+    for operand in (*q.within, q.per):
+        if isinstance(operand, Attr):
+            if request is None or _side_of(operand, q) != "request":
+                msg = f"'{operand}' in within/per must be an attribute of the request stream"
+                raise _fail(msg, operand.pos)
+            request.attribute(operand.name, operand.pos)
+        elif not isinstance(operand, Literal):
+            raise _fail("within and per take constants or request-stream attributes", q.pos)
+    if len(q.within) not in (1, 2):
+        raise _fail("within takes a pattern or a start and an end", q.pos)
+    if isinstance(q.per, Literal):
+        if not isinstance(q.per.value, str):
+            raise _fail(f"per takes a duration name such as \"days\", got {q.per}", q.per.pos)
+        try:
+            agg.granularity(Granularity.parse(q.per.value))
+        except DefinitionError as exc:
+            raise _fail(exc.message, q.per.pos) from None
+    if all(isinstance(w, Literal) for w in q.within):
+        from tiltframe.timeutil.parse import within_range
+
+        try:
+            within_range(*(w.value for w in q.within))  # type: ignore[union-attr]
+        except QueryError as exc:
+            raise _fail(str(exc), q.within[0].pos) from None
+    for item in q.select or ():
+        for attr in attributes_of(item.expr):
+            check_ref(attr)
+        for call in calls_of(item.expr):
+            raise _fail(f"function {call.name}() is not available in a retrieval select", call.pos)
+    selected = {_output_name(i) for i in q.select} if q.select is not None else set(outputs)
+    for order in q.order_by:
+        refs = attributes_of(order.expr)
+        if not refs or any(_output_name_of_attr(a) not in selected for a in refs):
+            msg = f"order by {order.expr}: only selected columns can order the result"
+            raise _fail(msg, q.pos)
+    if q.limit is not None and q.limit < 0:
+        raise _fail(f"limit must not be negative, got {q.limit}", q.pos)
+
+
+def _side_of(attr: Attr, q: RetrievalQuery) -> str:
+    """Which input an attribute belongs to: 'aggregation', 'request' or 'ambiguous'."""
+    if attr.qualifier is not None:
+        if attr.qualifier in (q.request_alias, q.request_stream) and q.request_stream:
+            return "request"
+        if attr.qualifier in (q.aggregation_alias, q.aggregation):
+            return "aggregation"
+        msg = f"unknown alias '{attr.qualifier}' in '{attr}'"
+        raise _fail(msg, attr.pos)
+    return "aggregation"
+
+
+def _output_name(item: object) -> str:
+    from tiltframe.spec.model import OutputItem
+
+    assert isinstance(item, OutputItem)
+    if item.alias:
+        return item.alias
+    if isinstance(item.expr, Attr):
+        return item.expr.name
+    return str(item.expr)
+
+
+def _output_name_of_attr(attr: Attr) -> str:
+    return attr.name
+
+
+# --- the gate for features of later releases ----------------------------------------------------------
+
+_LATER = {
+    "buffer_size": "@BufferSize (out-of-order buffer)",
+    "ignore_events_older_than_buffer": "@IgnoreEventsOlderThanBuffer",
+    "retention": "@retentionPeriod (retention and purging)",
+    "partition_by_id": "@PartitionById (shards merged on read)",
+}
+
+
+def check_runnable(app: AppSpec) -> None:
+    """Refuse, with a clear message, any annotation whose behaviour this release does not have."""
+    for agg in app.aggregations:
+        for attr, what in _LATER.items():
+            value = getattr(agg, attr)
+            if value is not None and value is not False:
+                raise _not_yet(agg, what)
+        if agg.purge is not None and (agg.purge.enable or agg.purge.retention):
+            raise _not_yet(agg, "@purge with enable='true' (retention and purging)")
+        store = agg.store
+        if store is not None:
+            from tiltframe.store.registry import check_store_spec
+
+            check_store_spec(store)
+
+
+def _not_yet(agg: AggregationSpec, what: str) -> NotSupportedYet:
+    msg = (
+        f"aggregation {agg.name} uses {what}, which is not supported yet: it is parsed, but tiltframe "
+        f"will not run a definition whose policy it would silently ignore; remove the annotation to run"
+    )
+    return NotSupportedYet(msg, line=agg.pos.line if agg.pos else None, column=agg.pos.column if agg.pos else None)

@@ -1,0 +1,191 @@
+"""The shape of the rollup tables of one aggregation: the contract between engine, store and retrieval.
+
+Every granularity has one table ``<Aggregation>_<DURATION>`` with the same columns:
+
+========================  =================================================================
+``AGG_TIMESTAMP``         bucket start, epoch milliseconds (primary key, with the keys)
+group-by attributes       one column each, in ``group by`` order (primary key)
+``AGG_EVENT_TIMESTAMP``   greatest event time aggregated into the bucket, epoch ms
+``AGG_ARRIVAL_BATCH``     micro-batch of the latest event (only with non-aggregate items)
+``AGG_ARRIVAL_SEQ``       arrival position of that event in its batch (idem)
+``<alias>_<STATE>``       partial states of aggregates, e.g. ``avgPrice_SUM``, ``avgPrice_COUNT``
+``<alias>``               value of a non-aggregate item for the latest event of the bucket
+========================  =================================================================
+
+The latest event of a bucket is the one with the greatest ``(event time, batch, seq)``: greatest event
+time, and on a tie the later arrival.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import cached_property
+
+from tiltframe.functions.registry import AggregateFunction, Merge, State, get
+from tiltframe.spec.durations import Granularity
+from tiltframe.spec.expressions import Attr, Binary, Expr, Literal, Unary
+from tiltframe.spec.model import AggregateItem, AggregationSpec, AppSpec, AttrType, StreamDef
+
+AGG_TIMESTAMP = "AGG_TIMESTAMP"
+AGG_EVENT_TIMESTAMP = "AGG_EVENT_TIMESTAMP"
+AGG_ARRIVAL_BATCH = "AGG_ARRIVAL_BATCH"
+AGG_ARRIVAL_SEQ = "AGG_ARRIVAL_SEQ"
+RESERVED_PREFIX = "AGG_"
+
+
+@dataclass(frozen=True, slots=True)
+class KeyColumn:
+    name: str
+    type: AttrType
+
+
+@dataclass(frozen=True, slots=True)
+class StateColumn:
+    """One partial-state column of one aggregate item."""
+
+    name: str
+    item: AggregateItem
+    function: AggregateFunction
+    state: State
+    type: AttrType
+
+    @property
+    def merge(self) -> Merge:
+        return self.state.merge
+
+
+@dataclass(frozen=True, slots=True)
+class ValueColumn:
+    """The latest-event value of a non-aggregate select item."""
+
+    name: str
+    expr: Expr
+    type: AttrType
+
+
+@dataclass(frozen=True)
+class AggregationLayout:
+    """Tables and columns of one aggregation, derived from its spec and the function registry."""
+
+    spec: AggregationSpec
+    stream: StreamDef
+    zone: str
+
+    @classmethod
+    def of(cls, app: AppSpec, name: str) -> AggregationLayout:
+        agg = app.aggregation(name)
+        return cls(agg, app.stream(agg.source), app.zone_of(agg))
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def table_name(self, g: Granularity) -> str:
+        return f"{self.spec.name}_{g.table_suffix}"
+
+    @cached_property
+    def keys(self) -> tuple[KeyColumn, ...]:
+        return tuple(KeyColumn(k, self.stream.attribute(k).type) for k in self.spec.group_by)
+
+    @cached_property
+    def states(self) -> tuple[StateColumn, ...]:
+        cols = []
+        for item in self.spec.aggregates:
+            fn = get(item.function)
+            arg_type = expression_type(item.arg, self.stream) if item.arg is not None else None
+            for st in fn.states:
+                cols.append(StateColumn(f"{item.alias}_{st.suffix}", item, fn, st, st.type(arg_type)))
+        return tuple(cols)
+
+    @cached_property
+    def values(self) -> tuple[ValueColumn, ...]:
+        return tuple(
+            ValueColumn(i.alias, i.expr, expression_type(i.expr, self.stream)) for i in self.spec.expressions
+        )
+
+    @property
+    def tracks_arrival(self) -> bool:
+        """Arrival order is stored only when a non-aggregate item needs the latest event."""
+        return bool(self.values)
+
+    @property
+    def order_columns(self) -> tuple[str, ...]:
+        """Columns that order events: event time, then arrival."""
+        if self.tracks_arrival:
+            return (AGG_EVENT_TIMESTAMP, AGG_ARRIVAL_BATCH, AGG_ARRIVAL_SEQ)
+        return (AGG_EVENT_TIMESTAMP,)
+
+    @property
+    def key_names(self) -> tuple[str, ...]:
+        return (AGG_TIMESTAMP, *(k.name for k in self.keys))
+
+    @property
+    def column_types(self) -> dict[str, AttrType]:
+        """Every stored column in table order with its type."""
+        cols: dict[str, AttrType] = {AGG_TIMESTAMP: AttrType.LONG}
+        cols.update({k.name: k.type for k in self.keys})
+        cols.update(dict.fromkeys(self.order_columns, AttrType.LONG))
+        cols.update({s.name: s.type for s in self.states})
+        cols.update({v.name: v.type for v in self.values})
+        return cols
+
+    @property
+    def output_types(self) -> dict[str, AttrType]:
+        """Columns a retrieval can select: AGG_TIMESTAMP, keys and finalized values, by output name."""
+        out: dict[str, AttrType] = {AGG_TIMESTAMP: AttrType.LONG}
+        out.update({k.name: k.type for k in self.keys})
+        for item in self.spec.select:
+            if isinstance(item, AggregateItem):
+                fn = get(item.function)
+                arg_type = expression_type(item.arg, self.stream) if item.arg is not None else None
+                out[item.alias] = fn.result_type(arg_type)
+        out.update({v.name: v.type for v in self.values})
+        out[AGG_EVENT_TIMESTAMP] = AttrType.LONG
+        return out
+
+    @cached_property
+    def spec_hash(self) -> str:
+        """Stable digest of everything that shapes the stored rows; a change means new tables."""
+        shape = repr(
+            (
+                self.spec.name,
+                self.spec.source,
+                tuple((a.name, a.type.value) for a in self.stream.attributes),
+                self.spec.select,
+                self.spec.group_by,
+                self.spec.time_attribute,
+                self.spec.granularities,
+                self.zone,
+            )
+        )
+        return hashlib.sha256(shape.encode()).hexdigest()[:16]
+
+
+def expression_type(expr: Expr, stream: StreamDef) -> AttrType:
+    """Static type of an arithmetic expression over stream attributes (Siddhi's numeric widening)."""
+    if isinstance(expr, Attr):
+        return stream.attribute(expr.name, expr.pos).type
+    if isinstance(expr, Literal):
+        return AttrType.named(expr.type)
+    if isinstance(expr, Unary):
+        return AttrType.BOOL if expr.op == "not" else expression_type(expr.operand, stream)
+    if isinstance(expr, Binary):
+        if expr.op in ("==", "!=", "<", "<=", ">", ">=", "and", "or"):
+            return AttrType.BOOL
+        left, right = expression_type(expr.left, stream), expression_type(expr.right, stream)
+        if expr.op == "+" and AttrType.STRING in (left, right):
+            return AttrType.STRING
+        order = [AttrType.INT, AttrType.LONG, AttrType.FLOAT, AttrType.DOUBLE]
+        if left in order and right in order:
+            widest = max(order.index(left), order.index(right))
+            if expr.op == "/" and widest < 2:
+                return AttrType.LONG if widest == 1 else AttrType.INT
+            return order[widest]
+        from tiltframe.errors import DefinitionError
+
+        msg = f"operator '{expr.op}' needs numbers, got {left.value} and {right.value} in {expr}"
+        raise DefinitionError(msg, line=expr.pos.line if expr.pos else None,
+                              column=expr.pos.column if expr.pos else None)
+    msg = f"unsupported expression {expr}"
+    raise TypeError(msg)
