@@ -65,7 +65,9 @@ HOURS = {"05:00:00": [0, 1, 2], "06:00:00": [3, 4, 5]}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("groups", [[[0, 1, 2, 3, 4, 5]], [[0], [1], [2], [3], [4], [5]]], ids=["one-batch", "six-batches"])
+@pytest.mark.parametrize(
+    "groups", [[[0, 1, 2, 3, 4, 5]], [[0], [1], [2], [3], [4], [5]]], ids=["one-batch", "six-batches"]
+)
 def test_seed_walkthrough(spark, tmp_path: Path, groups: list[list[int]]) -> None:
     app = tf.load_app(APP)
     write_files(tmp_path / "in", groups)

@@ -58,7 +58,8 @@ def _convert(col: Column, source_type: T.DataType, target: AttrType) -> Column:
     if target is AttrType.STRING:
         return col.cast("string")
     if target is AttrType.INT:
-        as_long = F.trim(col.cast("string")).try_cast("long") if isinstance(source_type, T.StringType) else col.try_cast("long")
+        text = isinstance(source_type, T.StringType)
+        as_long = F.trim(col).try_cast("long") if text else col.try_cast("long")
         return F.when(as_long.between(-(2**31), 2**31 - 1), as_long.cast("int"))
     if isinstance(source_type, T.StringType):
         col = F.trim(col)

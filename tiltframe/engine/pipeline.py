@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
@@ -31,6 +32,7 @@ from tiltframe.store.layout import AggregationLayout
 logger = logging.getLogger(__name__)
 
 PIPELINE_FILE = "tiltframe-pipeline.json"
+_LEVEL = "_tiltframe_level"
 
 
 @dataclass
@@ -189,20 +191,22 @@ class AggregationPipeline:
         return report
 
     def _cascade(self, events: DataFrame, batch_id: int) -> dict[Granularity, pa.Table]:
-        """Finest partials from events, then each coarser level from the one before it."""
+        """Finest partials from events, then each coarser level from the one before it.
+
+        All levels go out in one Spark job: a union of the chained levels, tagged by level.  Spark reuses
+        the shared shuffles of the chain, so events are read once and no intermediate level is cached.
+        """
         layout = self.layout
-        tables: dict[Granularity, pa.Table] = {}
-        current = finest_partials(events, layout, batch_id).persist()
-        try:
-            tables[layout.spec.finest] = current.toArrow()
-            for g in layout.spec.granularities[1:]:
-                coarser = merge_partials(current, layout, g).persist()
-                tables[g] = coarser.toArrow()
-                current.unpersist()
-                current = coarser
-        finally:
-            current.unpersist()
-        return tables
+        grans = layout.spec.granularities
+        level = finest_partials(events, layout, batch_id)
+        tagged = level.withColumn(_LEVEL, F.lit(0))
+        for i, g in enumerate(grans[1:], start=1):
+            level = merge_partials(level, layout, g)
+            tagged = tagged.unionByName(level.withColumn(_LEVEL, F.lit(i)))
+        table = tagged.toArrow()
+        tags = table.column(_LEVEL)
+        data = table.drop_columns([_LEVEL])
+        return {g: data.filter(pc.equal(tags, i)) for i, g in enumerate(grans)}
 
     def _report(self, report: BatchReport) -> None:
         self.totals.add(report)

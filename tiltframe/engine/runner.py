@@ -28,8 +28,8 @@ from tiltframe.retrieval.retrieve import retrieve
 from tiltframe.spec.expressions import attributes_of
 from tiltframe.spec.model import AppSpec, RetrievalQuery
 from tiltframe.spec.validate import check_runnable
-from tiltframe.store.registry import StoreRegistry
 from tiltframe.store.layout import AggregationLayout
+from tiltframe.store.registry import StoreRegistry
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +120,10 @@ class Run:
 
     def _start(self, df: DataFrame, name: str, checkpoint: Path, fn: Callable[[DataFrame, int], None]) -> None:
         writer = df.writeStream.queryName(name).option("checkpointLocation", str(checkpoint)).foreachBatch(fn)
-        writer = writer.trigger(processingTime=self.trigger_interval) if self.follow else writer.trigger(availableNow=True)
+        if self.follow:
+            writer = writer.trigger(processingTime=self.trigger_interval)
+        else:
+            writer = writer.trigger(availableNow=True)
         self._queries.append(writer.start())
 
     def _start_retrievals(self) -> None:
@@ -183,7 +186,10 @@ class _RetrievalBatch:
         self.stream = stream
         used = {
             a.name
-            for e in (*query.within, query.per, *([query.on] if query.on else []), *(i.expr for i in query.select or ()))
+            for e in (
+                *query.within, query.per, *([query.on] if query.on else []),
+                *(i.expr for i in query.select or ()),
+            )
             for a in attributes_of(e)
             if a.qualifier in (query.request_alias, query.request_stream)
         }

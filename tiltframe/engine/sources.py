@@ -55,7 +55,8 @@ def detect_format(path: str | Path, stream: str) -> str:
             f"format from; name it (for example --input-format {stream}=json)"
         )
     else:
-        msg = f"input of stream {stream}: '{path}' mixes formats ({', '.join(sorted(found))}); name one with --input-format"
+        formats = ", ".join(sorted(found))
+        msg = f"input of stream {stream}: '{path}' mixes formats ({formats}); name one with --input-format"
     raise UsageError(msg)
 
 

@@ -8,7 +8,7 @@ timestamps with the same two patterns (``tiltframe.engine.events``).
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 from tiltframe.errors import QueryError
 
@@ -24,7 +24,7 @@ FORMATS = "a long (epoch ms), 'yyyy-MM-dd HH:mm:ss' (GMT) or 'yyyy-MM-dd HH:mm:s
 
 def _offset(sign: str | None, hh: str | None, mm: str | None) -> timezone:
     if sign is None:
-        return timezone.utc
+        return UTC
     delta = timedelta(hours=int(hh or 0), minutes=int(mm or 0))
     return timezone(delta if sign == "+" else -delta)
 
@@ -110,5 +110,5 @@ def within_range(start: object, end: object = None) -> tuple[int, int]:
 
 def format_ms(ms: int, zone: timezone | None = None) -> str:
     """``yyyy-MM-dd HH:mm:ss`` of epoch ms in GMT (or ``zone``), for messages and tables."""
-    dt = datetime.fromtimestamp(ms / 1000, tz=zone or timezone.utc)
+    dt = datetime.fromtimestamp(ms / 1000, tz=zone or UTC)
     return dt.strftime("%Y-%m-%d %H:%M:%S") + ("" if zone is None else dt.strftime(" %z"))

@@ -8,7 +8,7 @@ the same way are accepted.
 from __future__ import annotations
 
 import re
-from datetime import timedelta, timezone, tzinfo
+from datetime import UTC, timedelta, timezone, tzinfo
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
@@ -23,7 +23,7 @@ def resolve_zone(name: str) -> tzinfo:
     """The tzinfo for ``name``; an unknown zone is a definition error with a suggestion."""
     text = name.strip()
     if text in _UTC_NAMES:
-        return timezone.utc
+        return UTC
     m = _OFFSET.match(text)
     if m:
         sign = 1 if m.group(1) == "+" else -1
@@ -36,14 +36,14 @@ def resolve_zone(name: str) -> tzinfo:
         return ZoneInfo(text)
     except (ZoneInfoNotFoundError, ValueError):
         hint = did_you_mean(text, available_timezones())
-        msg = f"unknown time zone '{name}'{hint} (use an IANA name such as 'Asia/Kolkata' or an offset such as '+05:30')"
+        msg = f"unknown time zone '{name}'{hint} (use an IANA name such as 'Asia/Kolkata' or an offset like '+05:30')"
         raise DefinitionError(msg) from None
 
 
 def spark_zone(name: str) -> str:
     """The zone id to give Spark's ``from_utc_timestamp``/``to_utc_timestamp`` for ``name``."""
     z = resolve_zone(name)
-    if z is timezone.utc:
+    if z is UTC:
         return "UTC"
     if isinstance(z, timezone):
         offset = z.utcoffset(None)
@@ -54,7 +54,7 @@ def spark_zone(name: str) -> str:
 
 
 def is_utc(name: str) -> bool:
-    return resolve_zone(name) is timezone.utc
+    return resolve_zone(name) is UTC
 
 
 def fixed_offset_ms(name: str) -> int | None:

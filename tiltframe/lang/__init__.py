@@ -1,0 +1,7 @@
+"""The definition language: SiddhiQL text in, validated spec out."""
+
+from __future__ import annotations
+
+from tiltframe.lang.parser import parse_app, parse_query
+
+__all__ = ["parse_app", "parse_query"]

@@ -1,0 +1,164 @@
+"""Interpret the annotations of ``define aggregation`` into typed fields of the spec.
+
+Seeds 000 and 001 list the annotations Siddhi gives meaning to: ``@store``, ``@BufferSize``,
+``@IgnoreEventsOlderThanBuffer``, ``@purge`` (with a nested ``@retentionPeriod``), ``@retentionPeriod`` and
+``@PartitionById``; ``@timezone`` is ours.  Names are matched case-insensitively, as Siddhi does.  Other
+annotations are only kept raw on the spec, so validation can decide whether to refuse them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tiltframe.errors import DefinitionError
+from tiltframe.spec.expressions import Pos
+from tiltframe.spec.model import Annotation, PurgeSpec, StoreSpec
+
+#: Builds a positioned error; given by the tree walker, which knows the text for the caret snippet.
+ErrorFactory = Callable[[str, Pos | None], DefinitionError]
+
+
+@dataclass(frozen=True, slots=True)
+class RawAnnotation:
+    """An annotation and the annotations nested in it (``@purge(..., @retentionPeriod(...))``).
+
+    :class:`Annotation` holds only key/value elements, so nested annotations travel beside it.
+    """
+
+    annotation: Annotation
+    nested: tuple[RawAnnotation, ...] = ()
+
+    @property
+    def title(self) -> str:
+        return f"@{self.annotation.name}"
+
+    @property
+    def pos(self) -> Pos | None:
+        return self.annotation.pos
+
+    def first_value(self) -> str | None:
+        return self.annotation.elements[0][1] if self.annotation.elements else None
+
+
+def flag(raw: RawAnnotation, value: str | None, error: ErrorFactory, *, default: bool = True) -> bool:
+    """A ``'true'``/``'false'`` annotation value (case-insensitive); anything else is refused."""
+    if value is None:
+        return default
+    if value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    msg = f"{raw.title} takes 'true' or 'false', got '{value}'"
+    raise error(msg, raw.pos)
+
+
+def _pairs(raw: RawAnnotation) -> tuple[tuple[str, str], ...]:
+    """Elements as (key, value); a positional element gets the key ''."""
+    return tuple((key or "", value) for key, value in raw.annotation.elements)
+
+
+def _no_nested(raw: RawAnnotation, error: ErrorFactory) -> None:
+    if raw.nested:
+        inner = raw.nested[0]
+        msg = f"{raw.title} takes no nested annotation, got {inner.title}"
+        raise error(msg, inner.pos)
+
+
+def _store(raw: RawAnnotation, error: ErrorFactory) -> dict[str, Any]:
+    """``@store(type=..., jdbc.url=..., username=..., password=..., <options>)``."""
+    _no_nested(raw, error)
+    taken = {"type", "jdbc.url", "url", "username", "password"}
+    store_type = raw.annotation.get("type")
+    if not store_type:
+        msg = f"{raw.title} needs a type: write @store(type='rdbms', ...)"
+        raise error(msg, raw.pos)
+    options = tuple((key, value) for key, value in _pairs(raw) if key.lower() not in taken)
+    url = raw.annotation.get("jdbc.url") or raw.annotation.get("url")
+    return {
+        "store": StoreSpec(
+            type=store_type,
+            url=url,
+            username=raw.annotation.get("username"),
+            password=raw.annotation.get("password"),
+            options=options,
+        )
+    }
+
+
+def _buffer_size(raw: RawAnnotation, error: ErrorFactory) -> dict[str, Any]:
+    _no_nested(raw, error)
+    value = raw.first_value()
+    text = (value or "").strip()
+    if not text.isdigit():
+        shown = f"'{value}'" if value is not None else "nothing"
+        msg = f"{raw.title} needs a whole number of buckets to keep, such as @BufferSize('3'); got {shown}"
+        raise error(msg, raw.pos)
+    return {"buffer_size": int(text)}
+
+
+def _ignore_older(raw: RawAnnotation, error: ErrorFactory) -> dict[str, Any]:
+    _no_nested(raw, error)
+    value = raw.first_value()
+    if value is None:
+        msg = f"{raw.title} takes 'true' or 'false', got nothing"
+        raise error(msg, raw.pos)
+    return {"ignore_events_older_than_buffer": flag(raw, value, error)}
+
+
+def _purge(raw: RawAnnotation, error: ErrorFactory) -> dict[str, Any]:
+    """``@purge(enable=..., interval=..., @retentionPeriod(sec=..., ...))`` (seed 001)."""
+    retention: tuple[tuple[str, str], ...] = ()
+    for inner in raw.nested:
+        if inner.annotation.name.lower() != "retentionperiod":
+            msg = f"{raw.title} takes only a nested @retentionPeriod, got {inner.title}"
+            raise error(msg, inner.pos)
+        retention += _pairs(inner)
+    enable = flag(raw, raw.annotation.get("enable"), error)
+    return {"purge": PurgeSpec(enable=enable, interval=raw.annotation.get("interval"), retention=retention)}
+
+
+def _retention(raw: RawAnnotation, error: ErrorFactory) -> dict[str, Any]:
+    _no_nested(raw, error)
+    return {"retention": _pairs(raw)}
+
+
+def _partition_by_id(raw: RawAnnotation, error: ErrorFactory) -> dict[str, Any]:
+    _no_nested(raw, error)
+    return {"partition_by_id": flag(raw, raw.annotation.get("enable") or raw.first_value(), error)}
+
+
+def _timezone(raw: RawAnnotation, error: ErrorFactory) -> dict[str, Any]:
+    _no_nested(raw, error)
+    value = raw.first_value()
+    if not value:
+        msg = f"{raw.title} needs a time zone name, such as @timezone('Asia/Kolkata')"
+        raise error(msg, raw.pos)
+    return {"timezone": value}
+
+
+_HANDLERS: dict[str, Callable[[RawAnnotation, ErrorFactory], dict[str, Any]]] = {
+    "store": _store,
+    "buffersize": _buffer_size,
+    "ignoreeventsolderthanbuffer": _ignore_older,
+    "purge": _purge,
+    "retentionperiod": _retention,
+    "partitionbyid": _partition_by_id,
+    "timezone": _timezone,
+}
+
+
+def aggregation_options(annotations: Sequence[RawAnnotation], error: ErrorFactory) -> dict[str, Any]:
+    """Keyword arguments of :class:`AggregationSpec` set by the annotations of one definition."""
+    options: dict[str, Any] = {}
+    seen: dict[str, RawAnnotation] = {}
+    for raw in annotations:
+        key = raw.annotation.name.lower()
+        handler = _HANDLERS.get(key)
+        if handler is None:
+            continue
+        if key in seen:
+            msg = f"annotation {raw.title} is given twice"
+            raise error(msg, raw.pos)
+        seen[key] = raw
+        options.update(handler(raw, error))
+    return options

@@ -1,0 +1,301 @@
+"""Parse SiddhiQL app texts and retrieval queries into the spec model.
+
+The grammar lives in ``grammar.lark`` (LALR, contextual lexer); :mod:`tiltframe.lang._build` turns trees
+into spec dataclasses.  This module owns the translation of lark's exceptions into
+:class:`~tiltframe.errors.DefinitionError`: every message names what was found and what was expected in
+words (never lark terminal names), with the line, column and a caret snippet.
+
+Example:
+    >>> q = parse_query('from TradeAggregation within "2018-01-** **:**:**" per "days" select *')
+    >>> q.aggregation, q.per.value
+    ('TradeAggregation', 'days')
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import functools
+from collections.abc import Collection, Iterable, Iterator
+from importlib import resources
+
+from lark import Lark, Token, Tree, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+from lark.lark import PostLex
+from lark.lexer import PatternStr
+
+from tiltframe.errors import DefinitionError
+from tiltframe.lang._build import SpecBuilder, snippet
+from tiltframe.spec.model import AppSpec, RetrievalQuery
+from tiltframe.spec.validate import validate_app
+
+__all__ = ["parse_app", "parse_query"]
+
+# Readable names of the grammar's terminals; keyword and punctuation terminals are shown as written.
+_TERMINAL_WORDS = {
+    "IDENTIFIER": "a name",
+    "STRING": "a string",
+    "NUMBER": "a number",
+    "ANNOTATION_NAME": "an annotation (@name)",
+    "APP_ANNOTATION_NAME": "an app annotation (@app:name)",
+    "COMPARATOR": "a comparison ('==', '!=', '<', '<=', '>' or '>=')",
+    "$END": "the end of the text",
+}
+_EXPRESSION_START = frozenset({"IDENTIFIER", "STRING", "NUMBER", "LPAR", "MINUS", "NOT", "TRUE", "FALSE"})
+_OPERATORS = frozenset(
+    {"PLUS", "MINUS", "STAR", "SLASH", "PERCENT", "COMPARATOR", "AND", "OR", "DOT", "LPAR"}
+)
+_STATEMENT_START = frozenset({"DEFINE", "FROM", "ANNOTATION_NAME"})
+# What an expression is called in each clause, found from the nearest clause keyword before the error.
+_EXPRESSION_IN_CLAUSE = {
+    "SELECT": "a select item (an attribute, a function call or an expression)",
+    "ON": "a condition (such as a.symbol == b.symbol)",
+    "WITHIN": "a time (a date string, a long or an attribute)",
+    "PER": 'a duration (a string such as "days" or an attribute)',
+    "ORDER": "an expression to order by",
+}
+_NAME_IN_CLAUSE = {
+    "EVERY": "a duration (sec, min, hour, day, month or year)",
+    "GROUP": "an attribute name",
+    "BY": "an attribute name",
+    "FROM": "a stream or aggregation name",
+    "JOIN": "a stream or aggregation name",
+    "INTO": "a stream name",
+}
+_CLAUSE_KEYWORDS = frozenset(_EXPRESSION_IN_CLAUSE) | frozenset(_NAME_IN_CLAUSE) | {"STREAM"}
+
+
+class _NamesEverywhere(PostLex):
+    """Offer IDENTIFIER to the lexer in every parser state.
+
+    Keywords are then recognised only as whole words (lark turns an IDENTIFIER spelled like an acceptable
+    keyword into that keyword), and a misspelt keyword reads as a name the error message can correct.
+    """
+
+    always_accept = ("IDENTIFIER",)
+
+    def process(self, stream: Iterator[Token]) -> Iterator[Token]:
+        return stream
+
+
+@functools.cache
+def _lark() -> Lark:
+    grammar = resources.files("tiltframe.lang").joinpath("grammar.lark").read_text(encoding="utf-8")
+    return Lark(
+        grammar,
+        parser="lalr",
+        lexer="contextual",
+        start=["app", "query_text"],
+        propagate_positions=True,
+        maybe_placeholders=True,
+        postlex=_NamesEverywhere(),
+    )
+
+
+def parse_app(text: str) -> AppSpec:
+    """Parse a whole app (statements separated by ``;``) and validate its cross-references.
+
+    Raises:
+        DefinitionError: at the line and column of the first problem.
+    """
+    builder = SpecBuilder(text)
+    tree = _parse(text, "app")
+    with _snippets(text):
+        return validate_app(builder.app(tree))
+
+
+def parse_query(text: str, *, aggregations: Collection[str] = ()) -> RetrievalQuery:
+    """Parse one retrieval query (``from Agg within ... per ... select ...``; the trailing ``;`` is optional).
+
+    Args:
+        text: the query.
+        aggregations: names of known aggregations, used to tell which side of a ``join`` is the
+            aggregation; without them the right side is taken, as in Siddhi's examples.
+    """
+    builder = SpecBuilder(text, aggregations)
+    tree = _parse(text, "query_text")
+    with _snippets(text):
+        return builder.query_text(tree)
+
+
+@contextlib.contextmanager
+def _snippets(text: str) -> Iterator[None]:
+    """Add a caret snippet to positioned errors raised by other modules (durations, types, validation)."""
+    try:
+        yield
+    except DefinitionError as exc:
+        if exc.snippet or exc.line is None or exc.column is None:
+            raise
+        try:
+            better = type(exc)(
+                exc.message, line=exc.line, column=exc.column, snippet=snippet(text, exc.line, exc.column)
+            )
+        except TypeError:  # a subclass with another signature: keep it as it is
+            raise exc from None
+        raise better from exc
+
+
+# --- syntax errors ----------------------------------------------------------------------------------------
+
+
+def _parse(text: str, start: str) -> Tree[Token]:
+    try:
+        return _lark().parse(text, start=start)
+    except UnexpectedInput as exc:
+        raise _syntax_error(text, exc) from None
+
+
+def _positioned(message: str, hint: str, line: int, column: int, text: str) -> DefinitionError:
+    """``<message> at line L, column C; <hint>`` with a caret snippet.
+
+    DefinitionError appends the position after the whole message; syntax errors read better with the
+    expectation after it, so the position is written here and set on the error afterwards.
+    """
+    error = DefinitionError(
+        f"{message} at line {line}, column {column}; {hint}", snippet=snippet(text, line, column)
+    )
+    error.line, error.column = line, column
+    return error
+
+
+def _syntax_error(text: str, exc: UnexpectedInput) -> DefinitionError:
+    if isinstance(exc, UnexpectedToken):
+        return _unexpected_token(text, exc)
+    line, column = exc.line, exc.column
+    if isinstance(exc, UnexpectedCharacters):
+        char, offset = exc.char, exc.pos_in_stream or 0
+        if char in "'\"":
+            hint = f"close it with {char} on the same line"
+            return _positioned("unterminated string", hint, line, column, text)
+        if text.startswith("/*", offset):
+            return _positioned("unterminated comment", "close it with */", line, column, text)
+        expected = _describe_expected(_expected_of(exc, set(exc.allowed or ())), [])
+        return _positioned(f"unexpected character {char!r}", f"expected {expected}", line, column, text)
+    return _positioned(
+        "unexpected end of the text", "the text stops in the middle of a statement", line, column, text
+    )
+
+
+def _expected_of(exc: UnexpectedInput, fallback: set[str]) -> set[str]:
+    """The terminals the parser accepts where it stopped (lark's own sets include LALR look-aheads)."""
+    parser = getattr(exc, "interactive_parser", None)
+    if parser is None:
+        return fallback
+    try:
+        return set(parser.accepts())
+    except UnexpectedInput:  # pragma: no cover - accepts() replays the parser; keep lark's own guess
+        return fallback
+
+
+def _unexpected_token(text: str, exc: UnexpectedToken) -> DefinitionError:
+    token: Token = exc.token
+    if token.type == "SLASH" and text.startswith("/*", token.start_pos or 0):
+        return _positioned(
+            "unterminated comment", "close it with */", token.line or 1, token.column or 1, text
+        )
+    stack: list[object] = list(getattr(exc.state, "value_stack", []) or [])
+    expected = _expected_of(exc, set(exc.expected))
+    if token.type == "$END":
+        line, column = token.end_line or exc.line, token.end_column or exc.column
+    else:
+        line, column = token.line or exc.line, token.column or exc.column
+    kind = _keywords().get(str(token).lower(), token.type) if token.type == "IDENTIFIER" else token.type
+    hint = f"expected {_describe_expected(expected, stack)}"
+    if kind in _STATEMENT_START and "SEMICOLON" in expected:
+        hint = "expected ';' to end the statement before it"
+    elif str(token) == "=" and "COMPARATOR" in expected:
+        hint = "compare with '==' (a single '=' only appears in annotations)"
+    elif kind == "IDENTIFIER":
+        hint += _did_you_mean(str(token), expected)
+    found = f"'{token}'" if kind != token.type else _describe_found(token)
+    return _positioned(f"unexpected {found}", hint, line, column, text)
+
+
+@functools.cache
+def _keywords() -> dict[str, str]:
+    """Keyword spelling (lower case) -> terminal name, for words the lexer read as names."""
+    return {
+        t.pattern.value: t.name
+        for t in _lark().terminals
+        if isinstance(t.pattern, PatternStr) and t.pattern.value.isalpha()
+    }
+
+
+def _did_you_mean(word: str, expected: set[str]) -> str:
+    """Suggest the keyword a misspelt word was probably meant to be (``lmit`` -> ``limit``)."""
+    spellings = [value for value, name in _keywords().items() if name in expected]
+    close = difflib.get_close_matches(word.lower(), spellings, n=1, cutoff=0.7)
+    return f" — did you mean '{close[0]}'?" if close else ""
+
+
+def _describe_found(token: Token) -> str:
+    if token.type == "$END":
+        return "end of the text"
+    if token.type == "IDENTIFIER":
+        return f"name '{token}'"
+    if token.type == "STRING":
+        return f"string {token}"
+    if token.type == "NUMBER":
+        return f"number {token}"
+    if token.type in ("ANNOTATION_NAME", "APP_ANNOTATION_NAME"):
+        return f"annotation {token}"
+    return f"'{token}'"
+
+
+def _clause(stack: Iterable[object]) -> str | None:
+    """The nearest clause keyword on the parser's stack: tells what the missing piece is called."""
+    items = list(stack)
+    for i in range(len(items) - 1, -1, -1):
+        item = items[i]
+        if isinstance(item, Token) and item.type in _CLAUSE_KEYWORDS:
+            before = items[i - 1] if i > 0 else None
+            if item.type == "BY" and isinstance(before, Token) and before.type in ("ORDER", "GROUP"):
+                return before.type
+            return item.type
+    return None
+
+
+def _describe_expected(expected: set[str], stack: list[object]) -> str:
+    """Terminal names in words, with expression starts and operators folded into one phrase each."""
+    expected = set(expected)  # narrowed below; the caller keeps its own set
+    clause = _clause(stack)
+    phrases: list[str] = []
+    if {"IDENTIFIER", "STRING", "NUMBER"} <= expected:
+        phrases.append(_EXPRESSION_IN_CLAUSE.get(clause or "", "an expression"))
+        expected -= _EXPRESSION_START
+        if "STAR" in expected and clause == "SELECT":
+            phrases.append("'*'")
+            expected.discard("STAR")
+    if {"PLUS", "STAR", "COMPARATOR"} <= expected or {"AND", "OR"} <= expected:
+        phrases.append("an operator")
+        expected -= _OPERATORS
+    if expected >= _STATEMENT_START:
+        phrases.append("a definition or a query ('define ...', 'from ...' or an @annotation before them)")
+        expected -= _STATEMENT_START | {"APP_ANNOTATION_NAME"}
+    if "IDENTIFIER" in expected:
+        expected.discard("IDENTIFIER")
+        phrases.append(_name_phrase(clause, stack))
+    terminals = _lark().get_terminal
+    for name in sorted(expected, key=lambda n: (n == "$END", n)):
+        if name in _TERMINAL_WORDS:
+            phrases.append(_TERMINAL_WORDS[name])
+            continue
+        try:
+            phrases.append(f"'{terminals(name).pattern.value}'")
+        except KeyError:  # pragma: no cover - every terminal of the grammar has a pattern
+            phrases.append(name.lower())
+    if not phrases:
+        return "something else"
+    return phrases[0] if len(phrases) == 1 else f"{', '.join(phrases[:-1])} or {phrases[-1]}"
+
+
+def _name_phrase(clause: str | None, stack: list[object]) -> str:
+    top = getattr(stack[-1], "type", None) if stack else None
+    if top in ("AS", "STREAM", "AGGREGATION"):
+        return "a name"
+    if clause == "STREAM":
+        return (
+            "a type (string, int, long, float, double or bool)"
+            if top == "IDENTIFIER"
+            else "an attribute name"
+        )
+    return _NAME_IN_CLAUSE.get(clause or "", "a name")
