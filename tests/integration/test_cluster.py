@@ -39,7 +39,8 @@ from tiltframe.engine.session import get_session
 from tiltframe.engine.sources import FileInput
 spark = get_session(sys.argv[1], app_name="tiltframe-cluster-test")
 app = tf.load_app(open(sys.argv[2]).read())
-result = tf.run(app, {"TradeStream": FileInput(sys.argv[3], max_files_per_trigger=2)}, data_dir=sys.argv[4], spark=spark)
+inputs = {"TradeStream": FileInput(sys.argv[3], max_files_per_trigger=2)}
+result = tf.run(app, inputs, data_dir=sys.argv[4], spark=spark)
 t = result.aggregations["TradeAggregation"]
 print("TOTALS", t.events_read, t.events_aggregated, t.batches)
 spark.stop()
@@ -70,19 +71,21 @@ def cluster(tmp_path_factory) -> Iterator[str]:
     url = f"spark://127.0.0.1:{port}"
     logs = tmp_path_factory.mktemp("cluster")
     spark_class = str(home / "bin" / "spark-class")
-    procs = [subprocess.Popen(
-        [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-         "--webui-port", str(free_port())],
-        env=env, stdout=open(logs / "master.log", "w"), stderr=subprocess.STDOUT)]
+
+    def launch(args: list[str], log: Path) -> subprocess.Popen:
+        with log.open("w") as out:  # the child keeps its own copy of the descriptor
+            return subprocess.Popen([spark_class, *args], env=env, stdout=out, stderr=subprocess.STDOUT)
+
+    procs = [launch(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+                     "--webui-port", str(free_port())], logs / "master.log")]
     try:
         wait_for_port(port)
         for i in range(2):
             work = logs / f"worker{i}"
             work.mkdir()
-            procs.append(subprocess.Popen(
-                [spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--cores", "1",
-                 "--memory", "1g", "--webui-port", str(free_port()), "--work-dir", str(work)],
-                env=env, stdout=open(logs / f"worker{i}.log", "w"), stderr=subprocess.STDOUT))
+            procs.append(launch(["org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--cores", "1",
+                                 "--memory", "1g", "--webui-port", str(free_port()), "--work-dir", str(work)],
+                                logs / f"worker{i}.log"))
         deadline = time.time() + 60
         while time.time() < deadline:
             text = (logs / "master.log").read_text()
