@@ -1,0 +1,84 @@
+"""Fixtures of the store tests: a hand-built trade app, its layout and a fresh SQLite store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from tiltframe.spec.durations import Granularity, Unit
+from tiltframe.spec.expressions import Attr, Binary
+from tiltframe.spec.model import (
+    AggregateItem,
+    AggregationSpec,
+    AppSpec,
+    Attribute,
+    AttrType,
+    ExpressionItem,
+    KeyItem,
+    SelectItem,
+    StreamDef,
+)
+from tiltframe.store.layout import AggregationLayout
+from tiltframe.store.sql import SqlStore
+
+SEC = Granularity(Unit.SECONDS)
+MIN = Granularity(Unit.MINUTES)
+
+TRADES = StreamDef(
+    "TradeStream",
+    (
+        Attribute("symbol", AttrType.STRING),
+        Attribute("price", AttrType.DOUBLE),
+        Attribute("quantity", AttrType.LONG),
+        Attribute("timestamp", AttrType.LONG),
+    ),
+)
+
+AGGREGATES: tuple[SelectItem, ...] = (
+    KeyItem("symbol"),
+    AggregateItem("avg", Attr("price"), "avgPrice"),
+    AggregateItem("sum", Attr("quantity"), "total"),
+    AggregateItem("min", Attr("price"), "low"),
+    AggregateItem("max", Attr("price"), "high"),
+)
+LATEST = ExpressionItem(Binary("*", Attr("price"), Attr("quantity")), "value")
+
+
+def make_layout(
+    *,
+    with_latest: bool = True,
+    granularities: tuple[Granularity, ...] = (SEC, MIN),
+    name: str = "TradeAggregation",
+) -> AggregationLayout:
+    select = (*AGGREGATES, LATEST) if with_latest else AGGREGATES
+    agg = AggregationSpec(name, "TradeStream", select, granularities, ("symbol",), "timestamp")
+    return AggregationLayout.of(AppSpec((TRADES,), (agg,)), name)
+
+
+def rows_table(layout: AggregationLayout, rows: list[dict[str, Any]]) -> pa.Table:
+    """An Arrow table with the layout's columns; missing values are NULL."""
+    types = {AttrType.STRING: pa.string(), AttrType.LONG: pa.int64(), AttrType.DOUBLE: pa.float64()}
+    return pa.table(
+        {c: pa.array([r.get(c) for r in rows], types[t]) for c, t in layout.column_types.items()}
+    )
+
+
+@pytest.fixture
+def layout() -> AggregationLayout:
+    return make_layout()
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "data" / "tiltframe.db"
+
+
+@pytest.fixture
+def store(db_path: Path, layout: AggregationLayout) -> Iterator[SqlStore]:
+    with SqlStore.sqlite(db_path) as s:
+        s.ensure_schema(layout)
+        yield s
