@@ -25,10 +25,11 @@ from lark.lexer import PatternStr
 
 from tiltframe.errors import DefinitionError
 from tiltframe.lang._build import SpecBuilder, snippet
+from tiltframe.spec.expressions import Expr
 from tiltframe.spec.model import AppSpec, RetrievalQuery
 from tiltframe.spec.validate import validate_app
 
-__all__ = ["parse_app", "parse_query"]
+__all__ = ["parse_app", "parse_expression", "parse_query"]
 
 # Readable names of the grammar's terminals; keyword and punctuation terminals are shown as written.
 _TERMINAL_WORDS = {
@@ -84,7 +85,7 @@ def _lark() -> Lark:
         grammar,
         parser="lalr",
         lexer="contextual",
-        start=["app", "query_text"],
+        start=["app", "query_text", "expr"],
         propagate_positions=True,
         maybe_placeholders=True,
         postlex=_NamesEverywhere(),
@@ -115,6 +116,21 @@ def parse_query(text: str, *, aggregations: Collection[str] = ()) -> RetrievalQu
     tree = _parse(text, "query_text")
     with _snippets(text):
         return builder.query_text(tree)
+
+
+def parse_expression(text: str) -> Expr:
+    """Parse one expression (``price * quantity``, ``avg(price)``, ``-7``) as the select clause reads it.
+
+    Used by the Python builder so that ``b.sum("price * quantity")`` means exactly what the text means:
+    same literal types, same precedence, same refusal of unknown functions.  Positions point into ``text``.
+
+    Raises:
+        DefinitionError: a syntax error or an unknown function, with line, column and a caret snippet.
+    """
+    builder = SpecBuilder(text)
+    tree = _parse(text, "expr")
+    with _snippets(text):
+        return builder.checked_expr(tree)
 
 
 @contextlib.contextmanager

@@ -262,7 +262,8 @@ def check_runnable(app: AppSpec) -> None:
             if value is not None and value is not False:
                 raise _not_yet(agg, what)
         if agg.purge is not None and (agg.purge.enable or agg.purge.retention):
-            raise _not_yet(agg, "@purge with enable='true' (retention and purging)")
+            what = "@purge with enable='true'" if agg.purge.enable else "@purge with a nested @retentionPeriod"
+            raise _not_yet(agg, f"{what} (retention and purging)")
         store = agg.store
         if store is not None:
             from tiltframe.store.registry import check_store_spec
