@@ -7,6 +7,8 @@ leading fields are (event time, batch, arrival seq) carries the values of exactl
 
 from __future__ import annotations
 
+import functools
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -24,6 +26,7 @@ from tiltframe.store.layout import (
 )
 
 ARRIVAL_SEQ = "_arrival_seq"
+LEVEL = "_tiltframe_level"
 _LATEST = "_latest"
 
 _BUILD = {Build.SUM: F.sum, Build.MIN: F.min, Build.MAX: F.max}
@@ -39,49 +42,78 @@ def _build(build: Build, arg: Column | None) -> Column:
     return _BUILD[build](arg)
 
 
-def _layout_order(df: DataFrame, layout: AggregationLayout) -> DataFrame:
-    """Flatten the latest-event struct and put columns in table order with their stored types."""
-    cols = []
-    for name, attr_type in layout.column_types.items():
-        source = F.col(f"{_LATEST}.{name}") if layout.tracks_arrival and _is_latest(layout, name) else F.col(name)
-        cols.append(source.cast(SPARK_TYPES[attr_type]).alias(name))
-    return df.select(*cols)
+def _grouped(
+    df: DataFrame, bucket: Column, layout: AggregationLayout, aggs: dict[str, Column], level: int
+) -> DataFrame:
+    """One ``groupBy().agg()`` whose output is already in table order, led by the level tag.
+
+    Casting inside the aggregation and grouping by the constant tag keeps each level a single
+    DataFrame operation: every extra operation re-analyses the whole chained plan.
+    """
+    types = layout.column_types
+    keys = [F.col(k.name) for k in layout.keys]
+    grouping = [F.lit(level).alias(LEVEL), bucket.alias(AGG_TIMESTAMP), *keys]
+    if not layout.tracks_arrival:
+        ordered = [aggs[n].cast(SPARK_TYPES[types[n]]).alias(n) for n in types if n in aggs]
+        return df.groupBy(*grouping).agg(*ordered)
+    states = (aggs[s.name].alias(s.name) for s in layout.states)
+    grouped = df.groupBy(*grouping).agg(aggs[_LATEST].alias(_LATEST), *states)
+    flat = [
+        (F.col(f"{_LATEST}.{n}") if n in layout.order_columns or n in _value_names(layout) else F.col(n))
+        .cast(SPARK_TYPES[t])
+        .alias(n)
+        for n, t in types.items()
+    ]
+    return grouped.select(LEVEL, *flat)
 
 
-def _is_latest(layout: AggregationLayout, name: str) -> bool:
-    return name in layout.order_columns or any(v.name == name for v in layout.values)
+def _value_names(layout: AggregationLayout) -> set[str]:
+    return {v.name for v in layout.values}
 
 
 def finest_partials(events: DataFrame, layout: AggregationLayout, batch_id: int) -> DataFrame:
-    """Partial states per finest bucket and group from typed, valid events of one batch."""
+    """Partial states per finest bucket and group from typed, valid events of one batch (level 0)."""
     stream = layout.stream
-    aggs = [
-        _build(s.state.build, to_column(s.item.arg, stream) if s.item.arg is not None else None).alias(s.name)
+    aggs = {
+        s.name: _build(s.state.build, to_column(s.item.arg, stream) if s.item.arg is not None else None)
         for s in layout.states
-    ]
+    }
     if layout.tracks_arrival:
-        latest = F.struct(
-            F.col(EVENT_TS).alias(AGG_EVENT_TIMESTAMP),
-            F.lit(batch_id).cast("long").alias(AGG_ARRIVAL_BATCH),
-            F.col(ARRIVAL_SEQ).alias(AGG_ARRIVAL_SEQ),
-            *[to_column(v.expr, stream).cast(SPARK_TYPES[v.type]).alias(v.name) for v in layout.values],
+        aggs[_LATEST] = F.max(
+            F.struct(
+                F.col(EVENT_TS).alias(AGG_EVENT_TIMESTAMP),
+                F.lit(batch_id).cast("long").alias(AGG_ARRIVAL_BATCH),
+                F.col(ARRIVAL_SEQ).alias(AGG_ARRIVAL_SEQ),
+                *[to_column(v.expr, stream).cast(SPARK_TYPES[v.type]).alias(v.name) for v in layout.values],
+            )
         )
-        aggs.append(F.max(latest).alias(_LATEST))
     else:
-        aggs.append(F.max(EVENT_TS).alias(AGG_EVENT_TIMESTAMP))
-    bucket = bucket_start(F.col(EVENT_TS), layout.spec.finest, layout.zone).alias(AGG_TIMESTAMP)
-    grouped = events.groupBy(bucket, *[F.col(k.name) for k in layout.keys]).agg(*aggs)
-    return _layout_order(grouped, layout)
+        aggs[AGG_EVENT_TIMESTAMP] = F.max(EVENT_TS)
+    bucket = bucket_start(F.col(EVENT_TS), layout.spec.finest, layout.zone)
+    return _grouped(events, bucket, layout, aggs, 0)
 
 
-def merge_partials(partials: DataFrame, layout: AggregationLayout, g: Granularity) -> DataFrame:
+def merge_partials(partials: DataFrame, layout: AggregationLayout, g: Granularity, level: int) -> DataFrame:
     """Roll partial rows of a finer level up to granularity ``g`` (merge, never rebuild from events)."""
-    aggs = [_MERGE[s.merge](F.col(s.name)).alias(s.name) for s in layout.states]
+    aggs = {s.name: _MERGE[s.merge](F.col(s.name)) for s in layout.states}
     if layout.tracks_arrival:
-        latest = F.struct(*[F.col(c) for c in layout.order_columns], *[F.col(v.name) for v in layout.values])
-        aggs.append(F.max(latest).alias(_LATEST))
+        aggs[_LATEST] = F.max(
+            F.struct(*[F.col(c) for c in layout.order_columns], *[F.col(v.name) for v in layout.values])
+        )
     else:
-        aggs.append(F.max(AGG_EVENT_TIMESTAMP).alias(AGG_EVENT_TIMESTAMP))
-    bucket = bucket_start(F.col(AGG_TIMESTAMP), g, layout.zone).alias(AGG_TIMESTAMP)
-    grouped = partials.groupBy(bucket, *[F.col(k.name) for k in layout.keys]).agg(*aggs)
-    return _layout_order(grouped, layout)
+        aggs[AGG_EVENT_TIMESTAMP] = F.max(AGG_EVENT_TIMESTAMP)
+    bucket = bucket_start(F.col(AGG_TIMESTAMP), g, layout.zone)
+    return _grouped(partials, bucket, layout, aggs, level)
+
+
+def all_levels(events: DataFrame, layout: AggregationLayout, batch_id: int) -> DataFrame:
+    """Every granularity's partial rows in one DataFrame, tagged by level index (0 = finest).
+
+    Each level rolls up the one before it; Spark reuses the shared shuffles, so one job computes all.
+    """
+    level = finest_partials(events, layout, batch_id)
+    levels = [level]
+    for i, g in enumerate(layout.spec.granularities[1:], start=1):
+        level = merge_partials(level, layout, g, i)
+        levels.append(level)
+    return functools.reduce(DataFrame.union, levels)

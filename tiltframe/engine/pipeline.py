@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
 from tiltframe.engine.events import EVENT_TS, FIELD, RAW, REASON, VALUE, type_events
-from tiltframe.engine.partials import ARRIVAL_SEQ, finest_partials, merge_partials
+from tiltframe.engine.partials import ARRIVAL_SEQ, LEVEL, all_levels
 from tiltframe.errors import StoreError
 from tiltframe.spec.durations import Granularity
 from tiltframe.spec.expressions import attributes_of
@@ -32,7 +32,6 @@ from tiltframe.store.layout import AggregationLayout
 logger = logging.getLogger(__name__)
 
 PIPELINE_FILE = "tiltframe-pipeline.json"
-_LEVEL = "_tiltframe_level"
 
 
 @dataclass
@@ -191,22 +190,11 @@ class AggregationPipeline:
         return report
 
     def _cascade(self, events: DataFrame, batch_id: int) -> dict[Granularity, pa.Table]:
-        """Finest partials from events, then each coarser level from the one before it.
-
-        All levels go out in one Spark job: a union of the chained levels, tagged by level.  Spark reuses
-        the shared shuffles of the chain, so events are read once and no intermediate level is cached.
-        """
-        layout = self.layout
-        grans = layout.spec.granularities
-        level = finest_partials(events, layout, batch_id)
-        tagged = level.withColumn(_LEVEL, F.lit(0))
-        for i, g in enumerate(grans[1:], start=1):
-            level = merge_partials(level, layout, g)
-            tagged = tagged.unionByName(level.withColumn(_LEVEL, F.lit(i)))
-        table = tagged.toArrow()
-        tags = table.column(_LEVEL)
-        data = table.drop_columns([_LEVEL])
-        return {g: data.filter(pc.equal(tags, i)) for i, g in enumerate(grans)}
+        """All levels in one Spark job, split by level tag on the driver (Arrow, zero-copy filters)."""
+        table = all_levels(events, self.layout, batch_id).toArrow()
+        tags = table.column(LEVEL)
+        data = table.drop_columns([LEVEL])
+        return {g: data.filter(pc.equal(tags, i)) for i, g in enumerate(self.layout.spec.granularities)}
 
     def _report(self, report: BatchReport) -> None:
         self.totals.add(report)

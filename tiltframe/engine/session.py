@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
 #: Settings for sessions tiltframe creates; tuned for small clusters and laptops.
@@ -31,7 +32,9 @@ def get_session(master: str | None = None, *, app_name: str = "tiltframe") -> Sp
         return active
     cores = os.cpu_count() or 2
     builder = SparkSession.builder.appName(app_name)
-    builder = builder.master(master or os.environ.get("TILTFRAME_SPARK_MASTER", "local[*]"))
+    # Under spark-submit the master comes from its command line; only choose one when nobody did.
+    if master is not None or not SparkConf().contains("spark.master"):
+        builder = builder.master(master or os.environ.get("TILTFRAME_SPARK_MASTER", "local[*]"))
     conf = dict(DEFAULT_CONF)
     # Shuffles here are over per-batch partial states; a few partitions per core is plenty.
     conf["spark.sql.shuffle.partitions"] = os.environ.get("TILTFRAME_SHUFFLE_PARTITIONS", str(max(4, 2 * cores)))

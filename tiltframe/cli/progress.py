@@ -1,0 +1,153 @@
+"""Live progress of a run on stderr: micro-batches, events/s, rejected events and the watermark.
+
+On a terminal it is a rich ``Live`` table refreshed a few times a second; anywhere else (CI logs, pipes)
+it prints one plain line per micro-batch instead, so logs stay readable and ``stdout`` stays for data.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import TYPE_CHECKING
+from zoneinfo import ZoneInfo
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+if TYPE_CHECKING:
+    from tiltframe.engine.pipeline import BatchReport
+
+
+def format_ts(ms: int | None, zone: str = "UTC") -> str:
+    """Epoch milliseconds as ``yyyy-MM-dd HH:mm:ss`` in ``zone`` (GMT by default); ``-`` for none."""
+    if ms is None:
+        return "-"
+    tz = UTC if zone.upper() in ("UTC", "GMT") else ZoneInfo(zone)
+    return datetime.fromtimestamp(ms / 1000, tz=tz).strftime("%Y-%m-%d %H:%M:%S")
+
+
+@dataclass
+class _AggProgress:
+    batches: int = 0
+    skipped: int = 0
+    events_read: int = 0
+    events_aggregated: int = 0
+    events_rejected: int = 0
+    rows_written: int = 0
+    seconds: float = 0.0
+    last_events: int = 0
+    last_seconds: float = 0.0
+    watermark: int | None = None
+
+    def add(self, r: BatchReport) -> None:
+        if r.skipped:
+            self.skipped += 1
+            return
+        s = r.stats
+        self.batches += 1
+        self.events_read += s.events_read
+        self.events_aggregated += s.events_aggregated
+        self.events_rejected += s.events_rejected
+        self.rows_written += r.rows_written
+        self.seconds += r.seconds
+        self.last_events, self.last_seconds = s.events_read, r.seconds
+        if s.max_event_ts is not None:
+            self.watermark = max(self.watermark or s.max_event_ts, s.max_event_ts)
+
+
+class RunProgress:
+    """Collects :class:`BatchReport` s (from Spark's callback thread) and shows them on ``console``.
+
+    Use as a context manager around the run and pass :meth:`on_batch` as the run's ``on_batch``.
+    """
+
+    def __init__(self, console: Console, aggregations: list[str], *, follow: bool = False) -> None:
+        self.console = console
+        self.follow = follow
+        self.started = time.monotonic()
+        self.status = (
+            "following the inputs — press Ctrl-C to stop" if follow else "processing available input"
+        )
+        self._lock = threading.Lock()
+        self._aggs = {name: _AggProgress() for name in aggregations}
+        self._live: Live | None = None
+
+    def on_batch(self, report: BatchReport) -> None:
+        """The run's ``on_batch`` callback; thread-safe."""
+        with self._lock:
+            agg = self._aggs.setdefault(report.aggregation, _AggProgress())
+            agg.add(report)
+        if self._live is None:
+            self._print_line(report, agg)
+
+    def _print_line(self, r: BatchReport, agg: _AggProgress) -> None:
+        if r.skipped:
+            self.console.print(
+                f"{r.aggregation}: batch {r.batch_id} was already committed; skipped",
+                highlight=False,
+                soft_wrap=True,
+            )
+            return
+        s = r.stats
+        rate = s.events_read / r.seconds if r.seconds > 0 else 0.0
+        self.console.print(
+            f"{r.aggregation}: batch {r.batch_id}: {s.events_read:,} events read, "
+            f"{s.events_rejected:,} rejected, {r.rows_written:,} rows written in {r.seconds:.1f}s "
+            f"({rate:,.0f} events/s); "
+            f"watermark {format_ts(agg.watermark)}",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+    def __rich__(self) -> Group:
+        elapsed = time.monotonic() - self.started
+        table = Table(title=None, expand=False, show_edge=False, pad_edge=False)
+        for name, justify in (
+            ("aggregation", "left"),
+            ("micro-batches", "right"),
+            ("events read", "right"),
+            ("rejected", "right"),
+            ("events/s", "right"),
+            ("rows written", "right"),
+            ("watermark (GMT)", "left"),
+        ):
+            table.add_column(name, justify=justify)  # type: ignore[arg-type]
+        with self._lock:
+            for name, a in self._aggs.items():
+                rate = a.last_events / a.last_seconds if a.last_seconds > 0 else 0.0
+                batches = f"{a.batches:,}" + (f" (+{a.skipped} skipped)" if a.skipped else "")
+                table.add_row(
+                    name,
+                    batches,
+                    f"{a.events_read:,}",
+                    Text(f"{a.events_rejected:,}", style="yellow" if a.events_rejected else ""),
+                    f"{rate:,.0f}",
+                    f"{a.rows_written:,}",
+                    format_ts(a.watermark),
+                )
+        header = Text(f"tiltframe — {self.status} — {elapsed:,.0f}s elapsed", style="bold")
+        return Group(header, table)
+
+    def __enter__(self) -> RunProgress:
+        self.started = time.monotonic()
+        if self.console.is_terminal and not self.console.is_dumb_terminal:
+            self._live = Live(self, console=self.console, refresh_per_second=4, transient=False)
+            self._live.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._live is not None:
+            interrupted = exc_type is KeyboardInterrupt or self.status.startswith("stopping")
+            self.status = "stopped by Ctrl-C" if interrupted else "done"
+            self._live.stop()
+            self._live = None
