@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[2]
 def row(ts: int, sym: str, ev: int, batch: int, seq: int, price: float, qty: int, **extra: Any) -> dict:
     """The partial row of one trade (as the engine would produce it for a single event)."""
     r = {"AGG_TIMESTAMP": ts, "symbol": sym, "AGG_EVENT_TIMESTAMP": ev, "AGG_ARRIVAL_BATCH": batch,
-         "AGG_ARRIVAL_SEQ": seq, "avgPrice_SUM": price, "avgPrice_COUNT": 1, "total_SUM": qty,
+         "AGG_ARRIVAL_SEQ": seq, "AGG_COUNT": 1, "avgPrice_SUM": price, "avgPrice_COUNT": 1, "total_SUM": qty,
          "low_MIN": price, "high_MAX": price, "value": price * qty}
     r.update(extra)
     return r
@@ -138,8 +138,9 @@ def test_random_batches_match_pandas(store: SqlStore, layout, monkeypatch: pytes
         assert store.write_batch(layout, batch(layout, b, rows))
     df = pd.DataFrame(everything).sort_values(["AGG_EVENT_TIMESTAMP", "AGG_ARRIVAL_BATCH", "AGG_ARRIVAL_SEQ"])
     expected = df.groupby(["AGG_TIMESTAMP", "symbol"]).agg(
-        avgPrice_SUM=("avgPrice_SUM", "sum"), avgPrice_COUNT=("avgPrice_COUNT", "sum"),
-        total_SUM=("total_SUM", "sum"), low_MIN=("low_MIN", "min"), high_MAX=("high_MAX", "max"),
+        AGG_COUNT=("AGG_COUNT", "sum"), avgPrice_SUM=("avgPrice_SUM", "sum"),
+        avgPrice_COUNT=("avgPrice_COUNT", "sum"), total_SUM=("total_SUM", "sum"),
+        low_MIN=("low_MIN", "min"), high_MAX=("high_MAX", "max"),
         value=("value", "last"), AGG_EVENT_TIMESTAMP=("AGG_EVENT_TIMESTAMP", "last"),
         AGG_ARRIVAL_BATCH=("AGG_ARRIVAL_BATCH", "last"), AGG_ARRIVAL_SEQ=("AGG_ARRIVAL_SEQ", "last"),
     ).reset_index()

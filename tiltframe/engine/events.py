@@ -33,7 +33,8 @@ SPARK_TYPES: dict[AttrType, T.DataType] = {
     AttrType.BOOL: T.BooleanType(),
 }
 
-_TS_GMT = "yyyy-MM-dd HH:mm:ss"
+_MIN_TS = -62_135_596_800_000  # 0001-01-01 00:00:00 GMT
+_MAX_TS = 253_402_300_799_999  # 9999-12-31 23:59:59.999 GMT
 _TS_OFFSET = "yyyy-MM-dd HH:mm:ss XXX"
 
 
@@ -92,7 +93,9 @@ def type_events(
         src_type = present.get(attr.name)
         src = F.col(attr.name) if src_type is not None else F.lit(None).cast("string")
         typed = _convert(src, src_type or T.StringType(), attr.type)
-        cols[attr.name] = typed.alias(attr.name)
+        # A column already of its type is passed through unaliased: the optimizer drops a self-alias in
+        # some branches of a plan and keeps it in others, and then Spark cannot share their shuffles.
+        cols[attr.name] = typed if src_type == SPARK_TYPES[attr.type] else typed.alias(attr.name)
         as_text = src.cast("string")
         if attr.name in required:
             reason = F.lit(f"missing field '{attr.name}'")
@@ -113,6 +116,11 @@ def type_events(
             F.lit(f"' is not a timestamp (expected {FORMATS})"),
         )
         problems.append((src.isNotNull() & event_ts.isNull(), reason, F.lit(attr.name), src.cast("string")))
+        out_of_range = ~event_ts.between(_MIN_TS, _MAX_TS)
+        reason = F.concat(
+            F.lit(f"field '{attr.name}': value '"), src.cast("string"), F.lit("' is outside years 0001-9999")
+        )
+        problems.append((out_of_range, reason, F.lit(attr.name), src.cast("string")))
     else:
         event_ts = F.lit(arrival_ms).cast("long")
 

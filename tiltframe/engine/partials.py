@@ -13,7 +13,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from tiltframe.engine.buckets import bucket_start
-from tiltframe.engine.events import EVENT_TS, SPARK_TYPES
+from tiltframe.engine.events import EVENT_TS, REASON, SPARK_TYPES
 from tiltframe.engine.expressions import to_column
 from tiltframe.functions.registry import Build, Merge
 from tiltframe.spec.durations import Granularity
@@ -27,6 +27,7 @@ from tiltframe.store.layout import (
 
 ARRIVAL_SEQ = "_arrival_seq"
 LEVEL = "_tiltframe_level"
+REJECTED = "_tiltframe_rejected"
 _LATEST = "_latest"
 
 _BUILD = {Build.SUM: F.sum, Build.MIN: F.min, Build.MAX: F.max}
@@ -43,16 +44,16 @@ def _build(build: Build, arg: Column | None) -> Column:
 
 
 def _grouped(
-    df: DataFrame, bucket: Column, layout: AggregationLayout, aggs: dict[str, Column], level: int
+    df: DataFrame, bucket: Column, layout: AggregationLayout, aggs: dict[str, Column], bad: Column
 ) -> DataFrame:
-    """One ``groupBy().agg()`` whose output is already in table order, led by the level tag.
+    """One ``groupBy().agg()`` whose output is already in table order, led by the reject tag.
 
-    Casting inside the aggregation and grouping by the constant tag keeps each level a single
-    DataFrame operation: every extra operation re-analyses the whole chained plan.
+    Casting inside the aggregation keeps each level a single DataFrame operation: every extra operation
+    re-analyses the whole chained plan.
     """
     types = layout.column_types
     keys = [F.col(k.name) for k in layout.keys]
-    grouping = [F.lit(level).alias(LEVEL), bucket.alias(AGG_TIMESTAMP), *keys]
+    grouping = [bad.alias(REJECTED), bucket.alias(AGG_TIMESTAMP), *keys]
     if not layout.tracks_arrival:
         ordered = [aggs[n].cast(SPARK_TYPES[types[n]]).alias(n) for n in types if n in aggs]
         return df.groupBy(*grouping).agg(*ordered)
@@ -64,7 +65,7 @@ def _grouped(
         .alias(n)
         for n, t in types.items()
     ]
-    return grouped.select(LEVEL, *flat)
+    return grouped.select(REJECTED, *flat)
 
 
 def _value_names(layout: AggregationLayout) -> set[str]:
@@ -72,7 +73,12 @@ def _value_names(layout: AggregationLayout) -> set[str]:
 
 
 def finest_partials(events: DataFrame, layout: AggregationLayout, batch_id: int) -> DataFrame:
-    """Partial states per finest bucket and group from typed, valid events of one batch (level 0)."""
+    """Partial states per finest bucket and group from the typed events of one batch (level 0).
+
+    Rejected events are grouped apart (``_rejected`` true, no bucket), so their count comes out of the
+    same aggregation: an extra pass or an ``observe`` would stop Spark from sharing this shuffle with the
+    coarser levels.
+    """
     stream = layout.stream
     aggs = {
         s.name: _build(s.state.build, to_column(s.item.arg, stream) if s.item.arg is not None else None)
@@ -89,11 +95,12 @@ def finest_partials(events: DataFrame, layout: AggregationLayout, batch_id: int)
         )
     else:
         aggs[AGG_EVENT_TIMESTAMP] = F.max(EVENT_TS)
-    bucket = bucket_start(F.col(EVENT_TS), layout.spec.finest, layout.zone)
-    return _grouped(events, bucket, layout, aggs, 0)
+    bad = F.col(REASON).isNotNull()
+    bucket = F.when(~bad, bucket_start(F.col(EVENT_TS), layout.spec.finest, layout.zone))
+    return _grouped(events, bucket, layout, aggs, bad)
 
 
-def merge_partials(partials: DataFrame, layout: AggregationLayout, g: Granularity, level: int) -> DataFrame:
+def merge_partials(partials: DataFrame, layout: AggregationLayout, g: Granularity) -> DataFrame:
     """Roll partial rows of a finer level up to granularity ``g`` (merge, never rebuild from events)."""
     aggs = {s.name: _MERGE[s.merge](F.col(s.name)) for s in layout.states}
     if layout.tracks_arrival:
@@ -103,17 +110,22 @@ def merge_partials(partials: DataFrame, layout: AggregationLayout, g: Granularit
     else:
         aggs[AGG_EVENT_TIMESTAMP] = F.max(AGG_EVENT_TIMESTAMP)
     bucket = bucket_start(F.col(AGG_TIMESTAMP), g, layout.zone)
-    return _grouped(partials, bucket, layout, aggs, level)
+    # The reject tag passes through as a grouping column: a filter here would be pushed below the finest
+    # aggregation by the optimizer, and the levels could no longer share its shuffle.
+    return _grouped(partials, bucket, layout, aggs, F.col(REJECTED))
 
 
 def all_levels(events: DataFrame, layout: AggregationLayout, batch_id: int) -> DataFrame:
-    """Every granularity's partial rows in one DataFrame, tagged by level index (0 = finest).
+    """Every granularity's partial rows in one DataFrame, tagged by level index (0 = finest) and by
+    ``_rejected`` (groups of rejected events, whose level-0 ``AGG_COUNT`` counts them; drop them all).
 
-    Each level rolls up the one before it; Spark reuses the shared shuffles, so one job computes all.
+    Each level rolls up the one before it, so Spark reuses the shared shuffles and one job computes all.
+    The level tag is added on the output side only: inside the chain it would make the finest shuffle of
+    one branch differ from another's, and the events would be aggregated once per level.
     """
     level = finest_partials(events, layout, batch_id)
-    levels = [level]
+    tagged = [level.select(F.lit(0).alias(LEVEL), "*")]
     for i, g in enumerate(layout.spec.granularities[1:], start=1):
-        level = merge_partials(level, layout, g, i)
-        levels.append(level)
-    return functools.reduce(DataFrame.union, levels)
+        level = merge_partials(level, layout, g)
+        tagged.append(level.select(F.lit(i).alias(LEVEL), "*"))
+    return functools.reduce(DataFrame.union, tagged)

@@ -18,16 +18,16 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, Observation
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from tiltframe.engine.events import EVENT_TS, FIELD, RAW, REASON, VALUE, type_events
-from tiltframe.engine.partials import ARRIVAL_SEQ, LEVEL, all_levels
+from tiltframe.engine.events import FIELD, RAW, REASON, VALUE, type_events
+from tiltframe.engine.partials import ARRIVAL_SEQ, LEVEL, REJECTED, all_levels
 from tiltframe.errors import StoreError
 from tiltframe.spec.durations import Granularity
 from tiltframe.spec.expressions import attributes_of
 from tiltframe.store.base import BatchStats, BatchWrite, Store
-from tiltframe.store.layout import AggregationLayout
+from tiltframe.store.layout import AGG_COUNT, AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout
 
 logger = logging.getLogger(__name__)
 
@@ -149,23 +149,12 @@ class AggregationPipeline:
         typed = self._typed(raw, arrival_ms)
         if layout.tracks_arrival:
             typed = typed.withColumn(ARRIVAL_SEQ, F.monotonically_increasing_id())
-        ok = F.col(REASON).isNull()
-        observation = Observation(f"tiltframe_{layout.name}_{batch_id}")
-        typed = typed.observe(
-            observation,
-            F.count(F.lit(1)).alias("read"),
-            F.count(F.col(REASON)).alias("rejected"),
-            F.min(F.when(ok, F.col(EVENT_TS))).alias("min_ts"),
-            F.max(F.when(ok, F.col(EVENT_TS))).alias("max_ts"),
-        )
-        levels = self._cascade(typed.filter(ok), batch_id)
-        counts = observation.get
-        read, rejected_n = int(counts["read"]), int(counts["rejected"])
+        levels, stats = self._cascade(typed, batch_id)
         rejected = None
-        if rejected_n:
+        if stats.events_rejected:
             rejected = (
                 self._typed(raw, arrival_ms)
-                .filter(~ok)
+                .filter(F.col(REASON).isNotNull())
                 .select(
                     F.lit(layout.stream.name).alias("stream"),
                     F.col(REASON).alias("reason"),
@@ -175,26 +164,43 @@ class AggregationPipeline:
                 )
                 .toArrow()
             )
-        stats = BatchStats(read, read - rejected_n, rejected_n, counts["min_ts"], counts["max_ts"])
+            if rejected.num_rows != stats.events_rejected:  # the input changed under a replay
+                msg = f"batch {batch_id}: {stats.events_rejected} rejected events counted, {rejected.num_rows} read"
+                raise StoreError(msg)
         t1 = time.perf_counter()
         rows = sum(t.num_rows for t in levels.values())
-        if read:
+        if stats.events_read:
             batch = BatchWrite(self.pipeline_id, batch_id, stats, levels, rejected)
             written = self.store.write_batch(layout, batch)
         else:
             written = False
         t2 = time.perf_counter()
-        report = BatchReport(layout.name, batch_id, stats, rows if written else 0, not written and read > 0,
-                             t1 - t0, t2 - t1)
+        skipped = not written and stats.events_read > 0
+        report = BatchReport(layout.name, batch_id, stats, rows if written else 0, skipped, t1 - t0, t2 - t1)
         self._report(report)
         return report
 
-    def _cascade(self, events: DataFrame, batch_id: int) -> dict[Granularity, pa.Table]:
-        """All levels in one Spark job, split by level tag on the driver (Arrow, zero-copy filters)."""
-        table = all_levels(events, self.layout, batch_id).toArrow()
-        tags = table.column(LEVEL)
-        data = table.drop_columns([LEVEL])
-        return {g: data.filter(pc.equal(tags, i)) for i, g in enumerate(self.layout.spec.granularities)}
+    def _cascade(self, typed: DataFrame, batch_id: int) -> tuple[dict[Granularity, pa.Table], BatchStats]:
+        """All levels in one Spark job, split on the driver (Arrow filters), and the batch's counts."""
+        table = all_levels(typed, self.layout, batch_id).toArrow()
+        level = table.column(LEVEL)
+        bad = table.column(REJECTED)
+        data = table.drop_columns([LEVEL, REJECTED])
+        finest = pc.equal(level, 0)
+        counts = data.column(AGG_COUNT)
+        rejected = int(pc.sum(counts.filter(pc.and_(finest, bad))).as_py() or 0)
+        levels = {g: data.filter(pc.and_(pc.equal(level, i), pc.invert(bad)))
+                  for i, g in enumerate(self.layout.spec.granularities)}
+        first = levels[self.layout.spec.finest]
+        aggregated = int(pc.sum(first.column(AGG_COUNT)).as_py() or 0)
+        stats = BatchStats(
+            aggregated + rejected,
+            aggregated,
+            rejected,
+            pc.min(first.column(AGG_TIMESTAMP)).as_py(),
+            pc.max(first.column(AGG_EVENT_TIMESTAMP)).as_py(),
+        )
+        return levels, stats
 
     def _report(self, report: BatchReport) -> None:
         self.totals.add(report)

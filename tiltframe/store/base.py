@@ -32,7 +32,11 @@ class Capabilities:
 
 @dataclass(frozen=True, slots=True)
 class BatchStats:
-    """Counts of one micro-batch; ``events_read == events_aggregated + events_rejected``."""
+    """Counts of one micro-batch; ``events_read == events_aggregated + events_rejected``.
+
+    ``min_event_ts`` is the start of the earliest finest bucket the batch touched (a lower bound of its
+    earliest event time); ``max_event_ts`` is its latest event time.
+    """
 
     events_read: int
     events_aggregated: int

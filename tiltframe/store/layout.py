@@ -8,6 +8,7 @@ group-by attributes       one column each, in ``group by`` order (primary key)
 ``AGG_EVENT_TIMESTAMP``   greatest event time aggregated into the bucket, epoch ms
 ``AGG_ARRIVAL_BATCH``     micro-batch of the latest event (only with non-aggregate items)
 ``AGG_ARRIVAL_SEQ``       arrival position of that event in its batch (idem)
+``AGG_COUNT``             number of events aggregated into the bucket
 ``<alias>_<STATE>``       partial states of aggregates, e.g. ``avgPrice_SUM``, ``avgPrice_COUNT``
 ``<alias>``               value of a non-aggregate item for the latest event of the bucket
 ========================  =================================================================
@@ -31,6 +32,9 @@ AGG_TIMESTAMP = "AGG_TIMESTAMP"
 AGG_EVENT_TIMESTAMP = "AGG_EVENT_TIMESTAMP"
 AGG_ARRIVAL_BATCH = "AGG_ARRIVAL_BATCH"
 AGG_ARRIVAL_SEQ = "AGG_ARRIVAL_SEQ"
+AGG_COUNT = "AGG_COUNT"
+#: The event count every table keeps: ``AGG_COUNT``, built and merged like ``count()``.
+EVENT_COUNT = AggregateItem("count", None, "AGG")
 RESERVED_PREFIX = "AGG_"
 
 
@@ -90,7 +94,9 @@ class AggregationLayout:
 
     @cached_property
     def states(self) -> tuple[StateColumn, ...]:
-        cols = []
+        """Partial-state columns: the built-in event count, then each aggregate's states."""
+        count = get(EVENT_COUNT.function)
+        cols = [StateColumn(AGG_COUNT, EVENT_COUNT, count, count.states[0], AttrType.LONG)]
         for item in self.spec.aggregates:
             fn = get(item.function)
             arg_type = expression_type(item.arg, self.stream) if item.arg is not None else None
