@@ -168,7 +168,8 @@ def main() -> None:
         print(f"  plain Spark groupBy (finest only)   {g:7.1f} s  {n / g:>12,.0f} events/s")
         print(f"  plain Spark six-level cascade       {c:7.1f} s  {n / c:>12,.0f} events/s")
         print(f"  tiltframe streaming pipeline        {p['seconds']:7.1f} s  {n / p['seconds']:>12,.0f} events/s  "
-              f"({p['batches']} micro-batches of {args.files_per_batch} files, {p['rows_written']:,} rows stored)")
+              f"({p['batches']} micro-batch(es) of up to {args.files_per_batch} files, "
+              f"{p['rows_written']:,} rows stored)")
         print(f"    per batch: p50 {p['batch_p50']:.2f} s, max {p['batch_max']:.2f} s; time in Spark "
               f"{p['spark_seconds']:.1f} s, in the store {p['store_seconds']:.1f} s, streaming overhead "
               f"{p['seconds'] - p['spark_seconds'] - p['store_seconds']:.1f} s")
