@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
 
-    from tiltframe.engine.pipeline import BatchReport
+    from tiltframe.engine.reports import BatchReport
     from tiltframe.engine.runner import InputLike, Run, RunResult
     from tiltframe.engine.sinks import Sink
 

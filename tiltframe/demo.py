@@ -257,7 +257,7 @@ def _monthly_table(frame: pd.DataFrame) -> object:
     """Months as columns, symbols as rows: traded volume and average price."""
     from rich.table import Table
 
-    from tiltframe.cli.progress import format_ts
+    from tiltframe.timeutil.parse import format_ts
 
     table = Table(
         title="per month, all symbols: volume (sum of quantity) @ average price", title_justify="left"

@@ -23,8 +23,9 @@ from rich.console import Console
 from rich.table import Table
 
 from tiltframe import api
-from tiltframe.cli.progress import RunProgress, format_ts
+from tiltframe.cli.progress import RunProgress
 from tiltframe.errors import DefinitionError, TiltframeError, UsageError, unknown
+from tiltframe.timeutil.parse import format_ts
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -9,55 +9,28 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from types import TracebackType
-from typing import TYPE_CHECKING
-from zoneinfo import ZoneInfo
 
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-if TYPE_CHECKING:
-    from tiltframe.engine.pipeline import BatchReport
-
-
-def format_ts(ms: int | None, zone: str = "UTC") -> str:
-    """Epoch milliseconds as ``yyyy-MM-dd HH:mm:ss`` in ``zone`` (GMT by default); ``-`` for none."""
-    if ms is None:
-        return "-"
-    tz = UTC if zone.upper() in ("UTC", "GMT") else ZoneInfo(zone)
-    return datetime.fromtimestamp(ms / 1000, tz=tz).strftime("%Y-%m-%d %H:%M:%S")
+from tiltframe.engine.reports import BatchReport, PipelineTotals
+from tiltframe.timeutil.parse import format_ts
 
 
 @dataclass
-class _AggProgress:
-    batches: int = 0
-    skipped: int = 0
-    events_read: int = 0
-    events_aggregated: int = 0
-    events_rejected: int = 0
-    rows_written: int = 0
-    seconds: float = 0.0
+class _AggProgress(PipelineTotals):
+    """Run totals plus the last batch's rate, for the live table."""
+
     last_events: int = 0
     last_seconds: float = 0.0
-    watermark: int | None = None
 
     def add(self, r: BatchReport) -> None:
-        if r.skipped:
-            self.skipped += 1
-            return
-        s = r.stats
-        self.batches += 1
-        self.events_read += s.events_read
-        self.events_aggregated += s.events_aggregated
-        self.events_rejected += s.events_rejected
-        self.rows_written += r.rows_written
-        self.seconds += r.seconds
-        self.last_events, self.last_seconds = s.events_read, r.seconds
-        if s.max_event_ts is not None:
-            self.watermark = max(self.watermark or s.max_event_ts, s.max_event_ts)
+        super().add(r)
+        if not r.skipped:
+            self.last_events, self.last_seconds = r.stats.events_read, r.seconds
 
 
 class RunProgress:
@@ -99,7 +72,7 @@ class RunProgress:
             f"{r.aggregation}: batch {r.batch_id}: {s.events_read:,} events read, "
             f"{s.events_rejected:,} rejected, {r.rows_written:,} rows written in {r.seconds:.1f}s "
             f"({rate:,.0f} events/s); "
-            f"watermark {format_ts(agg.watermark)}",
+            f"watermark {format_ts(agg.max_event_ts)}",
             highlight=False,
             soft_wrap=True,
         )
@@ -128,7 +101,7 @@ class RunProgress:
                     Text(f"{a.events_rejected:,}", style="yellow" if a.events_rejected else ""),
                     f"{rate:,.0f}",
                     f"{a.rows_written:,}",
-                    format_ts(a.watermark),
+                    format_ts(a.max_event_ts),
                 )
         header = Text(f"tiltframe — {self.status} — {elapsed:,.0f}s elapsed", style="bold")
         return Group(header, table)

@@ -13,7 +13,6 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -23,6 +22,7 @@ from pyspark.sql import functions as F
 
 from tiltframe.engine.events import FIELD, RAW, REASON, VALUE, type_events
 from tiltframe.engine.partials import ARRIVAL_SEQ, LEVEL, REJECTED, all_levels
+from tiltframe.engine.reports import BatchReport, PipelineTotals
 from tiltframe.errors import StoreError
 from tiltframe.spec.durations import Granularity
 from tiltframe.spec.expressions import attributes_of
@@ -32,52 +32,6 @@ from tiltframe.store.layout import AGG_COUNT, AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP
 logger = logging.getLogger(__name__)
 
 PIPELINE_FILE = "tiltframe-pipeline.json"
-
-
-@dataclass
-class BatchReport:
-    """What one micro-batch did, for progress displays and benchmarks."""
-
-    aggregation: str
-    batch_id: int
-    stats: BatchStats
-    rows_written: int
-    skipped: bool
-    spark_seconds: float
-    store_seconds: float
-
-    @property
-    def seconds(self) -> float:
-        return self.spark_seconds + self.store_seconds
-
-
-@dataclass
-class PipelineTotals:
-    batches: int = 0
-    skipped: int = 0
-    events_read: int = 0
-    events_aggregated: int = 0
-    events_rejected: int = 0
-    rows_written: int = 0
-    spark_seconds: float = 0.0
-    store_seconds: float = 0.0
-    max_event_ts: int | None = None
-    reports: list[BatchReport] = field(default_factory=list)
-
-    def add(self, r: BatchReport) -> None:
-        self.reports.append(r)
-        if r.skipped:
-            self.skipped += 1
-            return
-        self.batches += 1
-        self.events_read += r.stats.events_read
-        self.events_aggregated += r.stats.events_aggregated
-        self.events_rejected += r.stats.events_rejected
-        self.rows_written += r.rows_written
-        self.spark_seconds += r.spark_seconds
-        self.store_seconds += r.store_seconds
-        if r.stats.max_event_ts is not None:
-            self.max_event_ts = max(self.max_event_ts or r.stats.max_event_ts, r.stats.max_event_ts)
 
 
 def pipeline_id_for(checkpoint_dir: str | Path, layout: AggregationLayout) -> str:

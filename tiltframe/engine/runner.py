@@ -19,7 +19,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from tiltframe.engine.events import REASON, type_events
-from tiltframe.engine.pipeline import AggregationPipeline, BatchReport, PipelineTotals, pipeline_id_for
+from tiltframe.engine.pipeline import AggregationPipeline, pipeline_id_for
+from tiltframe.engine.reports import BatchReport, PipelineTotals
 from tiltframe.engine.session import get_session
 from tiltframe.engine.sinks import ConsoleSink, Sink
 from tiltframe.engine.sources import FileInput, read_stream

@@ -73,10 +73,3 @@ def _integral(value: Any) -> bool:
         return pd.api.types.is_integer_dtype(value.dtype)
     return isinstance(value, int) and not isinstance(value, bool)
 
-
-def output_name(expr: Expr, alias: str | None) -> str:
-    if alias:
-        return alias
-    if isinstance(expr, Attr):
-        return expr.name
-    return str(expr)

@@ -11,10 +11,10 @@ from typing import Any
 import pandas as pd
 
 from tiltframe.errors import DefinitionError, QueryError
-from tiltframe.retrieval.evaluate import evaluate, is_request_attr, output_name
+from tiltframe.retrieval.evaluate import evaluate, is_request_attr
 from tiltframe.retrieval.merge import finalize, merge_rows
 from tiltframe.spec.durations import Granularity
-from tiltframe.spec.expressions import Attr, Expr, Literal
+from tiltframe.spec.expressions import Attr, Expr, Literal, output_name
 from tiltframe.spec.model import RetrievalQuery
 from tiltframe.store.base import Store
 from tiltframe.store.layout import AggregationLayout

@@ -112,3 +112,12 @@ def calls_of(expr: Expr) -> tuple[Call, ...]:
     if isinstance(expr, Binary):
         return calls_of(expr.left) + calls_of(expr.right)
     return ()
+
+
+def output_name(expr: Expr, alias: str | None) -> str:
+    """The column name a select item produces: its alias, an attribute's own name, else its text."""
+    if alias:
+        return alias
+    if isinstance(expr, Attr):
+        return expr.name
+    return str(expr)

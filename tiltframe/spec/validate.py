@@ -14,7 +14,7 @@ from collections import Counter
 from tiltframe.errors import DefinitionError, NotSupportedYet, QueryError
 from tiltframe.functions.registry import get, is_aggregate
 from tiltframe.spec.durations import Granularity
-from tiltframe.spec.expressions import Attr, Expr, Literal, Pos, attributes_of, calls_of
+from tiltframe.spec.expressions import Attr, Expr, Literal, Pos, attributes_of, calls_of, output_name
 from tiltframe.spec.model import (
     AggregateItem,
     AggregationSpec,
@@ -207,10 +207,10 @@ def validate_query(app: AppSpec, q: RetrievalQuery) -> None:
             check_ref(attr)
         for call in calls_of(item.expr):
             raise _fail(f"function {call.name}() is not available in a retrieval select", call.pos)
-    selected = {_output_name(i) for i in q.select} if q.select is not None else set(outputs)
+    selected = {output_name(i.expr, i.alias) for i in q.select} if q.select is not None else set(outputs)
     for order in q.order_by:
         refs = attributes_of(order.expr)
-        if not refs or any(_output_name_of_attr(a) not in selected for a in refs):
+        if not refs or any(a.name not in selected for a in refs):
             msg = f"order by {order.expr}: only selected columns can order the result"
             raise _fail(msg, q.pos)
     if q.limit is not None and q.limit < 0:
@@ -227,21 +227,6 @@ def _side_of(attr: Attr, q: RetrievalQuery) -> str:
         msg = f"unknown alias '{attr.qualifier}' in '{attr}'"
         raise _fail(msg, attr.pos)
     return "aggregation"
-
-
-def _output_name(item: object) -> str:
-    from tiltframe.spec.model import OutputItem
-
-    assert isinstance(item, OutputItem)
-    if item.alias:
-        return item.alias
-    if isinstance(item.expr, Attr):
-        return item.expr.name
-    return str(item.expr)
-
-
-def _output_name_of_attr(attr: Attr) -> str:
-    return attr.name
 
 
 # --- the gate for features of later releases ----------------------------------------------------------

@@ -11,6 +11,7 @@ import re
 from datetime import UTC, datetime, timedelta, timezone
 
 from tiltframe.errors import QueryError
+from tiltframe.timeutil.zones import resolve_zone
 
 _TS = re.compile(
     r"^\s*(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\s+([+-])(\d{2}):?(\d{2}))?\s*$"
@@ -108,7 +109,8 @@ def within_range(start: object, end: object = None) -> tuple[int, int]:
     return s, e
 
 
-def format_ms(ms: int, zone: timezone | None = None) -> str:
-    """``yyyy-MM-dd HH:mm:ss`` of epoch ms in GMT (or ``zone``), for messages and tables."""
-    dt = datetime.fromtimestamp(ms / 1000, tz=zone or UTC)
-    return dt.strftime("%Y-%m-%d %H:%M:%S") + ("" if zone is None else dt.strftime(" %z"))
+def format_ts(ms: int | None, zone: str = "UTC") -> str:
+    """Epoch milliseconds as ``yyyy-MM-dd HH:mm:ss`` in ``zone`` (GMT by default); ``-`` for none."""
+    if ms is None:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, tz=resolve_zone(zone)).strftime("%Y-%m-%d %H:%M:%S")
