@@ -5,6 +5,17 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
+#: The app every oracle comparison runs: all built-in functions plus a latest-event value.
+APP = """
+define stream TradeStream (symbol string, price double, quantity long, ts long);
+define aggregation TradeAggregation
+from TradeStream
+select symbol, avg(price) as avgPrice, sum(quantity) as total, count() as trades,
+       min(price) as low, max(price) as high, price * quantity as last
+group by symbol
+aggregate by ts every sec ... year;
+"""
+
 DUCK_UNITS = {"seconds": "second", "minutes": "minute", "hours": "hour", "days": "day", "months": "month",
               "years": "year"}
 

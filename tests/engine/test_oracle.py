@@ -13,20 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tiltframe as tf
-from tests.oracle import rollup
+from tests.oracle import APP, rollup
 from tiltframe.engine.pipeline import AggregationPipeline
+from tiltframe.spec.model import AppSpec
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.registry import StoreRegistry
-
-APP = """
-define stream TradeStream (symbol string, price double, quantity long, ts long);
-define aggregation TradeAggregation
-from TradeStream
-select symbol, avg(price) as avgPrice, sum(quantity) as total, count() as trades,
-       min(price) as low, max(price) as high, price * quantity as last
-group by symbol
-aggregate by ts every sec ... year;
-"""
 
 ANCHORS = [
     pd.Timestamp(t, tz="UTC").value // 1_000_000
@@ -43,14 +34,19 @@ event = st.tuples(
 )
 
 
-def run_batches(spark, tmp: Path, events: pd.DataFrame, cuts: list[int]) -> tf.api.AppSpec:
-    """Feed ``events`` through the per-batch pipeline in the given micro-batches (arrival order)."""
+def open_pipeline(tmp: Path, pipeline_id: str) -> tuple[AppSpec, StoreRegistry, AggregationPipeline]:
+    """The oracle app's pipeline writing into a fresh embedded store under ``tmp``."""
     app = tf.load_app(APP)
     layout = AggregationLayout.of(app, "TradeAggregation")
     stores = StoreRegistry(tmp)
     store = stores.for_aggregation(layout.spec)
     store.ensure_schema(layout)
-    pipeline = AggregationPipeline(layout, store, "test-pipeline")
+    return app, stores, AggregationPipeline(layout, store, pipeline_id)
+
+
+def run_batches(spark, tmp: Path, events: pd.DataFrame, cuts: list[int]) -> AppSpec:
+    """Feed ``events`` through the per-batch pipeline in the given micro-batches (arrival order)."""
+    app, stores, pipeline = open_pipeline(tmp, "test-pipeline")
     bounds = [0, *sorted(set(cuts)), len(events)]
     for batch_id, (lo, hi) in enumerate(itertools.pairwise(bounds)):
         part = events.iloc[lo:hi][["symbol", "price", "quantity", "ts"]]
@@ -96,12 +92,8 @@ def test_rollups_equal_group_by_over_raw_events(spark, tmp_path_factory, data, c
 def test_replayed_batch_changes_nothing(spark, tmp_path: Path) -> None:
     events = pd.DataFrame({"symbol": ["IBM", "IBM", "WSO2"], "price": [1.0, 2.0, 3.0], "quantity": [1, 2, 3],
                            "ts": [ANCHORS[0], ANCHORS[0] + 1, ANCHORS[0] + 2]})
-    app = tf.load_app(APP)
-    layout = AggregationLayout.of(app, "TradeAggregation")
-    stores = StoreRegistry(tmp_path)
-    store = stores.for_aggregation(layout.spec)
-    store.ensure_schema(layout)
-    pipeline = AggregationPipeline(layout, store, "p")
+    app, stores, pipeline = open_pipeline(tmp_path, "p")
+    layout, store = pipeline.layout, pipeline.store
     df = spark.createDataFrame(events, "symbol string, price double, quantity long, ts long")
     first = pipeline.process(df, 7)
     snapshot = {g: store.read(layout, g) for g in layout.spec.granularities}

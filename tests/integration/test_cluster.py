@@ -21,17 +21,7 @@ import pandas as pd
 import pyspark
 import pytest
 
-from tests.oracle import rollup
-
-APP = """
-define stream TradeStream (symbol string, price double, quantity long, ts long);
-define aggregation TradeAggregation
-from TradeStream
-select symbol, avg(price) as avgPrice, sum(quantity) as total, count() as trades,
-       min(price) as low, max(price) as high, price * quantity as last
-group by symbol
-aggregate by ts every sec ... year;
-"""
+from tests.oracle import APP, rollup
 
 DRIVER = """
 import sys, tiltframe as tf
