@@ -153,7 +153,8 @@ def inspect(app: AppSpec, *, data_dir: str | Path | None = None) -> list[Aggrega
 
 
 def rejected(app: AppSpec, aggregation: str, *, data_dir: str | Path | None = None, limit: int = 100) -> pd.DataFrame:
-    """The latest rejected events of ``aggregation`` with their reasons."""
+    """The latest recorded events of ``aggregation``, newest first: rejected ones and those moved into
+    another bucket (column ``kind``), with their reasons and original event times."""
     stores = StoreRegistry(data_dir or default_data_dir(), read_only=True)
     try:
         layout = AggregationLayout.of(app, aggregation)

@@ -94,7 +94,7 @@ def test_seed000_with_annotations() -> None:
     assert built == parsed
     assert built.aggregations[0].buffer_size == 3
     # Not refused by the builder, only when asked to run, exactly like the text.
-    with pytest.raises(NotSupportedYet, match="@BufferSize"):
+    with pytest.raises(NotSupportedYet, match="MySQL"):
         check_runnable(built)
 
 

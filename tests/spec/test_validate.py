@@ -158,8 +158,6 @@ def test_validate_query_directly() -> None:
 @pytest.mark.parametrize(
     ("annotation", "named"),
     [
-        ("@BufferSize('3')", "@BufferSize"),
-        ("@IgnoreEventsOlderThanBuffer('true')", "@IgnoreEventsOlderThanBuffer"),
         ("@purge(enable='true')", "@purge with enable='true'"),
         ("@purge(enable='true', interval='10 sec', @retentionPeriod(sec='120 sec'))", "@purge"),
         ("@purge(enable='false', @retentionPeriod(sec='120 sec'))", "@purge with a nested @retentionPeriod"),
@@ -189,11 +187,14 @@ def test_server_store_not_supported_yet() -> None:
         "",
         "@purge(enable='false')",
         "@IgnoreEventsOlderThanBuffer('false')",
+        "@BufferSize('3')\n@IgnoreEventsOlderThanBuffer('true')",
+        "@allowedLateness('10 min')",
         "@PartitionById(enable='false')",
         "@store(type='rdbms', jdbc.url='jdbc:sqlite:rollups.db')",
         "@timezone('Asia/Kolkata')",
     ],
-    ids=["plain", "purge disabled", "ignore false", "partition false", "sqlite store", "time zone"],
+    ids=["plain", "purge disabled", "ignore false", "buffer", "lateness", "partition false", "sqlite store",
+         "time zone"],
 )
 def test_runnable(annotation: str) -> None:
     check_runnable(parse_app(STREAM + annotation + "\n" + AGG))

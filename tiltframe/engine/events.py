@@ -15,14 +15,18 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from tiltframe.spec.model import AttrType, StreamDef
+from tiltframe.store.base import RecordKind
 from tiltframe.timeutil.parse import FORMATS
 
 REASON = "_reject_reason"
+KIND = "_reject_kind"
 FIELD = "_reject_field"
 VALUE = "_reject_value"
 RAW = "_raw"
 EVENT_TS = "_event_ts"
 CORRUPT = "_corrupt_record"
+#: Where a row sits in arrival order, set by file sources: (file modification time, path, block start).
+ARRIVAL_PART = "_tiltframe_arrival_part"
 
 SPARK_TYPES: dict[AttrType, T.DataType] = {
     AttrType.STRING: T.StringType(),
@@ -130,13 +134,16 @@ def type_events(
             result = F.when(cond, outs[index]).otherwise(result)
         return result
 
-    raw_json = F.to_json(F.struct(*[F.col(n) for n in present if n != CORRUPT]))
+    raw_json = F.to_json(F.struct(*[F.col(n) for n in present if n not in (CORRUPT, ARRIVAL_PART)]))
     raw_text = F.coalesce(F.col(CORRUPT), raw_json) if CORRUPT in present else raw_json
+    reason = first(0)
     return raw.select(
         *cols.values(),
         event_ts.alias(EVENT_TS),
-        first(0).alias(REASON),
+        reason.alias(REASON),
+        F.when(reason.isNotNull(), F.lit(RecordKind.INVALID.value)).alias(KIND),
         first(1).alias(FIELD),
         first(2).alias(VALUE),
         raw_text.alias(RAW),
+        *([F.col(ARRIVAL_PART)] if ARRIVAL_PART in present else []),
     )

@@ -12,6 +12,7 @@ import functools
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from tiltframe.engine.arrival import ARRIVAL_SEQ, MOVED
 from tiltframe.engine.buckets import bucket_start
 from tiltframe.engine.events import EVENT_TS, REASON, SPARK_TYPES
 from tiltframe.engine.expressions import to_column
@@ -25,7 +26,6 @@ from tiltframe.store.layout import (
     AggregationLayout,
 )
 
-ARRIVAL_SEQ = "_arrival_seq"
 LEVEL = "_tiltframe_level"
 REJECTED = "_tiltframe_rejected"
 _LATEST = "_latest"
@@ -54,18 +54,20 @@ def _grouped(
     types = layout.column_types
     keys = [F.col(k.name) for k in layout.keys]
     grouping = [bad.alias(REJECTED), bucket.alias(AGG_TIMESTAMP), *keys]
+    # Counts beside the stored columns (the moved events), last so the stored ones keep table order.
+    extra = [n for n in aggs if n not in types and n != _LATEST]
     if not layout.tracks_arrival:
         ordered = [aggs[n].cast(SPARK_TYPES[types[n]]).alias(n) for n in types if n in aggs]
-        return df.groupBy(*grouping).agg(*ordered)
+        return df.groupBy(*grouping).agg(*ordered, *(aggs[n].alias(n) for n in extra))
     states = (aggs[s.name].alias(s.name) for s in layout.states)
-    grouped = df.groupBy(*grouping).agg(aggs[_LATEST].alias(_LATEST), *states)
+    grouped = df.groupBy(*grouping).agg(aggs[_LATEST].alias(_LATEST), *states, *(aggs[n].alias(n) for n in extra))
     flat = [
         (F.col(f"{_LATEST}.{n}") if n in layout.order_columns or n in _value_names(layout) else F.col(n))
         .cast(SPARK_TYPES[t])
         .alias(n)
         for n, t in types.items()
     ]
-    return grouped.select(REJECTED, *flat)
+    return grouped.select(REJECTED, *flat, *extra)
 
 
 def _value_names(layout: AggregationLayout) -> set[str]:
@@ -95,6 +97,8 @@ def finest_partials(events: DataFrame, layout: AggregationLayout, batch_id: int)
         )
     else:
         aggs[AGG_EVENT_TIMESTAMP] = F.max(EVENT_TS)
+    if MOVED in events.columns:
+        aggs[MOVED] = F.sum(F.col(MOVED).cast("long"))
     bad = F.col(REASON).isNotNull()
     bucket = F.when(~bad, bucket_start(F.col(EVENT_TS), layout.spec.finest, layout.zone))
     return _grouped(events, bucket, layout, aggs, bad)
@@ -109,6 +113,8 @@ def merge_partials(partials: DataFrame, layout: AggregationLayout, g: Granularit
         )
     else:
         aggs[AGG_EVENT_TIMESTAMP] = F.max(AGG_EVENT_TIMESTAMP)
+    if MOVED in partials.columns:
+        aggs[MOVED] = F.sum(MOVED)
     bucket = bucket_start(F.col(AGG_TIMESTAMP), g, layout.zone)
     # The reject tag passes through as a grouping column: a filter here would be pushed below the finest
     # aggregation by the optimizer, and the levels could no longer share its shuffle.

@@ -20,13 +20,14 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from tiltframe.engine.events import FIELD, RAW, REASON, VALUE, type_events
-from tiltframe.engine.partials import ARRIVAL_SEQ, LEVEL, REJECTED, all_levels
+from tiltframe.engine.arrival import MOVED, ORIGINAL_TS, arrange, moved_reason
+from tiltframe.engine.events import EVENT_TS, FIELD, KIND, RAW, REASON, VALUE, type_events
+from tiltframe.engine.partials import LEVEL, REJECTED, all_levels
 from tiltframe.engine.reports import BatchReport, PipelineTotals
 from tiltframe.errors import StoreError
 from tiltframe.spec.durations import Granularity
 from tiltframe.spec.expressions import attributes_of
-from tiltframe.store.base import BatchStats, BatchWrite, Store
+from tiltframe.store.base import BatchStats, BatchWrite, PipelineState, RecordKind, Store
 from tiltframe.store.layout import AGG_COUNT, AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout
 
 logger = logging.getLogger(__name__)
@@ -99,32 +100,21 @@ class AggregationPipeline:
             self._report(report)
             return report
         t0 = time.perf_counter()
-        arrival_ms = int(time.time() * 1000)
-        typed = self._typed(raw, arrival_ms)
-        if layout.tracks_arrival:
-            typed = typed.withColumn(ARRIVAL_SEQ, F.monotonically_increasing_id())
-        levels, stats = self._cascade(typed, batch_id)
-        rejected = None
-        if stats.events_rejected:
-            rejected = (
-                self._typed(raw, arrival_ms)
-                .filter(F.col(REASON).isNotNull())
-                .select(
-                    F.lit(layout.stream.name).alias("stream"),
-                    F.col(REASON).alias("reason"),
-                    F.col(FIELD).alias("field"),
-                    F.col(VALUE).alias("value"),
-                    F.col(RAW).alias("raw"),
-                )
-                .toArrow()
-            )
-            if rejected.num_rows != stats.events_rejected:  # the input changed under a replay
-                msg = f"batch {batch_id}: {stats.events_rejected} rejected events counted, {rejected.num_rows} read"
+        state = self.store.pipeline_state(layout, self.pipeline_id)
+        events = arrange(self._typed(raw, int(time.time() * 1000)), layout, state)
+        levels, stats = self._cascade(events, batch_id)
+        recorded = None
+        if stats.events_rejected or stats.events_moved:
+            recorded = self._recorded(events)
+            expected = stats.events_rejected + stats.events_moved
+            if recorded.num_rows != expected:  # the input changed under a replay
+                msg = f"batch {batch_id}: {expected} rejected or moved events counted, {recorded.num_rows} read"
                 raise StoreError(msg)
         t1 = time.perf_counter()
         rows = sum(t.num_rows for t in levels.values())
         if stats.events_read:
-            batch = BatchWrite(self.pipeline_id, batch_id, stats, levels, rejected)
+            after = self._state_after(state, stats, levels[layout.spec.finest])
+            batch = BatchWrite(self.pipeline_id, batch_id, stats, levels, recorded, after)
             written = self.store.write_batch(layout, batch)
         else:
             written = False
@@ -134,13 +124,17 @@ class AggregationPipeline:
         self._report(report)
         return report
 
-    def _cascade(self, typed: DataFrame, batch_id: int) -> tuple[dict[Granularity, pa.Table], BatchStats]:
+    def _cascade(self, events: DataFrame, batch_id: int) -> tuple[dict[Granularity, pa.Table], BatchStats]:
         """All levels in one Spark job, split on the driver (Arrow filters), and the batch's counts."""
-        table = all_levels(typed, self.layout, batch_id).toArrow()
+        table = all_levels(events, self.layout, batch_id).toArrow()
         level = table.column(LEVEL)
         bad = table.column(REJECTED)
-        data = table.drop_columns([LEVEL, REJECTED])
         finest = pc.equal(level, 0)
+        moved = 0
+        if MOVED in table.column_names:
+            moved = int(pc.sum(table.column(MOVED).filter(finest)).as_py() or 0)
+            table = table.drop_columns([MOVED])
+        data = table.drop_columns([LEVEL, REJECTED])
         counts = data.column(AGG_COUNT)
         rejected = int(pc.sum(counts.filter(pc.and_(finest, bad))).as_py() or 0)
         levels = {g: data.filter(pc.and_(pc.equal(level, i), pc.invert(bad)))
@@ -149,12 +143,43 @@ class AggregationPipeline:
         aggregated = int(pc.sum(first.column(AGG_COUNT)).as_py() or 0)
         stats = BatchStats(
             aggregated + rejected,
-            aggregated,
+            aggregated - moved,
             rejected,
             pc.min(first.column(AGG_TIMESTAMP)).as_py(),
             pc.max(first.column(AGG_EVENT_TIMESTAMP)).as_py(),
+            moved,
         )
         return levels, stats
+
+    def _recorded(self, events: DataFrame) -> pa.Table:
+        """The batch's rejected and moved events, as rows of the rejected-events table (a second job, run
+        only when the first counted some)."""
+        moved = F.col(MOVED) if MOVED in events.columns else F.lit(False)
+        original = F.col(ORIGINAL_TS) if ORIGINAL_TS in events.columns else F.col(EVENT_TS)
+        return (
+            events.filter(F.col(REASON).isNotNull() | moved)
+            .select(
+                F.lit(self.layout.stream.name).alias("stream"),
+                F.when(moved, F.lit(RecordKind.MOVED.value)).otherwise(F.col(KIND)).alias("kind"),
+                F.coalesce(F.col(REASON), F.lit(moved_reason(self.layout))).alias("reason"),
+                F.col(FIELD).alias("field"),
+                F.col(VALUE).alias("value"),
+                F.col(RAW).alias("raw"),
+                original.alias("event_timestamp"),
+                F.when(moved, F.col(EVENT_TS)).alias("adjusted_timestamp"),
+            )
+            .toArrow()
+        )
+
+    @staticmethod
+    def _state_after(state: PipelineState, stats: BatchStats, finest: pa.Table) -> PipelineState:
+        latest = max((t for t in (state.latest_event_ts, stats.max_event_ts) if t is not None), default=None)
+        recovery = state.recovery_bucket
+        newest = pc.max(finest.column(AGG_TIMESTAMP)).as_py()
+        # The first event newer than the recovery point ends recovery, and it is always aggregated.
+        if recovery is not None and newest is not None and newest > recovery:
+            recovery = None
+        return PipelineState(latest, recovery)
 
     def _report(self, report: BatchReport) -> None:
         self.totals.add(report)

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from tiltframe.engine.events import CORRUPT, SPARK_TYPES
+from tiltframe.engine.events import ARRIVAL_PART, CORRUPT, SPARK_TYPES
 from tiltframe.errors import UsageError
 from tiltframe.spec.model import StreamDef
 
@@ -85,8 +86,16 @@ def _parquet_schema(spark: SparkSession, folder: Path, stream: StreamDef) -> T.S
     return T.StructType([T.StructField(a.name, SPARK_TYPES[a.type]) for a in stream.attributes])
 
 
+def _with_arrival_part(df: DataFrame) -> DataFrame:
+    """Tag rows with their file, so arrival order follows the files even where Spark packs several small
+    files into one partition (it sorts them by size, not by time)."""
+    meta = [F.col(f"_metadata.{f}") for f in ("file_modification_time", "file_path", "file_block_start")]
+    return df.select("*", F.struct(*meta).alias(ARRIVAL_PART))
+
+
 def read_stream(spark: SparkSession, source: FileInput, stream: StreamDef, *, streaming: bool = True) -> DataFrame:
-    """A (streaming) DataFrame over the files of ``source`` with one column per attribute."""
+    """A (streaming) DataFrame over the files of ``source``: one column per attribute, plus the file of
+    each row (``ARRIVAL_PART``), which defines arrival order."""
     folder = Path(source.path)
     fmt = source.format or detect_format(folder, stream.name)
     if fmt not in _GLOBS:
@@ -102,12 +111,12 @@ def read_stream(spark: SparkSession, source: FileInput, stream: StreamDef, *, st
     if fmt == "csv":
         reader = reader.schema(text_schema(stream, corrupt=False)).option("mode", "PERMISSIVE")
         reader = reader.option("header", str(_csv_has_header(folder, stream)).lower())
-        return reader.csv(str(folder))
+        return _with_arrival_part(reader.csv(str(folder)))
     if fmt == "json":
         reader = (
             reader.schema(text_schema(stream, corrupt=True))
             .option("mode", "PERMISSIVE")
             .option("columnNameOfCorruptRecord", CORRUPT)
         )
-        return reader.json(str(folder))
-    return reader.schema(_parquet_schema(spark, folder, stream)).parquet(str(folder))
+        return _with_arrival_part(reader.json(str(folder)))
+    return _with_arrival_part(reader.schema(_parquet_schema(spark, folder, stream)).parquet(str(folder)))

@@ -2,8 +2,9 @@
 
 Seeds 000 and 001 list the annotations Siddhi gives meaning to: ``@store``, ``@BufferSize``,
 ``@IgnoreEventsOlderThanBuffer``, ``@purge`` (with a nested ``@retentionPeriod``), ``@retentionPeriod`` and
-``@PartitionById``; ``@timezone`` is ours.  Names are matched case-insensitively, as Siddhi does.  Other
-annotations are only kept raw on the spec, so validation can decide whether to refuse them.
+``@PartitionById``; ``@timezone`` and ``@allowedLateness`` are ours.  Names are matched case-insensitively,
+as Siddhi does.  Other annotations are only kept raw on the spec, so validation can decide whether to
+refuse them.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tiltframe.errors import DefinitionError
+from tiltframe.spec.durations import parse_length
 from tiltframe.spec.expressions import Pos
 from tiltframe.spec.model import Annotation, PurgeSpec, StoreSpec
 
@@ -105,6 +107,16 @@ def _ignore_older(raw: RawAnnotation, error: ErrorFactory) -> dict[str, Any]:
     return {"ignore_events_older_than_buffer": flag(raw, value, error)}
 
 
+def _allowed_lateness(raw: RawAnnotation, error: ErrorFactory) -> dict[str, Any]:
+    """``@allowedLateness('10 min')``: ours, the bounded alternative to Siddhi's buffer."""
+    _no_nested(raw, error)
+    value = raw.first_value()
+    try:
+        return {"allowed_lateness_ms": parse_length(value or "", raw.title)}
+    except DefinitionError as exc:
+        raise error(exc.message, raw.pos) from None
+
+
 def _purge(raw: RawAnnotation, error: ErrorFactory) -> dict[str, Any]:
     """``@purge(enable=..., interval=..., @retentionPeriod(sec=..., ...))`` (seed 001)."""
     retention: tuple[tuple[str, str], ...] = ()
@@ -140,6 +152,7 @@ _HANDLERS: dict[str, Callable[[RawAnnotation, ErrorFactory], dict[str, Any]]] = 
     "store": _store,
     "buffersize": _buffer_size,
     "ignoreeventsolderthanbuffer": _ignore_older,
+    "allowedlateness": _allowed_lateness,
     "purge": _purge,
     "retentionperiod": _retention,
     "partitionbyid": _partition_by_id,

@@ -43,7 +43,7 @@ from dataclasses import dataclass, replace
 
 from tiltframe.errors import DefinitionError, unknown
 from tiltframe.functions import registry
-from tiltframe.spec.durations import Granularity, Unit, unit_named, unit_range
+from tiltframe.spec.durations import Granularity, Unit, parse_length, unit_named, unit_range
 from tiltframe.spec.expressions import Attr, Call, Expr, calls_of
 from tiltframe.spec.model import (
     AggregateItem,
@@ -316,6 +316,7 @@ def aggregation(
     store: StoreSpec | None = None,  # shadows b.store() inside this function only
     buffer_size: int | None = None,
     ignore_events_older_than_buffer: bool | None = None,
+    allowed_lateness: str | int | None = None,
     purge: PurgeSpec | bool | None = None,
     retention: Pairs | None = None,
     partition_by_id: bool | None = None,
@@ -347,10 +348,22 @@ def aggregation(
         store=store,
         buffer_size=buffer_size,
         ignore_events_older_than_buffer=_flag(ignore_events_older_than_buffer, "ignore_events_older_than_buffer"),
+        allowed_lateness_ms=_lateness(allowed_lateness),
         purge=PurgeSpec(enable=purge) if isinstance(purge, bool) else purge,
         retention=_pairs(retention) if retention is not None else None,
         partition_by_id=_flag(partition_by_id, "partition_by_id"),
     )
+
+
+def _lateness(value: str | int | None) -> int | None:
+    """``'10 min'`` (as ``@allowedLateness`` takes it) or whole milliseconds."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return parse_length(value, "allowed_lateness (@allowedLateness)")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise DefinitionError(f"allowed_lateness takes a length such as '10 min' or whole ms, got {value!r}")
+    return value
 
 
 @dataclass(frozen=True, slots=True)

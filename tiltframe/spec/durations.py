@@ -9,6 +9,7 @@ the aggregation's time zone.
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 
 from tiltframe.errors import DefinitionError, unknown
@@ -104,3 +105,26 @@ def unit_range(first: Unit, last: Unit) -> tuple[Granularity, ...]:
         )
         raise DefinitionError(msg)
     return tuple(Granularity(u) for u in list(Unit)[first.rank : last.rank + 1])
+
+
+_LENGTH = re.compile(r"^\s*(\d+)\s*([A-Za-z]+)\s*$")
+_MILLIS = frozenset(("ms", "millis", "millisecond", "milliseconds"))
+
+
+def parse_length(text: str, what: str) -> int:
+    """A fixed length of time such as ``'10 min'`` or ``'500 ms'``, in milliseconds.
+
+    Months and years have no fixed length, so they are refused rather than guessed.
+    """
+    match = _LENGTH.match(text)
+    if match is None:
+        msg = f"{what} takes a length such as '10 min', '30 sec' or '500 ms'; got '{text}'"
+        raise DefinitionError(msg)
+    count, word = int(match.group(1)), match.group(2).lower()
+    if word in _MILLIS:
+        return count
+    unit = unit_named(word)
+    if unit.fixed_ms is None:
+        msg = f"{what} must be a fixed length (ms, sec, min, hour or day), not {unit.name.lower()}; got '{text}'"
+        raise DefinitionError(msg)
+    return count * unit.fixed_ms

@@ -175,6 +175,7 @@ class AggregationSpec:
     store: StoreSpec | None = None
     buffer_size: int | None = None
     ignore_events_older_than_buffer: bool | None = None
+    allowed_lateness_ms: int | None = None
     purge: PurgeSpec | None = None
     retention: tuple[tuple[str, str], ...] | None = None
     partition_by_id: bool | None = None

@@ -13,7 +13,7 @@ from collections import Counter
 
 from tiltframe.errors import DefinitionError, NotSupportedYet, QueryError
 from tiltframe.functions.registry import get, is_aggregate
-from tiltframe.spec.durations import Granularity
+from tiltframe.spec.durations import Granularity, Unit
 from tiltframe.spec.expressions import Attr, Expr, Literal, Pos, attributes_of, calls_of, output_name
 from tiltframe.spec.model import (
     AggregateItem,
@@ -98,8 +98,38 @@ def _validate_aggregation(app: AppSpec, agg: AggregationSpec) -> None:
     _validate_granularities(agg)
     if agg.timezone is not None:
         resolve_zone(agg.timezone)
-    if agg.buffer_size is not None and agg.buffer_size < 1:
-        raise _fail(f"@BufferSize must be a positive integer, got {agg.buffer_size}", agg.pos)
+    _validate_lateness(agg)
+
+
+def _annotation_pos(agg: AggregationSpec, name: str) -> Pos | None:
+    """Where annotation ``name`` was written (the definition itself for a Python-built spec)."""
+    found = [a.pos for a in agg.annotations if a.name.lower() == name.lower() and a.pos is not None]
+    return found[0] if found else agg.pos
+
+
+def _validate_lateness(agg: AggregationSpec) -> None:
+    """Seed 000's rules for the buffer, and ours for the bounded alternative."""
+    buffer_pos, lateness_pos = _annotation_pos(agg, "BufferSize"), _annotation_pos(agg, "allowedLateness")
+    if agg.buffer_size is not None:
+        if agg.buffer_size < 1:
+            raise _fail(f"@BufferSize must be a positive integer, got {agg.buffer_size}", buffer_pos)
+        if agg.time_attribute is None:
+            msg = (f"@BufferSize of aggregation {agg.name} needs an event-time attribute (aggregate by ...): "
+                   f"events aggregated by arrival time are never out of order")
+            raise _fail(msg, buffer_pos)
+        if agg.finest.unit.rank > Unit.DAYS.rank:
+            msg = (f"@BufferSize of aggregation {agg.name} needs its finest duration to be seconds, minutes, "
+                   f"hours or days; it is {agg.finest}")
+            raise _fail(msg, buffer_pos)
+    if agg.allowed_lateness_ms is not None:
+        if agg.buffer_size is not None or agg.ignore_events_older_than_buffer is not None:
+            msg = (f"aggregation {agg.name} declares both @allowedLateness and Siddhi's buffer "
+                   f"(@BufferSize / @IgnoreEventsOlderThanBuffer); choose one policy for late events")
+            raise _fail(msg, lateness_pos)
+        if agg.time_attribute is None:
+            msg = (f"@allowedLateness of aggregation {agg.name} needs an event-time attribute (aggregate by ...): "
+                   f"events aggregated by arrival time are never late")
+            raise _fail(msg, lateness_pos)
 
 
 def _validate_item(agg: AggregationSpec, stream: StreamDef, item: object) -> None:
@@ -232,8 +262,6 @@ def _side_of(attr: Attr, q: RetrievalQuery) -> str:
 # --- the gate for features of later releases ----------------------------------------------------------
 
 _LATER = {
-    "buffer_size": "@BufferSize (out-of-order buffer)",
-    "ignore_events_older_than_buffer": "@IgnoreEventsOlderThanBuffer",
     "retention": "@retentionPeriod (retention and purging)",
     "partition_by_id": "@PartitionById (shards merged on read)",
 }

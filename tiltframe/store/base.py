@@ -7,6 +7,7 @@ Implementations: ``tiltframe.store.sql.SqlStore`` (SQLite now; PostgreSQL and My
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
@@ -18,8 +19,20 @@ if TYPE_CHECKING:
     from tiltframe.spec.durations import Granularity
     from tiltframe.store.layout import AggregationLayout
 
-#: Columns of the rejected-events table, in order (Arrow tables passed to ``write_batch`` use them).
-REJECTED_COLUMNS = ("stream", "reason", "field", "value", "raw")
+class RecordKind(enum.StrEnum):
+    """Why an event is in the rejected-events table (its ``kind`` column)."""
+
+    INVALID = "invalid"  # its attributes cannot be typed
+    TOO_LATE = "too_late"  # beyond @allowedLateness
+    OLDER_THAN_BUFFER = "older_than_buffer"  # dropped by @IgnoreEventsOlderThanBuffer('true')
+    BEFORE_RECOVERY = "before_recovery"  # a new pipeline's replay of what the store holds
+    MOVED = "moved"  # aggregated, but into another bucket than its own (Siddhi's buffer)
+
+
+#: Text columns of the rejected-events table, in order (Arrow tables passed to ``write_batch`` use them).
+REJECTED_COLUMNS = ("stream", "kind", "reason", "field", "value", "raw")
+#: Epoch-ms columns of that table: the event time as read, and the bucket a moved event went into.
+REJECTED_TIMES = ("event_timestamp", "adjusted_timestamp")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,8 +45,9 @@ class Capabilities:
 
 @dataclass(frozen=True, slots=True)
 class BatchStats:
-    """Counts of one micro-batch; ``events_read == events_aggregated + events_rejected``.
+    """Counts of one micro-batch: ``events_read == events_aggregated + events_moved + events_rejected``.
 
+    ``events_aggregated`` went into their own buckets, ``events_moved`` into another (Siddhi's buffer).
     ``min_event_ts`` is the start of the earliest finest bucket the batch touched (a lower bound of its
     earliest event time); ``max_event_ts`` is its latest event time.
     """
@@ -43,6 +57,18 @@ class BatchStats:
     events_rejected: int
     min_event_ts: int | None = None
     max_event_ts: int | None = None
+    events_moved: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineState:
+    """What a micro-batch inherits from the committed batches of its pipeline (``engine.arrival``)."""
+
+    #: Greatest event time aggregated so far (None before the first event).
+    latest_event_ts: int | None = None
+    #: A new pipeline over a store with data: the latest stored finest bucket, before which events are
+    #: taken as replays until a newer one arrives.  None otherwise, and once a newer event has arrived.
+    recovery_bucket: int | None = None
 
 
 @dataclass(frozen=True)
@@ -50,7 +76,8 @@ class BatchWrite:
     """Everything one micro-batch adds to the store, written in one transaction.
 
     ``levels`` maps each granularity to its partial rows (columns as in the layout); ``rejected`` has
-    the columns of :data:`REJECTED_COLUMNS` (all strings, ``field``/``value`` may be null).
+    the columns of :data:`REJECTED_COLUMNS` (strings) and :data:`REJECTED_TIMES` (longs), any may be
+    null.  ``state`` is the pipeline's state after this batch.
     """
 
     pipeline_id: str
@@ -58,6 +85,7 @@ class BatchWrite:
     stats: BatchStats
     levels: Mapping[Granularity, pa.Table] = field(default_factory=dict)
     rejected: pa.Table | None = None
+    state: PipelineState = field(default_factory=PipelineState)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +112,9 @@ class AggregationInfo:
     rejected_by_reason: tuple[tuple[str, int], ...]
     min_event_ts: int | None
     max_event_ts: int | None
+    events_moved: int = 0
+    #: Recorded events by kind (``moved`` included), most frequent first.
+    recorded_by_kind: tuple[tuple[str, int], ...] = ()
 
 
 class Store(Protocol):
@@ -97,6 +128,11 @@ class Store(Protocol):
         ...
 
     def is_committed(self, layout: AggregationLayout, pipeline_id: str, batch_id: int) -> bool: ...
+
+    def pipeline_state(self, layout: AggregationLayout, pipeline_id: str) -> PipelineState:
+        """The state left by the last committed batch of ``pipeline_id``; for a pipeline without one,
+        the recovery point of the tables (their latest finest bucket), if they hold data."""
+        ...
 
     def write_batch(self, layout: AggregationLayout, batch: BatchWrite) -> bool:
         """Merge ``batch`` into the tables; False (and no change) if that batch was already committed."""
@@ -112,7 +148,9 @@ class Store(Protocol):
         """Stored partial rows whose bucket start lies in ``[start_ms, end_ms)``."""
         ...
 
-    def rejected(self, layout: AggregationLayout, limit: int = 100) -> pd.DataFrame: ...
+    def rejected(self, layout: AggregationLayout, limit: int = 100) -> pd.DataFrame:
+        """The latest ``limit`` recorded events (rejected or moved), newest first."""
+        ...
 
     def info(self, layout: AggregationLayout) -> AggregationInfo: ...
 

@@ -32,7 +32,16 @@ from tiltframe.errors import DefinitionError, StoreError
 from tiltframe.functions.registry import Merge
 from tiltframe.spec.durations import Granularity
 from tiltframe.spec.model import AttrType
-from tiltframe.store.base import REJECTED_COLUMNS, AggregationInfo, BatchWrite, Capabilities, TableInfo
+from tiltframe.store.base import (
+    REJECTED_COLUMNS,
+    REJECTED_TIMES,
+    AggregationInfo,
+    BatchWrite,
+    Capabilities,
+    PipelineState,
+    RecordKind,
+    TableInfo,
+)
 from tiltframe.store.layout import (
     AGG_ARRIVAL_BATCH,
     AGG_ARRIVAL_SEQ,
@@ -62,16 +71,19 @@ _BATCHES = sa.Table(
     BATCHES, _SHARED, sa.Column("aggregation", _NAME, primary_key=True),
     sa.Column("pipeline_id", _NAME, primary_key=True),
     sa.Column("batch_id", _LONG, primary_key=True, autoincrement=False),
-    *(sa.Column(c, _LONG, nullable=False) for c in ("events_read", "events_aggregated", "events_rejected")),
+    *(sa.Column(c, _LONG, nullable=False)
+      for c in ("events_read", "events_aggregated", "events_moved", "events_rejected")),
     sa.Column("min_event_ts", _LONG), sa.Column("max_event_ts", _LONG),
     sa.Column("rows_written", _LONG, nullable=False), sa.Column("committed_at", _LONG, nullable=False),
+    # The pipeline's state after the batch (``PipelineState``), read by its next batch.
+    sa.Column("latest_event_ts", _LONG), sa.Column("recovery_bucket", _LONG),
 )
 _REJECTED = sa.Table(
     REJECTED, _SHARED, sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("aggregation", _NAME, nullable=False, index=True),
     sa.Column("pipeline_id", _NAME, nullable=False),
     sa.Column("batch_id", _LONG, nullable=False), *(sa.Column(c, sa.Text) for c in REJECTED_COLUMNS),
-    sa.Column("recorded_at", _LONG, nullable=False),
+    *(sa.Column(c, _LONG) for c in REJECTED_TIMES), sa.Column("recorded_at", _LONG, nullable=False),
 )
 
 _ARROW_TYPES = {
@@ -334,6 +346,7 @@ class SqlStore:
         self._check_identifiers(layout)
         with self._errors("prepare the tables of", layout), self._write() as conn:
             _SHARED.create_all(conn, checkfirst=True)
+            self._check_shared_tables(conn)
             row = conn.execute(sa.select(_AGGREGATIONS).where(_AGGREGATIONS.c.name == layout.name)).first()
             if row is None:
                 conn.execute(sa.insert(_AGGREGATIONS).values(
@@ -345,6 +358,17 @@ class SqlStore:
             for table in self._tables(layout).values():
                 table.create(conn, checkfirst=True)
         self._ready.add(key)
+
+    def _check_shared_tables(self, conn: Connection) -> None:
+        """A store made by an earlier tiltframe lacks columns; say so instead of failing mid-batch."""
+        inspector = sa.inspect(conn)
+        for table in _SHARED.sorted_tables:
+            have = {c["name"] for c in inspector.get_columns(table.name)}
+            missing = [c.name for c in table.columns if c.name not in have]
+            if missing:
+                msg = (f"the store {self.url} was made by an earlier version of tiltframe: table {table.name} "
+                       f"lacks the columns {', '.join(missing)}; use a new data directory or store")
+                raise StoreError(msg)
 
     def _check_same_spec(self, layout: AggregationLayout, row: sa.Row[Any]) -> None:
         if row.spec_hash == layout.spec_hash:
@@ -375,6 +399,22 @@ class SqlStore:
         query = sa.select(sa.literal(1)).where(
             b.aggregation == layout.name, b.pipeline_id == pipeline_id, b.batch_id == batch_id)
         return conn.execute(query).first() is not None
+
+    def pipeline_state(self, layout: AggregationLayout, pipeline_id: str) -> PipelineState:
+        """The state after the last committed batch of ``pipeline_id``, or, for a pipeline that has none,
+        the recovery point: the latest bucket of the finest table (None when it is empty)."""
+        self.ensure_schema(layout)
+        b = _BATCHES.c
+        finest = self._tables(layout)[layout.spec.finest]
+        with self._errors("read the pipeline state of", layout), self._engine.connect() as conn:
+            last = conn.execute(
+                sa.select(b.latest_event_ts, b.recovery_bucket)
+                .where(b.aggregation == layout.name, b.pipeline_id == pipeline_id)
+                .order_by(b.batch_id.desc()).limit(1)).first()
+            if last is not None:
+                return PipelineState(last.latest_event_ts, last.recovery_bucket)
+            stored = conn.execute(sa.select(sa.func.max(finest.c[AGG_TIMESTAMP]))).scalar()
+        return PipelineState(None, stored)
 
     def write_batch(self, layout: AggregationLayout, batch: BatchWrite) -> bool:
         """Merge ``batch`` in one transaction; False (and nothing written) if it was committed before."""
@@ -440,8 +480,11 @@ class SqlStore:
             return
         base = {"aggregation": layout.name, "pipeline_id": batch.pipeline_id, "batch_id": batch.batch_id,
                 "recorded_at": _now_ms()}
-        rows = [{**base, **{k: None if v is None else str(v) for k, v in r.items() if k in REJECTED_COLUMNS}}
-                for r in batch.rejected.to_pylist()]  # a missing field/value column just stays NULL
+        def row(r: dict[str, Any]) -> dict[str, Any]:  # a missing column just stays NULL
+            text = {k: None if v is None else str(v) for k, v in r.items() if k in REJECTED_COLUMNS}
+            return {**base, **text, **{k: r[k] for k in REJECTED_TIMES if k in r}}
+
+        rows = [row(r) for r in batch.rejected.to_pylist()]
         conn.execute(sa.insert(_REJECTED), rows)
 
     @staticmethod
@@ -449,9 +492,10 @@ class SqlStore:
         s = batch.stats
         conn.execute(sa.insert(_BATCHES).values(
             aggregation=layout.name, pipeline_id=batch.pipeline_id, batch_id=batch.batch_id,
-            events_read=s.events_read, events_aggregated=s.events_aggregated,
+            events_read=s.events_read, events_aggregated=s.events_aggregated, events_moved=s.events_moved,
             events_rejected=s.events_rejected, min_event_ts=s.min_event_ts, max_event_ts=s.max_event_ts,
-            rows_written=rows, committed_at=_now_ms()))
+            rows_written=rows, committed_at=_now_ms(), latest_event_ts=batch.state.latest_event_ts,
+            recovery_bucket=batch.state.recovery_bucket))
 
     # --- reading --------------------------------------------------------------------------------------
 
@@ -477,10 +521,10 @@ class SqlStore:
         return _frame(rows, types)
 
     def rejected(self, layout: AggregationLayout, limit: int = 100) -> pd.DataFrame:
-        """The latest ``limit`` rejected events of ``layout``, newest first."""
+        """The latest ``limit`` recorded events of ``layout`` (rejected or moved), newest first."""
         r = _REJECTED.c
         types = {"batch_id": AttrType.LONG, **dict.fromkeys(REJECTED_COLUMNS, AttrType.STRING),
-                 "recorded_at": AttrType.LONG}
+                 **dict.fromkeys(REJECTED_TIMES, AttrType.LONG), "recorded_at": AttrType.LONG}
         query = (sa.select(*(r[c] for c in types)).where(r.aggregation == layout.name)
                  .order_by(r.id.desc()).limit(limit))
         with self._errors("read the rejected events of", layout), self._read(layout) as (conn, _):
@@ -499,19 +543,21 @@ class SqlStore:
                     count, first, last = conn.execute(
                         sa.select(sa.func.count(), sa.func.min(ts), sa.func.max(ts))).one()
                 tables.append(TableInfo(t.name, str(g), count, first, last))
+            counts = (b.events_read, b.events_aggregated, b.events_rejected, b.events_moved)
             totals = conn.execute(
-                sa.select(sa.func.count(), *(sa.func.coalesce(sa.func.sum(c), 0) for c in
-                                             (b.events_read, b.events_aggregated, b.events_rejected)),
+                sa.select(sa.func.count(), *(sa.func.coalesce(sa.func.sum(c), 0) for c in counts),
                           sa.func.min(b.min_event_ts), sa.func.max(b.max_event_ts))
                 .where(b.aggregation == layout.name)).one()
-            reasons = conn.execute(
-                sa.select(r.reason, sa.func.count()).where(r.aggregation == layout.name)
-                .group_by(r.reason).order_by(sa.func.count().desc(), r.reason)).all()
+            reasons, kinds = (conn.execute(
+                sa.select(c, sa.func.count()).where(r.aggregation == layout.name, *where)
+                .group_by(c).order_by(sa.func.count().desc(), c)).all()
+                for c, where in ((r.reason, (r.kind != RecordKind.MOVED.value,)), (r.kind, ())))
         return AggregationInfo(
             name=layout.name, spec_hash=registered.spec_hash, zone=registered.zone, tables=tuple(tables),
             batches=totals[0], events_read=totals[1], events_aggregated=totals[2],
             events_rejected=totals[3], rejected_by_reason=tuple((str(x), int(n)) for x, n in reasons),
-            min_event_ts=totals[4], max_event_ts=totals[5],
+            min_event_ts=totals[5], max_event_ts=totals[6], events_moved=totals[4],
+            recorded_by_kind=tuple((str(x), int(n)) for x, n in kinds),
         )
 
     # --- connections ----------------------------------------------------------------------------------
