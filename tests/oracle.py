@@ -1,9 +1,21 @@
-"""Independent answers over raw events (DuckDB GROUP BY on floored timestamps), for comparisons."""
+"""Independent answers over raw events (DuckDB GROUP BY on floored timestamps), and the harness that
+feeds the same events through the per-batch pipeline to compare with them."""
 
 from __future__ import annotations
 
+import itertools
+from pathlib import Path
+
 import duckdb
+import numpy as np
 import pandas as pd
+
+import tiltframe as tf
+from tiltframe.engine.pipeline import AggregationPipeline
+from tiltframe.engine.reports import PipelineTotals
+from tiltframe.spec.model import AppSpec
+from tiltframe.store.layout import AggregationLayout
+from tiltframe.store.registry import StoreRegistry
 
 #: The app every oracle comparison runs: all built-in functions plus a latest-event value.
 APP = """
@@ -38,3 +50,49 @@ def rollup(events: pd.DataFrame, per: str) -> pd.DataFrame:
         FROM events GROUP BY ALL ORDER BY AGG_TIMESTAMP, symbol
         """
     ).df()
+
+
+def open_pipeline(
+    tmp: Path, pipeline_id: str, app_text: str = APP
+) -> tuple[AppSpec, StoreRegistry, AggregationPipeline]:
+    """The oracle app's pipeline writing into a fresh embedded store under ``tmp``."""
+    app = tf.load_app(app_text)
+    layout = AggregationLayout.of(app, "TradeAggregation")
+    stores = StoreRegistry(tmp)
+    store = stores.for_aggregation(layout.spec)
+    store.ensure_schema(layout)
+    return app, stores, AggregationPipeline(layout, store, pipeline_id)
+
+
+def run_batches(
+    spark, tmp: Path, events: pd.DataFrame, cuts: list[int], app_text: str = APP
+) -> tuple[AppSpec, PipelineTotals]:
+    """Feed ``events`` through the per-batch pipeline in the given micro-batches (arrival order: a
+    DataFrame made from pandas keeps its rows in partition order)."""
+    app, stores, pipeline = open_pipeline(tmp, "test-pipeline", app_text)
+    bounds = [0, *sorted(set(cuts)), len(events)]
+    for batch_id, (lo, hi) in enumerate(itertools.pairwise(bounds)):
+        part = events.iloc[lo:hi][["symbol", "price", "quantity", "ts"]]
+        if len(part):
+            pipeline.process(spark.createDataFrame(part, "symbol string, price double, quantity long, ts long"),
+                             batch_id)
+    stores.close()
+    totals = pipeline.totals
+    assert totals.events_read == len(events)
+    return app, totals
+
+
+def check_against_oracle(app, data_dir: Path, events: pd.DataFrame) -> None:
+    for per in ("seconds", "minutes", "hours", "days", "months", "years"):
+        got = tf.query(
+            app,
+            f'from TradeAggregation within 0L, 4102444800000L per "{per}" '
+            "select AGG_TIMESTAMP, symbol, avgPrice, total, trades, low, high, last",
+            data_dir=data_dir,
+        )
+        want = rollup(events, per)
+        assert len(got) == len(want), per
+        got = got.sort_values(["AGG_TIMESTAMP", "symbol"]).reset_index(drop=True)
+        for col in ("AGG_TIMESTAMP", "symbol", "total", "trades", "low", "high", "last"):
+            assert list(got[col]) == list(want[col]), (per, col)
+        np.testing.assert_allclose(got["avgPrice"], want["avgPrice"], rtol=1e-12)

@@ -14,6 +14,7 @@ import pytest
 import tiltframe as tf
 from tiltframe.engine.sources import FileInput
 from tiltframe.spec.durations import Granularity, Unit
+from tiltframe.spec.model import AppSpec
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.registry import StoreRegistry
 from tiltframe.timeutil.parse import parse_timestamp
@@ -58,12 +59,14 @@ def write_batches(folder: Path, events: list[dict], split: list[int]) -> None:
         start += n
 
 
-def run(app_text: str, events: list[dict], split: list[int], data_dir: Path, spark, folder: Path | None = None):
+def run(
+    app_text: str, events: list[dict], split: list[int], data_dir: Path, spark, folder: Path | None = None
+) -> AppSpec:
     app = tf.load_app(app_text)
     folder = folder or data_dir.parent / f"{data_dir.name}-in"
     write_batches(folder, events, split)
-    result = tf.run(app, {"TradeStream": FileInput(str(folder), "json", 1)}, data_dir=data_dir, spark=spark)
-    return app, result
+    tf.run(app, {"TradeStream": FileInput(str(folder), "json", 1)}, data_dir=data_dir, spark=spark)
+    return app
 
 
 def stored(app, data_dir: Path, unit: Unit = Unit.SECONDS) -> dict[int, int]:
@@ -86,7 +89,7 @@ def mask(*events: int) -> int:
 @pytest.mark.parametrize("ignore", [False, True], ids=["move", "drop"])
 def test_seed_buffer_sequence(spark, tmp_path: Path, split: list[int], ignore: bool) -> None:
     annotations = f"@BufferSize('3')\n@IgnoreEventsOlderThanBuffer('{str(ignore).lower()}')\n"
-    app, result = run(STREAM + annotations + AGG, seed_events(), split, tmp_path / "data", spark)
+    app = run(STREAM + annotations + AGG, seed_events(), split, tmp_path / "data", spark)
     # Event 5 joins event 2 in second 51 and event 6 joins event 4 in second 53 (both inside the buffer);
     # event 8 (second 50) arrives after 54 expired 50 from the buffer: moved into 51, or dropped.
     expected = {50: mask(1), 51: mask(2, 5), 52: mask(3), 53: mask(4, 6), 54: mask(7)}
@@ -114,7 +117,7 @@ def test_seed_buffer_sequence(spark, tmp_path: Path, split: list[int], ignore: b
 def test_no_buffer(spark, tmp_path: Path, split: list[int], ignore: bool) -> None:
     """Without @BufferSize every event older than the latest second is moved into it, or dropped."""
     annotations = f"@IgnoreEventsOlderThanBuffer('{str(ignore).lower()}')\n"
-    app, _ = run(STREAM + annotations + AGG, seed_events(), split, tmp_path / "data", spark)
+    app = run(STREAM + annotations + AGG, seed_events(), split, tmp_path / "data", spark)
     # Latest when each event arrives: 50, 51, 52, 53, 53, 53, 54, 54; events 5 and 8 are older.
     expected = {50: mask(1), 51: mask(2), 52: mask(3), 53: mask(4, 6), 54: mask(7)}
     if not ignore:
@@ -127,7 +130,7 @@ def test_no_buffer(spark, tmp_path: Path, split: list[int], ignore: bool) -> Non
 
 @pytest.mark.parametrize("split", [[8], [3, 2, 3], [1] * 8], ids=["one batch", "uneven", "one per batch"])
 def test_exact_by_default(spark, tmp_path: Path, split: list[int]) -> None:
-    app, _ = run(STREAM + AGG, seed_events(), split, tmp_path / "data", spark)
+    app = run(STREAM + AGG, seed_events(), split, tmp_path / "data", spark)
     assert stored(app, tmp_path / "data") == {50: mask(1, 8), 51: mask(2, 5), 52: mask(3), 53: mask(4, 6), 54: mask(7)}
     info = tf.inspect(app, data_dir=tmp_path / "data")[0]
     assert (info.events_read, info.events_aggregated, info.events_moved, info.events_rejected) == (8, 8, 0, 0)
@@ -137,7 +140,7 @@ def test_exact_by_default(spark, tmp_path: Path, split: list[int]) -> None:
 def test_allowed_lateness(spark, tmp_path: Path, split: list[int]) -> None:
     """2.5 s allowed: event 8 (second 50, when the latest is 54.06) is 4.01 s late and rejected; event 5
     (51.04 against 53.03) is 1.99 s late and goes into its own second."""
-    app, _ = run(STREAM + "@allowedLateness('2500 ms')\n" + AGG, seed_events(), split, tmp_path / "data", spark)
+    app = run(STREAM + "@allowedLateness('2500 ms')\n" + AGG, seed_events(), split, tmp_path / "data", spark)
     assert stored(app, tmp_path / "data") == {50: mask(1), 51: mask(2, 5), 52: mask(3), 53: mask(4, 6), 54: mask(7)}
     recorded = tf.rejected(app, "TradeAggregation", data_dir=tmp_path / "data")
     assert list(recorded["kind"]) == ["too_late"]
@@ -168,7 +171,7 @@ def test_restart_without_checkpoint_ignores_the_replay(spark, tmp_path: Path) ->
     the first event newer than the latest stored second ends the recovery."""
     data = tmp_path / "data"
     events = seed_events()[:4]  # seconds 50..53
-    app, _ = run(STREAM + AGG, events, [4], data, spark, folder=tmp_path / "in")
+    app = run(STREAM + AGG, events, [4], data, spark, folder=tmp_path / "in")
     before = stored(app, data)
     for checkpoint in (data / "checkpoints").iterdir():
         os.rename(checkpoint, tmp_path / f"old-{checkpoint.name}")

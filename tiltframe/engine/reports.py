@@ -33,6 +33,7 @@ class PipelineTotals:
     skipped: int = 0
     events_read: int = 0
     events_aggregated: int = 0
+    events_moved: int = 0
     events_rejected: int = 0
     rows_written: int = 0
     spark_seconds: float = 0.0
@@ -48,6 +49,7 @@ class PipelineTotals:
         self.batches += 1
         self.events_read += r.stats.events_read
         self.events_aggregated += r.stats.events_aggregated
+        self.events_moved += r.stats.events_moved
         self.events_rejected += r.stats.events_rejected
         self.rows_written += r.rows_written
         self.spark_seconds += r.spark_seconds
