@@ -25,6 +25,7 @@ from rich.table import Table
 from tiltframe import api
 from tiltframe.cli.progress import RunProgress
 from tiltframe.errors import DefinitionError, TiltframeError, UsageError, unknown
+from tiltframe.spec.lateness import Lateness
 from tiltframe.timeutil.parse import format_ts
 
 if TYPE_CHECKING:
@@ -266,6 +267,8 @@ def _print_run_summary(
         )
         table.add_row("events read", f"{t.events_read:,}")
         table.add_row("events aggregated", f"{t.events_aggregated:,}")
+        if t.events_moved:
+            table.add_row("events moved to another bucket", f"{t.events_moved:,}")
         table.add_row("events rejected", f"{t.events_rejected:,}")
         table.add_row("rows written", f"{t.rows_written:,}")
         table.add_row("latest event time (GMT)", format_ts(t.max_event_ts))
@@ -581,13 +584,22 @@ def _print_info(
     counts = Table(show_header=False, box=None)
     counts.add_column(style="bold")
     counts.add_column(justify="right")
+    counts.add_row("late events", Lateness.of(agg).describe())
     counts.add_row("micro-batches committed", f"{info.batches:,}")
     counts.add_row("events read", f"{info.events_read:,}")
-    counts.add_row("events aggregated", f"{info.events_aggregated:,}")
+    counts.add_row("events aggregated (own bucket)", f"{info.events_aggregated:,}")
+    counts.add_row("events moved (another bucket)", f"{info.events_moved:,}")
     counts.add_row("events rejected", f"{info.events_rejected:,}")
     counts.add_row("first event (GMT)", format_ts(info.min_event_ts))
     counts.add_row("last event (GMT)", format_ts(info.max_event_ts))
     out.print(counts)
+    if info.recorded_by_kind:
+        kinds = Table(title="recorded events by kind", title_justify="left")
+        kinds.add_column("kind")
+        kinds.add_column("events", justify="right")
+        for kind, n in info.recorded_by_kind:
+            kinds.add_row(kind, f"{n:,}")
+        out.print(kinds)
     if info.rejected_by_reason:
         reasons = Table(title="rejected by reason", title_justify="left")
         reasons.add_column("reason", overflow="fold")
@@ -596,8 +608,12 @@ def _print_info(
             reasons.add_row(reason, f"{n:,}")
         out.print(reasons)
     if not rejected.empty:
-        latest = Table(title=f"latest {len(rejected)} rejected events", title_justify="left")
-        cols = [c for c in ("batch_id", "reason", "raw") if c in rejected.columns] or list(rejected.columns)
+        latest = Table(title=f"latest {len(rejected)} rejected or moved events", title_justify="left")
+        import pandas as pd  # only here: the CLI starts without it
+
+        rejected = rejected.assign(event_time=[_ts_or_none(None if pd.isna(v) else int(v))
+                                               for v in rejected["event_timestamp"]])
+        cols = [c for c in ("batch_id", "kind", "reason", "event_time", "raw") if c in rejected.columns]
         for c in cols:
             latest.add_column(c, overflow="fold", max_width=90 if c == "raw" else None)
         for rec in rejected[cols].itertuples(index=False):

@@ -70,7 +70,8 @@ class RunProgress:
         rate = s.events_read / r.seconds if r.seconds > 0 else 0.0
         self.console.print(
             f"{r.aggregation}: batch {r.batch_id}: {s.events_read:,} events read, "
-            f"{s.events_rejected:,} rejected, {r.rows_written:,} rows written in {r.seconds:.1f}s "
+            + (f"{s.events_moved:,} moved, " if s.events_moved else "")
+            + f"{s.events_rejected:,} rejected, {r.rows_written:,} rows written in {r.seconds:.1f}s "
             f"({rate:,.0f} events/s); "
             f"watermark {format_ts(agg.max_event_ts)}",
             highlight=False,

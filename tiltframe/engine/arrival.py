@@ -126,8 +126,9 @@ def _apply_policy(events: DataFrame, layout: AggregationLayout, carry: PipelineS
             oldest_open = bucket_start(latest_bucket - F.lit(policy.buffer * step - step // 2), finest, zone)
         older = bucket_start(ts, finest, zone) < oldest_open
         if policy.drop:
-            where = f"the buffer of {policy.buffer} {finest} bucket(s) before" if policy.buffer else "the"
-            reason = f"older than {where} latest {finest} bucket (@IgnoreEventsOlderThanBuffer)"
+            where = f"the buffer ({policy.buffer} {finest} buckets before the latest)" if policy.buffer else (
+                f"the latest {finest} bucket")
+            reason = f"older than {where}: dropped (@IgnoreEventsOlderThanBuffer)"
             rejections.append((older, RecordKind.OLDER_THAN_BUFFER, reason))
             older = None
     kind, why = F.col(KIND), F.col(REASON)
@@ -152,5 +153,6 @@ def moved_reason(layout: AggregationLayout) -> str:
     policy = Lateness.of(layout.spec)
     finest = layout.spec.finest
     if policy.buffer:
-        return f"older than the buffer of {policy.buffer} {finest} bucket(s): moved into the oldest open one"
-    return f"older than the latest {finest} bucket: moved into it (@IgnoreEventsOlderThanBuffer('false'))"
+        return (f"older than the buffer ({policy.buffer} {finest} buckets before the latest): moved into the "
+                f"oldest bucket still open")
+    return f"older than the latest {finest} bucket: moved into it (no @BufferSize)"
