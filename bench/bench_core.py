@@ -43,13 +43,15 @@ aggregate by timestamp every sec ... year;
 """
 
 
-def generate(name: str, events: int, cache: Path) -> Path:
+def generate(name: str, events: int, cache: Path, args: list[str] | None = None) -> Path:
+    """The workload's files (generated once into ``cache``); ``args`` overrides the workload's options."""
     out = cache / f"{name}-{events}"
     if not (out / "meta.json").exists():
         if not GENERATOR.exists():
             sys.exit(f"workload generator not found at {GENERATOR}")
         shutil.rmtree(out, ignore_errors=True)
-        cmd = [sys.executable, str(GENERATOR), "--events", str(events), *WORKLOADS[name], "--out", str(out)]
+        options = WORKLOADS[name] if args is None else args
+        cmd = [sys.executable, str(GENERATOR), "--events", str(events), *options, "--out", str(out)]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     return out
 
@@ -102,7 +104,7 @@ def plain_cascade(spark, path: str) -> float:
     return elapsed
 
 
-def pipeline(spark, parquet_dir: Path, data_dir: Path, files_per_batch: int | None) -> dict:
+def pipeline(spark, parquet_dir: Path, data_dir: Path, files_per_batch: int | None, app_text: str = APP) -> dict:
     import tiltframe as tf
     from tiltframe.engine.sources import FileInput
     from tiltframe.spec.durations import Granularity, Unit
@@ -110,7 +112,7 @@ def pipeline(spark, parquet_dir: Path, data_dir: Path, files_per_batch: int | No
     from tiltframe.store.registry import StoreRegistry
 
     shutil.rmtree(data_dir, ignore_errors=True)
-    app = tf.load_app(APP)
+    app = tf.load_app(app_text)
     t0 = time.perf_counter()
     result = tf.run(app, {"TradeStream": FileInput(str(parquet_dir), "parquet", files_per_batch)},
                     data_dir=data_dir, spark=spark)
@@ -125,6 +127,8 @@ def pipeline(spark, parquet_dir: Path, data_dir: Path, files_per_batch: int | No
         "seconds": elapsed,
         "events_read": totals.events_read,
         "events_aggregated": totals.events_aggregated,
+        "events_moved": totals.events_moved,
+        "events_rejected": totals.events_rejected,
         "stored_total": int(years["total_SUM"].sum()),
         "stored_count": int(years["avgPrice_COUNT"].sum()),
         "batches": totals.batches,
