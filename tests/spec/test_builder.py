@@ -272,6 +272,11 @@ def test_all_annotations_reach_the_spec() -> None:
         ("@purge(enable='false')", {"purge": False}),
         ("@PartitionById", {"partition_by_id": True}),
         ("@retentionPeriod(sec='120 sec')", {"retention": {"sec": "120 sec"}}),
+        ("@allowedLateness('10 min')", {"allowed_lateness": "10 min"}),
+        ("@allowedLateness('10 min')", {"allowed_lateness": 600_000}),
+        ("@allowedLateness('250ms')", {"allowed_lateness": 250}),
+        ("@BufferSize('2')", {"buffer_size": 2}),
+        ("@IgnoreEventsOlderThanBuffer('false')", {"ignore_events_older_than_buffer": False}),
     ],
 )
 def test_annotation_keywords(annotation: str, keyword: dict[str, object]) -> None:
@@ -452,3 +457,9 @@ def test_other_refusals() -> None:
         )
     with pytest.raises(DefinitionError, match="'TradeStream' is defined 2 times"):
         b.app(trade_stream(), trade_stream())
+
+
+@pytest.mark.parametrize("value", ["ten minutes", "1 month", -5, True])
+def test_allowed_lateness_values(value: object) -> None:
+    with pytest.raises(DefinitionError, match="allowed_lateness"):
+        seed000(allowed_lateness=value)

@@ -198,3 +198,33 @@ def test_server_store_not_supported_yet() -> None:
 )
 def test_runnable(annotation: str) -> None:
     check_runnable(parse_app(STREAM + annotation + "\n" + AGG))
+
+
+# --- late events ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("annotations", "every", "message", "line"),
+    [
+        ("@BufferSize('0')", "by timestamp every sec ... day", "@BufferSize must be a positive integer, got 0", 2),
+        ("@BufferSize('3')", "every sec ... day", "needs an event-time attribute", 2),
+        ("@BufferSize('3')", "by timestamp every month, year", "seconds, minutes, hours or days; it is months", 2),
+        ("@timezone('UTC')\n@BufferSize('3')", "by timestamp every year", "it is years", 3),
+        ("@allowedLateness('1 min')", "every sec ... day", "events aggregated by arrival time are never late", 2),
+        ("@allowedLateness('1 min')\n@BufferSize('2')", "by timestamp every sec", "choose one policy", 2),
+        ("@BufferSize('2')\n@allowedLateness('1 min')", "by timestamp every sec", "choose one policy", 3),
+    ],
+)
+def test_lateness_rules(annotations: str, every: str, message: str, line: int) -> None:
+    """Seed 000's rules for the buffer, reported at the annotation that breaks them."""
+    agg = AGG.replace("aggregate by timestamp every sec ... day", f"aggregate {every}")
+    with pytest.raises(DefinitionError, match=re.escape(message)) as excinfo:
+        parse_app(STREAM + annotations + "\n" + agg)
+    assert excinfo.value.line == line
+
+
+@pytest.mark.parametrize("value", ["'1 month'", "'soon'", "'10 parsecs'", ""])
+def test_allowed_lateness_takes_a_fixed_length(value: str) -> None:
+    with pytest.raises(DefinitionError, match="@allowedLateness") as excinfo:
+        parse_app(STREAM + f"@allowedLateness({value})\n" + AGG)
+    assert excinfo.value.line == 2

@@ -27,8 +27,9 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from tiltframe.engine.buckets import bucket_start
-from tiltframe.engine.events import ARRIVAL_PART, EVENT_TS, KIND, REASON
+from tiltframe.engine.events import ARRIVAL_PART, EVENT_TS, REASON
 from tiltframe.spec.lateness import LateMode, Lateness
+from tiltframe.spec.model import AttrType
 from tiltframe.store.base import PipelineState, RecordKind
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.timeutil.parse import format_ts
@@ -41,6 +42,10 @@ LATEST = "_tiltframe_latest"
 MOVED = "_tiltframe_moved"
 #: The event time as read (``EVENT_TS`` of a moved event is the start of the bucket it was moved to).
 ORIGINAL_TS = "_tiltframe_original_ts"
+#: Why an event is not in its own bucket (a ``RecordKind``); null for the others.
+KIND = "_tiltframe_kind"
+#: The struct column of ``policy_records``.
+RECORD = "_tiltframe_record"
 
 
 _PART, _ROW, _RANK, _PART_MAX, _BEFORE = (f"_tiltframe_{n}" for n in ("part", "row", "rank", "part_max", "before"))
@@ -131,7 +136,7 @@ def _apply_policy(events: DataFrame, layout: AggregationLayout, carry: PipelineS
             reason = f"older than {where}: dropped (@IgnoreEventsOlderThanBuffer)"
             rejections.append((older, RecordKind.OLDER_THAN_BUFFER, reason))
             older = None
-    kind, why = F.col(KIND), F.col(REASON)
+    kind, why = F.when(valid, F.lit(None)).otherwise(F.lit(RecordKind.INVALID.value)), F.col(REASON)
     for cond, k, text in reversed(rejections):
         hit = valid & cond
         kind = F.when(hit, F.lit(k.value)).otherwise(kind)
@@ -140,13 +145,41 @@ def _apply_policy(events: DataFrame, layout: AggregationLayout, carry: PipelineS
     moved = ~rejected_now & older if older is not None else F.lit(False)
     new_ts = F.when(moved, oldest_open).otherwise(ts) if older is not None else ts
     return events.select(
-        *(c for c in events.columns if c not in (EVENT_TS, REASON, KIND)),
+        *(c for c in events.columns if c not in (EVENT_TS, REASON)),
         new_ts.alias(EVENT_TS),
         why.alias(REASON),
         kind.alias(KIND),
         moved.alias(MOVED),
         ts.alias(ORIGINAL_TS),
     )
+
+
+def policy_records(events: DataFrame, layout: AggregationLayout) -> DataFrame:
+    """The events the policy moved or rejected, as one struct column ``record`` (the fields of the
+    rejected-events table; invalid events are recorded apart, from the raw rows).
+
+    Only columns the aggregation also carries are used (the time attribute is rebuilt from
+    ``ORIGINAL_TS``), so Spark can serve both from one arrival-order shuffle.
+    """
+    spec, stream = layout.spec, layout.stream
+    time_attr = spec.time_attribute
+    moved = F.col(MOVED)
+
+    def attr(name: str) -> Column:
+        if name == time_attr and stream.attribute(name).type is AttrType.LONG:
+            return F.col(ORIGINAL_TS).alias(name)
+        return F.col(name)
+
+    record = F.struct(
+        F.when(moved, F.lit(RecordKind.MOVED.value)).otherwise(F.col(KIND)).alias("kind"),
+        # Written as a nullable column: Arrow refuses a non-null field inside the struct's null rows.
+        F.when(moved, F.lit(moved_reason(layout))).otherwise(F.col(REASON)).alias("reason"),
+        F.col(ORIGINAL_TS).alias("event_timestamp"),
+        F.when(moved, F.col(EVENT_TS)).alias("adjusted_timestamp"),
+        F.to_json(F.struct(*(attr(a.name) for a in stream.attributes))).alias("raw"),
+    )
+    policy = F.col(KIND).isNotNull() & (F.col(KIND) != F.lit(RecordKind.INVALID.value))
+    return events.filter(moved | policy).select(record.alias(RECORD))
 
 
 def moved_reason(layout: AggregationLayout) -> str:

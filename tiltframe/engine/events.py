@@ -15,11 +15,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from tiltframe.spec.model import AttrType, StreamDef
-from tiltframe.store.base import RecordKind
 from tiltframe.timeutil.parse import FORMATS
 
 REASON = "_reject_reason"
-KIND = "_reject_kind"
 FIELD = "_reject_field"
 VALUE = "_reject_value"
 RAW = "_raw"
@@ -136,12 +134,10 @@ def type_events(
 
     raw_json = F.to_json(F.struct(*[F.col(n) for n in present if n not in (CORRUPT, ARRIVAL_PART)]))
     raw_text = F.coalesce(F.col(CORRUPT), raw_json) if CORRUPT in present else raw_json
-    reason = first(0)
     return raw.select(
         *cols.values(),
         event_ts.alias(EVENT_TS),
-        reason.alias(REASON),
-        F.when(reason.isNotNull(), F.lit(RecordKind.INVALID.value)).alias(KIND),
+        first(0).alias(REASON),
         first(1).alias(FIELD),
         first(2).alias(VALUE),
         raw_text.alias(RAW),

@@ -12,7 +12,7 @@ import functools
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from tiltframe.engine.arrival import ARRIVAL_SEQ, MOVED
+from tiltframe.engine.arrival import ARRIVAL_SEQ, RECORD
 from tiltframe.engine.buckets import bucket_start
 from tiltframe.engine.events import EVENT_TS, REASON, SPARK_TYPES
 from tiltframe.engine.expressions import to_column
@@ -27,6 +27,8 @@ from tiltframe.store.layout import (
 )
 
 LEVEL = "_tiltframe_level"
+#: The level tag of recorded (moved or rejected) events in ``all_levels``.
+RECORD_LEVEL = -1
 REJECTED = "_tiltframe_rejected"
 _LATEST = "_latest"
 
@@ -54,20 +56,18 @@ def _grouped(
     types = layout.column_types
     keys = [F.col(k.name) for k in layout.keys]
     grouping = [bad.alias(REJECTED), bucket.alias(AGG_TIMESTAMP), *keys]
-    # Counts beside the stored columns (the moved events), last so the stored ones keep table order.
-    extra = [n for n in aggs if n not in types and n != _LATEST]
     if not layout.tracks_arrival:
         ordered = [aggs[n].cast(SPARK_TYPES[types[n]]).alias(n) for n in types if n in aggs]
-        return df.groupBy(*grouping).agg(*ordered, *(aggs[n].alias(n) for n in extra))
+        return df.groupBy(*grouping).agg(*ordered)
     states = (aggs[s.name].alias(s.name) for s in layout.states)
-    grouped = df.groupBy(*grouping).agg(aggs[_LATEST].alias(_LATEST), *states, *(aggs[n].alias(n) for n in extra))
+    grouped = df.groupBy(*grouping).agg(aggs[_LATEST].alias(_LATEST), *states)
     flat = [
         (F.col(f"{_LATEST}.{n}") if n in layout.order_columns or n in _value_names(layout) else F.col(n))
         .cast(SPARK_TYPES[t])
         .alias(n)
         for n, t in types.items()
     ]
-    return grouped.select(REJECTED, *flat, *extra)
+    return grouped.select(REJECTED, *flat)
 
 
 def _value_names(layout: AggregationLayout) -> set[str]:
@@ -97,8 +97,6 @@ def finest_partials(events: DataFrame, layout: AggregationLayout, batch_id: int)
         )
     else:
         aggs[AGG_EVENT_TIMESTAMP] = F.max(EVENT_TS)
-    if MOVED in events.columns:
-        aggs[MOVED] = F.sum(F.col(MOVED).cast("long"))
     bad = F.col(REASON).isNotNull()
     bucket = F.when(~bad, bucket_start(F.col(EVENT_TS), layout.spec.finest, layout.zone))
     return _grouped(events, bucket, layout, aggs, bad)
@@ -113,25 +111,37 @@ def merge_partials(partials: DataFrame, layout: AggregationLayout, g: Granularit
         )
     else:
         aggs[AGG_EVENT_TIMESTAMP] = F.max(AGG_EVENT_TIMESTAMP)
-    if MOVED in partials.columns:
-        aggs[MOVED] = F.sum(MOVED)
     bucket = bucket_start(F.col(AGG_TIMESTAMP), g, layout.zone)
     # The reject tag passes through as a grouping column: a filter here would be pushed below the finest
     # aggregation by the optimizer, and the levels could no longer share its shuffle.
     return _grouped(partials, bucket, layout, aggs, F.col(REJECTED))
 
 
-def all_levels(events: DataFrame, layout: AggregationLayout, batch_id: int) -> DataFrame:
+def all_levels(
+    events: DataFrame, layout: AggregationLayout, batch_id: int, records: DataFrame | None = None
+) -> DataFrame:
     """Every granularity's partial rows in one DataFrame, tagged by level index (0 = finest) and by
     ``_rejected`` (groups of rejected events, whose level-0 ``AGG_COUNT`` counts them; drop them all).
 
     Each level rolls up the one before it, so Spark reuses the shared shuffles and one job computes all.
     The level tag is added on the output side only: inside the chain it would make the finest shuffle of
     one branch differ from another's, and the events would be aggregated once per level.
+
+    ``records`` (one struct column, ``RECORD``) rides along as level ``RECORD_LEVEL``, every other
+    column null: the events a late-event policy moved or rejected come out of the same job, which
+    shares the arrival-order shuffle with the aggregation instead of repeating it.
     """
     level = finest_partials(events, layout, batch_id)
-    tagged = [level.select(F.lit(0).alias(LEVEL), "*")]
+    no_record = F.lit(None).cast(records.schema[RECORD].dataType) if records is not None else None
+
+    def tag(i: int, df: DataFrame) -> DataFrame:
+        return df.select(F.lit(i).alias(LEVEL), "*", *([no_record.alias(RECORD)] if no_record is not None else []))
+
+    tagged = [tag(0, level)]
     for i, g in enumerate(layout.spec.granularities[1:], start=1):
         level = merge_partials(level, layout, g)
-        tagged.append(level.select(F.lit(i).alias(LEVEL), "*"))
+        tagged.append(tag(i, level))
+    if records is not None:
+        nulls = [F.lit(None).cast(f.dataType).alias(f.name) for f in level.schema.fields]
+        tagged.append(records.select(F.lit(RECORD_LEVEL).alias(LEVEL), *nulls, RECORD))
     return functools.reduce(DataFrame.union, tagged)

@@ -20,19 +20,42 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from tiltframe.engine.arrival import MOVED, ORIGINAL_TS, arrange, moved_reason
-from tiltframe.engine.events import EVENT_TS, FIELD, KIND, RAW, REASON, VALUE, type_events
-from tiltframe.engine.partials import LEVEL, REJECTED, all_levels
+from tiltframe.engine.arrival import RECORD, arrange, needs_latest, policy_records
+from tiltframe.engine.events import EVENT_TS, FIELD, RAW, REASON, VALUE, type_events
+from tiltframe.engine.partials import LEVEL, RECORD_LEVEL, REJECTED, all_levels
 from tiltframe.engine.reports import BatchReport, PipelineTotals
 from tiltframe.errors import StoreError
 from tiltframe.spec.durations import Granularity
 from tiltframe.spec.expressions import attributes_of
-from tiltframe.store.base import BatchStats, BatchWrite, PipelineState, RecordKind, Store
+from tiltframe.store.base import (
+    REJECTED_COLUMNS,
+    REJECTED_TIMES,
+    BatchStats,
+    BatchWrite,
+    PipelineState,
+    RecordKind,
+    Store,
+)
 from tiltframe.store.layout import AGG_COUNT, AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout
 
 logger = logging.getLogger(__name__)
 
 PIPELINE_FILE = "tiltframe-pipeline.json"
+
+#: The recorded events of a batch as the store takes them (``stream`` is added last, from the layout).
+_RECORD_SCHEMA = pa.schema(
+    [(c, pa.string()) for c in REJECTED_COLUMNS if c != "stream"] + [(c, pa.int64()) for c in REJECTED_TIMES]
+)
+_EMPTY_RECORDS = _RECORD_SCHEMA.empty_table()
+
+
+def _record_table(data: pa.Table | pa.ChunkedArray) -> pa.Table:
+    """Recorded events in ``_RECORD_SCHEMA`` from a table or a struct column holding some of its fields."""
+    if isinstance(data, pa.ChunkedArray):
+        data = pa.Table.from_struct_array(data)
+    columns = [data.column(f.name).cast(f.type) if f.name in data.column_names else pa.nulls(data.num_rows, f.type)
+               for f in _RECORD_SCHEMA]
+    return pa.Table.from_arrays(columns, schema=_RECORD_SCHEMA)
 
 
 def pipeline_id_for(checkpoint_dir: str | Path, layout: AggregationLayout) -> str:
@@ -101,39 +124,50 @@ class AggregationPipeline:
             return report
         t0 = time.perf_counter()
         state = self.store.pipeline_state(layout, self.pipeline_id)
-        events = arrange(self._typed(raw, int(time.time() * 1000)), layout, state)
-        levels, stats = self._cascade(events, batch_id)
-        recorded = None
-        if stats.events_rejected or stats.events_moved:
-            recorded = self._recorded(events)
-            expected = stats.events_rejected + stats.events_moved
-            if recorded.num_rows != expected:  # the input changed under a replay
-                msg = f"batch {batch_id}: {expected} rejected or moved events counted, {recorded.num_rows} read"
+        typed = self._typed(raw, int(time.time() * 1000))
+        events = arrange(typed, layout, state)
+        records = policy_records(events, layout) if needs_latest(layout, state) else None
+        levels, stats, by_policy = self._cascade(events, batch_id, records)
+        recorded = by_policy
+        invalid = stats.events_rejected - (by_policy.num_rows - stats.events_moved)
+        if invalid:
+            rows = self._invalid(typed)
+            if rows.num_rows != invalid:  # the input changed under a replay
+                msg = f"batch {batch_id}: {invalid} invalid events counted, {rows.num_rows} read"
                 raise StoreError(msg)
+            recorded = pa.concat_tables([rows, by_policy])
         t1 = time.perf_counter()
-        rows = sum(t.num_rows for t in levels.values())
+        rows_out = sum(t.num_rows for t in levels.values())
         if stats.events_read:
             after = self._state_after(state, stats, levels[layout.spec.finest])
-            batch = BatchWrite(self.pipeline_id, batch_id, stats, levels, recorded, after)
+            stream = pa.array([layout.stream.name] * recorded.num_rows, pa.string())
+            batch = BatchWrite(self.pipeline_id, batch_id, stats, levels,
+                               recorded.append_column("stream", stream), after)
             written = self.store.write_batch(layout, batch)
         else:
             written = False
         t2 = time.perf_counter()
         skipped = not written and stats.events_read > 0
-        report = BatchReport(layout.name, batch_id, stats, rows if written else 0, skipped, t1 - t0, t2 - t1)
+        report = BatchReport(layout.name, batch_id, stats, rows_out if written else 0, skipped, t1 - t0, t2 - t1)
         self._report(report)
         return report
 
-    def _cascade(self, events: DataFrame, batch_id: int) -> tuple[dict[Granularity, pa.Table], BatchStats]:
-        """All levels in one Spark job, split on the driver (Arrow filters), and the batch's counts."""
-        table = all_levels(events, self.layout, batch_id).toArrow()
+    def _cascade(
+        self, events: DataFrame, batch_id: int, records: DataFrame | None
+    ) -> tuple[dict[Granularity, pa.Table], BatchStats, pa.Table]:
+        """All levels (and the events the policy moved or rejected) in one Spark job, split on the
+        driver with Arrow filters, and the batch's counts."""
+        table = all_levels(events, self.layout, batch_id, records).toArrow()
         level = table.column(LEVEL)
+        by_policy = _EMPTY_RECORDS
+        if records is not None:
+            chosen = pc.equal(level, RECORD_LEVEL)
+            by_policy = _record_table(table.column(RECORD).filter(chosen))
+            table = table.filter(pc.invert(chosen)).drop_columns([RECORD])
+            level = table.column(LEVEL)
+        moved = int(pc.sum(pc.equal(by_policy.column("kind"), RecordKind.MOVED.value)).as_py() or 0)
         bad = table.column(REJECTED)
         finest = pc.equal(level, 0)
-        moved = 0
-        if MOVED in table.column_names:
-            moved = int(pc.sum(table.column(MOVED).filter(finest)).as_py() or 0)
-            table = table.drop_columns([MOVED])
         data = table.drop_columns([LEVEL, REJECTED])
         counts = data.column(AGG_COUNT)
         rejected = int(pc.sum(counts.filter(pc.and_(finest, bad))).as_py() or 0)
@@ -149,24 +183,21 @@ class AggregationPipeline:
             pc.max(first.column(AGG_EVENT_TIMESTAMP)).as_py(),
             moved,
         )
-        return levels, stats
+        return levels, stats, by_policy
 
-    def _recorded(self, events: DataFrame) -> pa.Table:
-        """The batch's rejected and moved events, as rows of the rejected-events table (a second job, run
-        only when the first counted some)."""
-        moved = F.col(MOVED) if MOVED in events.columns else F.lit(False)
-        original = F.col(ORIGINAL_TS) if ORIGINAL_TS in events.columns else F.col(EVENT_TS)
-        return (
-            events.filter(F.col(REASON).isNotNull() | moved)
+    @staticmethod
+    def _invalid(typed: DataFrame) -> pa.Table:
+        """The batch's events that cannot be typed, with field, value and the row as read (a second job,
+        run only when the first counted some; it needs no arrival order)."""
+        return _record_table(
+            typed.filter(F.col(REASON).isNotNull())
             .select(
-                F.lit(self.layout.stream.name).alias("stream"),
-                F.when(moved, F.lit(RecordKind.MOVED.value)).otherwise(F.col(KIND)).alias("kind"),
-                F.coalesce(F.col(REASON), F.lit(moved_reason(self.layout))).alias("reason"),
+                F.lit(RecordKind.INVALID.value).alias("kind"),
+                F.col(REASON).alias("reason"),
                 F.col(FIELD).alias("field"),
                 F.col(VALUE).alias("value"),
                 F.col(RAW).alias("raw"),
-                original.alias("event_timestamp"),
-                F.when(moved, F.col(EVENT_TS)).alias("adjusted_timestamp"),
+                F.col(EVENT_TS).alias("event_timestamp"),
             )
             .toArrow()
         )

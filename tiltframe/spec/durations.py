@@ -123,7 +123,10 @@ def parse_length(text: str, what: str) -> int:
     count, word = int(match.group(1)), match.group(2).lower()
     if word in _MILLIS:
         return count
-    unit = unit_named(word)
+    try:
+        unit = unit_named(word)
+    except DefinitionError as exc:
+        raise DefinitionError(f"{what}: {exc.message}") from None
     if unit.fixed_ms is None:
         msg = f"{what} must be a fixed length (ms, sec, min, hour or day), not {unit.name.lower()}; got '{text}'"
         raise DefinitionError(msg)
