@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sqlite3
@@ -21,7 +22,7 @@ from tiltframe.errors import DefinitionError, NotSupportedYet, StoreError
 from tiltframe.spec.durations import Granularity, Unit
 from tiltframe.spec.model import StoreSpec
 from tiltframe.store import DB_FILE_NAME, connect_store
-from tiltframe.store.base import REJECTED_COLUMNS, BatchStats, BatchWrite
+from tiltframe.store.base import REJECTED_COLUMNS, REJECTED_TIMES, BatchStats, BatchWrite, PipelineState
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.sql import SqlStore
 
@@ -46,9 +47,11 @@ def batch(layout: AggregationLayout, batch_id: int, sec_rows: list[dict], *, rej
     if min_rows is not None:
         levels[MIN] = rows_table(layout, min_rows)
     n_rej = 0 if rejected is None else rejected.num_rows
-    stats = BatchStats(len(sec_rows) + n_rej, len(sec_rows), n_rej,
+    n_moved = 0 if rejected is None or "kind" not in rejected.column_names else rejected["kind"].to_pylist().count(
+        "moved")
+    stats = BatchStats(len(sec_rows) + n_rej, len(sec_rows), n_rej - n_moved,
                        min((r["AGG_EVENT_TIMESTAMP"] for r in sec_rows), default=None),
-                       max((r["AGG_EVENT_TIMESTAMP"] for r in sec_rows), default=None))
+                       max((r["AGG_EVENT_TIMESTAMP"] for r in sec_rows), default=None), n_moved)
     return BatchWrite(pipeline, batch_id, stats, levels, rejected)
 
 
@@ -213,17 +216,22 @@ def test_read_ranges_are_half_open_and_typed(store: SqlStore, layout) -> None:
 
 
 def test_rejected_events_are_stored_and_counted(store: SqlStore, layout) -> None:
-    rej = pa.table({"stream": ["TradeStream"] * 3, "reason": ["null price", "bad type", "null price"],
-                    "field": ["price", "quantity", None], "value": [None, "abc", None],
-                    "raw": ["{}", "{a}", "{b}"]})
+    rej = pa.table({"stream": ["TradeStream"] * 4, "kind": ["invalid", "invalid", "invalid", "moved"],
+                    "reason": ["null price", "bad type", "null price", "moved into 51"],
+                    "field": ["price", "quantity", None, None], "value": [None, "abc", None, None],
+                    "raw": ["{}", "{a}", "{b}", "{c}"], "event_timestamp": [None, None, None, T0 - 9000],
+                    "adjusted_timestamp": [None, None, None, T0]})
     store.write_batch(layout, batch(layout, 1, [row(T0, "A", T0 + 5, 1, 0, 1.0, 1)], rejected=rej))
     store.write_batch(layout, batch(layout, 2, [row(T0 + 60_000, "A", T0 + 60_001, 2, 0, 1.0, 1)]))
     got = store.rejected(layout, limit=2)
-    assert got["raw"].tolist() == ["{b}", "{a}"] and got["batch_id"].tolist() == [1, 1]
-    assert list(got.columns) == ["batch_id", *REJECTED_COLUMNS, "recorded_at"]
+    assert got["raw"].tolist() == ["{c}", "{b}"] and got["batch_id"].tolist() == [1, 1]
+    assert list(got.columns) == ["batch_id", *REJECTED_COLUMNS, *REJECTED_TIMES, "recorded_at"]
+    assert (got["event_timestamp"][0], got["adjusted_timestamp"][0]) == (T0 - 9000, T0)
     info = store.info(layout)
-    assert info.batches == 2 and info.events_read == 5 and info.events_aggregated == 2
+    assert info.batches == 2 and info.events_read == 6 and info.events_aggregated == 2
+    # Moved events are recorded but not rejected: they count by kind only.
     assert info.events_rejected == 3 and info.rejected_by_reason == (("null price", 2), ("bad type", 1))
+    assert dict(info.recorded_by_kind) == {"invalid": 3, "moved": 1} and info.events_moved == 1
     assert (info.min_event_ts, info.max_event_ts) == (T0 + 5, T0 + 60_001)
     sec, minute = info.tables
     assert (sec.table, sec.granularity, sec.rows, sec.first_bucket, sec.last_bucket) == (
@@ -329,3 +337,24 @@ def test_connect_store_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lay
         connect_store(StoreSpec("mongodb", "mongodb://h"), tmp_path)
     with pytest.raises(DefinitionError, match=r"needs jdbc\.url"):
         connect_store(StoreSpec("rdbms"), tmp_path)
+
+
+def test_pipeline_state_carries_over_and_recovers(store: SqlStore, layout) -> None:
+    assert store.pipeline_state(layout, "p1") == PipelineState(None, None)  # empty store: nothing to recover
+    first = batch(layout, 1, [row(T0 + 2000, "A", T0 + 2500, 1, 0, 1.0, 1)], pipeline="p1")
+    store.write_batch(layout, dataclasses.replace(first, state=PipelineState(T0 + 2500, None)))
+    # The pipeline itself continues from its last commit ...
+    assert store.pipeline_state(layout, "p1") == PipelineState(T0 + 2500, None)
+    # ... a new one over the same tables starts at the recovery point: the latest finest bucket.
+    assert store.pipeline_state(layout, "p2") == PipelineState(None, T0 + 2000)
+    second = batch(layout, 1, [row(T0 + 1000, "A", T0 + 1000, 1, 0, 1.0, 1)], pipeline="p2")
+    store.write_batch(layout, dataclasses.replace(second, state=PipelineState(T0 + 1000, T0 + 2000)))
+    assert store.pipeline_state(layout, "p2") == PipelineState(T0 + 1000, T0 + 2000)
+
+
+def test_store_of_an_earlier_version_is_named(db_path: Path, layout) -> None:
+    db_path.parent.mkdir(parents=True)
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("CREATE TABLE TILTFRAME_REJECTED (id INTEGER PRIMARY KEY, aggregation TEXT)")
+    with SqlStore.sqlite(db_path) as s, pytest.raises(StoreError, match="earlier version of tiltframe"):
+        s.ensure_schema(layout)

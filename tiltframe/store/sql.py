@@ -551,7 +551,7 @@ class SqlStore:
             reasons, kinds = (conn.execute(
                 sa.select(c, sa.func.count()).where(r.aggregation == layout.name, *where)
                 .group_by(c).order_by(sa.func.count().desc(), c)).all()
-                for c, where in ((r.reason, (r.kind != RecordKind.MOVED.value,)), (r.kind, ())))
+                for c, where in ((r.reason, (r.kind.is_distinct_from(RecordKind.MOVED.value),)), (r.kind, ())))
         return AggregationInfo(
             name=layout.name, spec_hash=registered.spec_hash, zone=registered.zone, tables=tuple(tables),
             batches=totals[0], events_read=totals[1], events_aggregated=totals[2],
