@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.oracle import check_against_oracle, open_pipeline, run_batches
+from tests.oracle import APP, check_against_oracle, open_pipeline, run_batches
+from tests.servers import fresh_database
 
 ANCHORS = [
     pd.Timestamp(t, tz="UTC").value // 1_000_000
@@ -58,3 +59,29 @@ def test_replayed_batch_changes_nothing(spark, tmp_path: Path) -> None:
     stores.close()
     events["arrival"] = np.arange(3)
     check_against_oracle(app, tmp_path, events)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("server", ["postgresql", "mysql"])
+def test_server_stores_equal_the_oracle(spark, tmp_path: Path, server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same events through PostgreSQL and MariaDB stores (seed-style @store annotation, credentials
+    from the environment) give the oracle's rollups, across several micro-batches."""
+    rng = np.random.default_rng(7)
+    n = 300
+    events = pd.DataFrame({
+        "symbol": rng.choice(["IBM", "WSO2", "ORCL"], n),
+        "price": rng.integers(1, 10_000, n) / 100,
+        "quantity": rng.integers(1, 1000, n),
+        "ts": rng.choice(ANCHORS, n) + rng.integers(-90_000_000, 90_000_000, n),
+        "arrival": np.arange(n),
+    })
+    with fresh_database(server) as url:
+        base, _, query = url.partition("?")
+        credentials = dict(p.split("=", 1) for p in query.split("&"))
+        monkeypatch.setenv("TF_TEST_STORE_PASSWORD", credentials["password"])
+        store = (f"@store(type='rdbms', jdbc.url='{base}', username='{credentials['user']}', "
+                 f"password='${{TF_TEST_STORE_PASSWORD}}')")
+        app_text = APP.replace("define aggregation", f"{store}\ndefine aggregation")
+        app, totals = run_batches(spark, tmp_path, events, [100, 200], app_text)
+        assert totals.events_aggregated == n
+        check_against_oracle(app, tmp_path, events)

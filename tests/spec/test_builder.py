@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tiltframe.errors import DefinitionError, NotSupportedYet
+from tiltframe.errors import DefinitionError
 from tiltframe.functions import registry
 from tiltframe.lang import parse_app, parse_expression
 from tiltframe.spec import builder as b
@@ -93,9 +93,7 @@ def test_seed000_with_annotations() -> None:
     parsed = parse_app(TRADE_TEXT + SEED000_ANNOTATIONS + SEED000_TEXT)
     assert built == parsed
     assert built.aggregations[0].buffer_size == 3
-    # Not refused by the builder, only when asked to run, exactly like the text.
-    with pytest.raises(NotSupportedYet, match="MySQL"):
-        check_runnable(built)
+    check_runnable(built)  # seed 000 as written runs: buffer, drop and its MySQL store
 
 
 def test_seed001_positional_store_element() -> None:

@@ -174,10 +174,10 @@ def test_not_supported_yet(annotation: str, named: str) -> None:
     assert excinfo.value.line == 3  # the `define aggregation` line, after the annotation
 
 
-def test_server_store_not_supported_yet() -> None:
-    store = '@store(type="rdbms", jdbc.url="jdbc:mysql://localhost:3306/TestDB", username="root", password="root")\n'
+def test_unknown_store_not_supported_yet() -> None:
+    store = '@store(type="rdbms", jdbc.url="jdbc:db2://localhost:50000/TestDB", username="root", password="root")\n'
     app = parse_app(STREAM + store + AGG)
-    with pytest.raises(NotSupportedYet, match=r"(?i)mysql"):
+    with pytest.raises(NotSupportedYet, match=r"unknown database 'db2'"):
         check_runnable(app)
 
 
@@ -191,10 +191,11 @@ def test_server_store_not_supported_yet() -> None:
         "@allowedLateness('10 min')",
         "@PartitionById(enable='false')",
         "@store(type='rdbms', jdbc.url='jdbc:sqlite:rollups.db')",
+        "@store(type='rdbms', jdbc.url='jdbc:mysql://localhost:3306/TestDB', username='root', password='root')",
         "@timezone('Asia/Kolkata')",
     ],
     ids=["plain", "purge disabled", "ignore false", "buffer", "lateness", "partition false", "sqlite store",
-         "time zone"],
+         "mysql store", "time zone"],
 )
 def test_runnable(annotation: str) -> None:
     check_runnable(parse_app(STREAM + annotation + "\n" + AGG))

@@ -1,4 +1,4 @@
-"""Fixtures of the store tests: a hand-built trade app, its layout and a fresh SQLite store."""
+"""Fixtures of the store tests: a hand-built trade app, its layout and a fresh store on every backend."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from tests.servers import fresh_database
 from tiltframe.spec.durations import Granularity, Unit
 from tiltframe.spec.expressions import Attr, Binary
 from tiltframe.spec.model import (
@@ -20,10 +21,12 @@ from tiltframe.spec.model import (
     ExpressionItem,
     KeyItem,
     SelectItem,
+    StoreSpec,
     StreamDef,
 )
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.sql import SqlStore
+from tiltframe.store.urls import store_target
 
 SEC = Granularity(Unit.SECONDS)
 MIN = Granularity(Unit.MINUTES)
@@ -77,8 +80,21 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "data" / "tiltframe.db"
 
 
-@pytest.fixture
-def store(db_path: Path, layout: AggregationLayout) -> Iterator[SqlStore]:
-    with SqlStore.sqlite(db_path) as s:
+BACKENDS = ("sqlite", "postgresql", "mysql")
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, db_path: Path, layout: AggregationLayout) -> Iterator[SqlStore]:
+    """A fresh store on each backend; tests about SQLite itself narrow it with ``SQLITE_ONLY``."""
+    if request.param == "sqlite":
+        with SqlStore.sqlite(db_path) as s:
+            s.ensure_schema(layout)
+            yield s
+        return
+    with fresh_database(request.param) as url, SqlStore.server(store_target(StoreSpec("rdbms", url))) as s:
         s.ensure_schema(layout)
         yield s
+
+
+#: Marks a test about the SQLite file itself (WAL, file paths, other processes opening the file).
+SQLITE_ONLY = pytest.mark.parametrize("store", ["sqlite"], indirect=True)

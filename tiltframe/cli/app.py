@@ -193,11 +193,11 @@ def _output_streams(spec: AppSpec) -> list[str]:
     ]
 
 
-def store_location(spec: AppSpec, agg: AggregationSpec, data_dir: Path) -> Path:
-    """The SQLite file an aggregation's rollups are kept in."""
-    from tiltframe.store import DB_FILE_NAME, sqlite_path
+def store_location(spec: AppSpec, agg: AggregationSpec, data_dir: Path) -> Path | str:
+    """Where an aggregation's rollups are kept: its SQLite file, or its server URL without the password."""
+    from tiltframe import store
 
-    return data_dir / DB_FILE_NAME if agg.store is None else sqlite_path(agg.store)
+    return store.store_location(agg.store, data_dir)
 
 
 def checkpoint_location(spec: AppSpec, agg: AggregationSpec, data_dir: Path) -> Path:

@@ -10,9 +10,9 @@ from tiltframe.store.base import Store
 
 def check_store_spec(spec: StoreSpec) -> None:
     """Refuse stores this release cannot open, before any work starts (without opening anything)."""
-    from tiltframe.store import sqlite_path
+    from tiltframe.store.urls import store_target
 
-    sqlite_path(spec)
+    store_target(spec)
 
 
 class StoreRegistry:

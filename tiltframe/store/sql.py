@@ -277,7 +277,7 @@ def _frame(rows: Sequence[Sequence[Any]], types: dict[str, AttrType]) -> pd.Data
 
 
 class SqlStore:
-    """The :class:`~tiltframe.store.base.Store` on a SQL database (SQLite now)."""
+    """The :class:`~tiltframe.store.base.Store` on a SQL database: SQLite, PostgreSQL or MySQL/MariaDB."""
 
     def __init__(self, engine: Engine, *, read_only: bool = False, path: Path | None = None) -> None:
         self._engine = engine
@@ -297,6 +297,16 @@ class SqlStore:
         if not read_only:
             path.parent.mkdir(parents=True, exist_ok=True)
         return cls(sqlite_engine(path, read_only=read_only), read_only=read_only, path=path)
+
+    @classmethod
+    def server(cls, url: sa.URL, *, read_only: bool = False) -> SqlStore:
+        """A store in a PostgreSQL or MySQL/MariaDB database (which must exist).
+
+        Positional parameters (``%s``) keep the multi-row upserts on the DBAPI cursor; REPEATABLE READ
+        gives every read one snapshot, so a query never sees half of a batch.
+        """
+        engine = sa.create_engine(url, paramstyle="format", pool_pre_ping=True, isolation_level="REPEATABLE READ")
+        return cls(engine, read_only=read_only)
 
     def __repr__(self) -> str:
         return f"SqlStore({self.url!r}{', read_only=True' if self._read_only else ''})"
@@ -616,6 +626,6 @@ def _fetch_all(conn: Connection, query: sa.Select[Any]) -> list[Any]:
     cursor = conn.connection.cursor()
     try:
         cursor.execute(str(compiled), args)
-        return cursor.fetchall()
+        return list(cursor.fetchall())  # PyMySQL gives a tuple, which NumPy would read as one record
     finally:
         cursor.close()

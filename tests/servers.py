@@ -1,0 +1,50 @@
+"""Fresh databases on the test servers that ``scripts/services.sh`` starts (PostgreSQL and MariaDB).
+
+The servers are named by ``TILTFRAME_TEST_POSTGRES_URL`` and ``TILTFRAME_TEST_MYSQL_URL`` (JDBC URLs with
+user and password); ``scripts/test.sh`` starts them and sets both.  Without them a server test is
+skipped, except under CI, where a missing server is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+import sqlalchemy as sa
+
+from tiltframe.spec.model import StoreSpec
+from tiltframe.store.urls import store_target
+
+SERVERS = {"postgresql": "TILTFRAME_TEST_POSTGRES_URL", "mysql": "TILTFRAME_TEST_MYSQL_URL"}
+
+
+def server_jdbc_url(kind: str) -> str:
+    """The JDBC URL of the test server ``kind``, or skip (fail under CI) when it is not running."""
+    url = os.environ.get(SERVERS[kind])
+    if not url:
+        message = f"{SERVERS[kind]} is not set; start the test servers with: eval \"$(bash scripts/services.sh)\""
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return url
+
+
+@contextmanager
+def fresh_database(kind: str) -> Iterator[str]:
+    """A new, empty database on the server ``kind``, dropped afterwards; yields its JDBC URL."""
+    base = server_jdbc_url(kind)
+    name = f"tiltframe_t{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(store_target(StoreSpec("rdbms", base)), isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f"CREATE DATABASE {name}")
+        head, _, query = base.partition("?")
+        yield f"{head.rsplit('/', 1)[0]}/{name}" + (f"?{query}" if query else "")
+    finally:
+        with admin.connect() as conn:
+            force = " WITH (FORCE)" if kind == "postgresql" else ""
+            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}{force}")
+        admin.dispose()
