@@ -257,9 +257,10 @@ def test_bad_rows_are_refused_before_writing(store: SqlStore, layout) -> None:
 
 def test_too_long_table_names_are_a_definition_error(store: SqlStore) -> None:
     limit = store.capabilities.max_identifier_length  # 1024 SQLite, 63 PostgreSQL, 64 MySQL
-    fits = make_layout(name="T" * (limit - len("_SECONDS")))
+    longest = len("_SECONDS_FINAL")  # the view beside the table
+    fits = make_layout(name="T" * (limit - longest))
     store.ensure_schema(fits)
-    long = make_layout(name="T" * (limit - len("_SECONDS") + 1))
+    long = make_layout(name="T" * (limit - longest + 1))
     with pytest.raises(DefinitionError, match=f"allows at most {limit}"):
         store.ensure_schema(long)
 
@@ -401,3 +402,20 @@ def test_server_urls(url: str, user: str | None, password: str | None, expected:
 def test_bad_server_urls(spec: StoreSpec, message: str) -> None:
     with pytest.raises(DefinitionError, match=re.escape(message)):
         store_target(spec)
+
+
+def test_views_give_final_values(store: SqlStore, layout) -> None:
+    """``<table>_FINAL``: what a dashboard reads, avg finalized from its sum and count."""
+    store.write_batch(layout, batch(layout, 1, [row(T0, "IBM", T0 + 100, 1, 0, 10.0, 5),
+                                                row(T0 + 1000, "WSO2", T0 + 1100, 1, 1, 3.0, 2)]))
+    store.write_batch(layout, batch(layout, 2, [row(T0, "IBM", T0 + 900, 2, 0, 20.0, 1)]))
+    store.ensure_schema(layout)  # idempotent, views included
+    with store._engine.connect() as conn:  # a BI tool's plain SQL
+        rows = conn.exec_driver_sql(
+            'SELECT "AGG_TIMESTAMP", symbol, "avgPrice", total, low, high, value, "AGG_COUNT" '
+            'FROM "TradeAggregation_SECONDS_FINAL" ORDER BY "AGG_TIMESTAMP"'.replace(
+                '"', "`" if store._engine.dialect.name in ("mysql", "mariadb") else '"')).all()
+    assert [tuple(r) for r in rows] == [
+        (T0, "IBM", 15.0, 6, 10.0, 20.0, 20.0, 2),
+        (T0 + 1000, "WSO2", 3.0, 2, 3.0, 3.0, 6.0, 1),
+    ]

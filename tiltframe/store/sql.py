@@ -45,6 +45,7 @@ from tiltframe.store.base import (
 from tiltframe.store.layout import (
     AGG_ARRIVAL_BATCH,
     AGG_ARRIVAL_SEQ,
+    AGG_COUNT,
     AGG_EVENT_TIMESTAMP,
     AGG_TIMESTAMP,
     AggregationLayout,
@@ -167,6 +168,44 @@ def upsert_statement(
     ins = module.insert(table).values(rows)
     keys = [table.c[k] for k in layout.key_names]
     return ins.on_conflict_do_update(index_elements=keys, set_=merge_assignments(layout, table, ins.excluded))
+
+
+# --- views of final values, for dashboards ---------------------------------------------------------------
+
+#: Suffix of the view of final values beside each table (``TradeAggregation_DAYS_FINAL``).
+VIEW_SUFFIX = "_FINAL"
+
+
+def view_name(layout: AggregationLayout, g: Granularity) -> str:
+    return layout.table_name(g) + VIEW_SUFFIX
+
+
+class SqlOps:
+    """The ``Ops`` of finalize functions for SQL expressions: division in floating point, NULL for 0."""
+
+    @staticmethod
+    def div(a: Any, b: Any) -> Any:
+        return sa.cast(a, sa.Double()) / sa.func.nullif(b, 0)
+
+
+def view_ddl(dialect: sa.Dialect, layout: AggregationLayout, table: sa.Table, name: str) -> str:
+    """``CREATE VIEW`` of one table's final values: the bucket, the keys, each aggregate by its name (avg
+    as sum / count, finalized by the registry like everywhere else), the latest-event values, the event
+    count and the latest event time.  Plain SQL, for BI tools."""
+    c = table.c
+    columns = [c[AGG_TIMESTAMP], *(c[k.name] for k in layout.keys)]
+    states: dict[str, dict[str, Any]] = {}
+    for s in layout.states:
+        states.setdefault(s.item.alias, {})[s.state.suffix] = c[s.name]
+    for item in layout.spec.aggregates:
+        fn = next(s.function for s in layout.states if s.item is item)
+        columns.append(fn.finalize(states[item.alias], SqlOps()).label(item.alias))
+    columns += [c[v.name] for v in layout.values]
+    columns += [c[AGG_COUNT], c[AGG_EVENT_TIMESTAMP]]
+    body = sa.select(*columns).compile(dialect=dialect, compile_kwargs={"literal_binds": True})
+    quoted = dialect.identifier_preparer.quote(name)
+    create = "CREATE VIEW IF NOT EXISTS" if dialect.name == "sqlite" else "CREATE OR REPLACE VIEW"
+    return f"{create} {quoted} AS {body}"
 
 
 # --- portable merge expressions --------------------------------------------------------------------------
@@ -341,7 +380,9 @@ class SqlStore:
 
     def _check_identifiers(self, layout: AggregationLayout) -> None:
         limit = self.capabilities.max_identifier_length
-        for name in (*(layout.table_name(g) for g in layout.spec.granularities), *layout.column_types):
+        names = (*(n for g in layout.spec.granularities for n in (layout.table_name(g), view_name(layout, g))),
+                 *layout.column_types)
+        for name in names:
             if len(name) > limit:
                 msg = (f"the name {name!r} of aggregation {layout.name} is {len(name)} characters long, "
                        f"but {self._engine.dialect.name} allows at most {limit}; use a shorter name")
@@ -365,8 +406,9 @@ class SqlStore:
                     created_at=_now_ms()))
             else:
                 self._check_same_spec(layout, row)
-            for table in self._tables(layout).values():
+            for g, table in self._tables(layout).items():
                 table.create(conn, checkfirst=True)
+                conn.exec_driver_sql(view_ddl(conn.dialect, layout, table, view_name(layout, g)))
         self._ready.add(key)
 
     def _check_shared_tables(self, conn: Connection) -> None:
