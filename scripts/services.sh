@@ -28,6 +28,14 @@ die() {
     exit 1
 }
 
+# Write TEXT to FILE unless it holds exactly that already; succeeds only when it wrote (a restart is due).
+write_config() {
+    local file=$1 text=$2
+    [[ "$(cat "$file" 2>/dev/null || true)" == "$text" ]] && return 1
+    mkdir -p "$(dirname "$file")"
+    printf '%s\n' "$text" >"$file"
+}
+
 print_exports() {
     printf "export TILTFRAME_TEST_POSTGRES_URL='jdbc:postgresql://127.0.0.1:%s/%s?user=%s&password=%s'\n" \
         "$PG_PORT" "$DB" "$DB_USER" "$DB_PASSWORD" >&3
@@ -123,11 +131,7 @@ pg_conf="/etc/postgresql/$PG_VERSION/$PG_CLUSTER/conf.d/99-tiltframe.conf"
 pg_conf_text="# Written by tiltframe scripts/services.sh: listen on loopback only.
 listen_addresses = '127.0.0.1'"
 pg_conf_changed=0
-if [[ "$(cat "$pg_conf" 2>/dev/null || true)" != "$pg_conf_text" ]]; then
-    mkdir -p "$(dirname "$pg_conf")"
-    printf '%s\n' "$pg_conf_text" >"$pg_conf"
-    pg_conf_changed=1
-fi
+write_config "$pg_conf" "$pg_conf_text" && pg_conf_changed=1
 
 pg_hba="/etc/postgresql/$PG_VERSION/$PG_CLUSTER/pg_hba.conf"
 if ! grep -Eq '^[[:space:]]*host[[:space:]]+all[[:space:]]+all[[:space:]]+127\.0\.0\.1/32[[:space:]]+(scram-sha-256|md5)' "$pg_hba"; then
@@ -170,11 +174,7 @@ mariadb_cnf_text="# Written by tiltframe scripts/services.sh: listen on loopback
 [mysqld]
 bind-address = 127.0.0.1"
 mariadb_cnf_changed=0
-if [[ "$(cat "$MARIADB_CNF" 2>/dev/null || true)" != "$mariadb_cnf_text" ]]; then
-    mkdir -p "$(dirname "$MARIADB_CNF")"
-    printf '%s\n' "$mariadb_cnf_text" >"$MARIADB_CNF"
-    mariadb_cnf_changed=1
-fi
+write_config "$MARIADB_CNF" "$mariadb_cnf_text" && mariadb_cnf_changed=1
 MARIADB_PORT="$(mariadb_port)"
 
 # mariadb-admin ping exits 0 whenever the server answers (even with "access denied").

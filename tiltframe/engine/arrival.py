@@ -52,10 +52,6 @@ _PART, _ROW, _RANK, _PART_MAX, _BEFORE = (f"_tiltframe_{n}" for n in ("part", "r
 _ROW_BITS = 33  # monotonically_increasing_id: partition index above bit 33, row inside the partition below
 
 
-def needs_order(layout: AggregationLayout, carry: PipelineState) -> bool:
-    return layout.tracks_arrival or needs_latest(layout, carry)
-
-
 def needs_latest(layout: AggregationLayout, carry: PipelineState) -> bool:
     if layout.spec.time_attribute is None:
         return False
@@ -65,12 +61,11 @@ def needs_latest(layout: AggregationLayout, carry: PipelineState) -> bool:
 def arrange(events: DataFrame, layout: AggregationLayout, carry: PipelineState) -> DataFrame:
     """Typed events with ``ARRIVAL_SEQ`` (when anything needs order) and the late-event policy applied:
     ``REASON``/``KIND`` set for rejected events, ``EVENT_TS`` moved and ``MOVED`` set for moved ones."""
-    if not needs_order(layout, carry):
+    with_latest = needs_latest(layout, carry)
+    if not (layout.tracks_arrival or with_latest):
         return events
-    ordered = _with_arrival_order(events, with_latest=needs_latest(layout, carry), carry=carry)
-    if not needs_latest(layout, carry):
-        return ordered
-    return _apply_policy(ordered, layout, carry)
+    ordered = _with_arrival_order(events, with_latest=with_latest, carry=carry)
+    return _apply_policy(ordered, layout, carry) if with_latest else ordered
 
 
 def _valid_ts() -> Column:
@@ -131,9 +126,7 @@ def _apply_policy(events: DataFrame, layout: AggregationLayout, carry: PipelineS
             oldest_open = bucket_start(latest_bucket - F.lit(policy.buffer * step - step // 2), finest, zone)
         older = bucket_start(ts, finest, zone) < oldest_open
         if policy.drop:
-            where = f"the buffer ({policy.buffer} {finest} buckets before the latest)" if policy.buffer else (
-                f"the latest {finest} bucket")
-            reason = f"older than {where}: dropped (@IgnoreEventsOlderThanBuffer)"
+            reason = f"older than {_open_buckets(layout)}: dropped (@IgnoreEventsOlderThanBuffer)"
             rejections.append((older, RecordKind.OLDER_THAN_BUFFER, reason))
             older = None
     kind, why = F.when(valid, F.lit(None)).otherwise(F.lit(RecordKind.INVALID.value)), F.col(REASON)
@@ -182,10 +175,13 @@ def policy_records(events: DataFrame, layout: AggregationLayout) -> DataFrame:
     return events.filter(moved | policy).select(record.alias(RECORD))
 
 
+def _open_buckets(layout: AggregationLayout) -> str:
+    """The finest buckets a buffer policy keeps open, as reasons name them."""
+    buffer, finest = Lateness.of(layout.spec).buffer, layout.spec.finest
+    return f"the buffer ({buffer} {finest} buckets before the latest)" if buffer else f"the latest {finest} bucket"
+
+
 def moved_reason(layout: AggregationLayout) -> str:
-    policy = Lateness.of(layout.spec)
-    finest = layout.spec.finest
-    if policy.buffer:
-        return (f"older than the buffer ({policy.buffer} {finest} buckets before the latest): moved into the "
-                f"oldest bucket still open")
-    return f"older than the latest {finest} bucket: moved into it (no @BufferSize)"
+    if Lateness.of(layout.spec).buffer:
+        return f"older than {_open_buckets(layout)}: moved into the oldest bucket still open"
+    return f"older than {_open_buckets(layout)}: moved into it (no @BufferSize)"

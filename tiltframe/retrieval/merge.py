@@ -47,14 +47,8 @@ def finalize(rows: pd.DataFrame, layout: AggregationLayout) -> pd.DataFrame:
     out = pd.DataFrame({AGG_TIMESTAMP: rows[AGG_TIMESTAMP].astype("int64")})
     for k in layout.keys:
         out[k.name] = rows[k.name]
-    by_item: dict[str, dict[str, pd.Series]] = {}
-    for s in layout.states:
-        by_item.setdefault(s.item.alias, {})[s.state.suffix] = rows[s.name]
-    ops = PandasOps()
-    for item in layout.spec.aggregates:
-        fn = next(s.function for s in layout.states if s.item is item)
-        value = fn.finalize(by_item[item.alias], ops)
-        out[item.alias] = np.asarray(value)
+    for alias, value in layout.finalized(rows, PandasOps()).items():
+        out[alias] = np.asarray(value)
     for v in layout.values:
         out[v.name] = rows[v.name]
     out[AGG_EVENT_TIMESTAMP] = rows[AGG_EVENT_TIMESTAMP]

@@ -20,10 +20,12 @@ time, and on a tie the later arrival.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
-from tiltframe.functions.registry import AggregateFunction, Merge, State, get
+from tiltframe.functions.registry import AggregateFunction, Merge, Ops, State, get
 from tiltframe.spec.durations import Granularity
 from tiltframe.spec.expressions import Attr, Binary, Expr, Literal, Unary
 from tiltframe.spec.model import AggregateItem, AggregationSpec, AppSpec, AttrType, StreamDef
@@ -103,6 +105,15 @@ class AggregationLayout:
             for st in fn.states:
                 cols.append(StateColumn(f"{item.alias}_{st.suffix}", item, fn, st, st.type(arg_type)))
         return tuple(cols)
+
+    def finalized(self, columns: Mapping[str, Any], ops: Ops) -> dict[str, Any]:
+        """Each aggregate item's final value by its output name, from ``columns`` (state column name to a
+        pandas Series, a Spark column or an SQL expression) and the target's ``ops``."""
+        by_item: dict[str, dict[str, Any]] = {}
+        for s in self.states:
+            by_item.setdefault(s.item.alias, {})[s.state.suffix] = columns[s.name]
+        functions = {s.item.alias: s.function for s in self.states}
+        return {item.alias: functions[item.alias].finalize(by_item[item.alias], ops) for item in self.spec.aggregates}
 
     @cached_property
     def values(self) -> tuple[ValueColumn, ...]:

@@ -194,12 +194,7 @@ def view_ddl(dialect: sa.Dialect, layout: AggregationLayout, table: sa.Table, na
     count and the latest event time.  Plain SQL, for BI tools."""
     c = table.c
     columns = [c[AGG_TIMESTAMP], *(c[k.name] for k in layout.keys)]
-    states: dict[str, dict[str, Any]] = {}
-    for s in layout.states:
-        states.setdefault(s.item.alias, {})[s.state.suffix] = c[s.name]
-    for item in layout.spec.aggregates:
-        fn = next(s.function for s in layout.states if s.item is item)
-        columns.append(fn.finalize(states[item.alias], SqlOps()).label(item.alias))
+    columns += [value.label(alias) for alias, value in layout.finalized(c, SqlOps()).items()]
     columns += [c[v.name] for v in layout.values]
     columns += [c[AGG_COUNT], c[AGG_EVENT_TIMESTAMP]]
     body = sa.select(*columns).compile(dialect=dialect, compile_kwargs={"literal_binds": True})
