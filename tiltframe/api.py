@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from tiltframe.engine.reports import BatchReport
     from tiltframe.engine.runner import InputLike, Run, RunResult
     from tiltframe.engine.sinks import Sink
+    from tiltframe.store.purge import PurgeResult
 
 
 def default_data_dir() -> Path:
@@ -95,7 +96,7 @@ def run(
     try:
         return handle.wait()
     finally:
-        handle.stores.close()
+        handle.close()
 
 
 def _as_query(app: AppSpec, query: str | RetrievalQuery) -> RetrievalQuery:
@@ -148,6 +149,26 @@ def inspect(app: AppSpec, *, data_dir: str | Path | None = None) -> list[Aggrega
         return [
             stores.for_aggregation(agg).info(AggregationLayout.of(app, agg.name)) for agg in app.aggregations
         ]
+    finally:
+        stores.close()
+
+
+def purge(
+    app: AppSpec, aggregation: str | None = None, *, data_dir: str | Path | None = None
+) -> dict[str, PurgeResult | None]:
+    """Purge now, by retention, every aggregation (or the one named) whose purging is on; an aggregation
+    with ``@purge(enable='false')`` is left alone (None in the result)."""
+    from tiltframe.store.purge import Purger
+
+    names = [aggregation] if aggregation is not None else [a.name for a in app.aggregations]
+    stores = StoreRegistry(data_dir or default_data_dir())
+    try:
+        results: dict[str, PurgeResult | None] = {}
+        for name in names:
+            layout = AggregationLayout.of(app, name)
+            purger = Purger(layout, stores.for_aggregation(layout.spec))
+            results[name] = purger.purge() if purger.retention.enabled else None
+        return results
     finally:
         stores.close()
 

@@ -53,7 +53,7 @@ def app_file(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("command", [[], ["run"], ["query"], ["inspect"], ["validate"], ["demo"]])
+@pytest.mark.parametrize("command", [[], ["run"], ["query"], ["inspect"], ["purge"], ["validate"], ["demo"]])
 def test_help_on_every_command(command: list[str]) -> None:
     result = runner.invoke(app, [*command, "--help"])
     assert result.exit_code == 0, result.output
@@ -157,6 +157,35 @@ def test_run_then_query_and_inspect(spark: object, app_file: Path, tmp_path: Pat
     assert result.exit_code == 0, result.output
     result = runner.invoke(app, ["query", str(app_file), DAILY, "--format", "json", "--data-dir", data])
     assert json.loads(result.stdout) == rows
+
+    # Readers never write: query, inspect, and a run without input leave the database and its log as they
+    # are (SQLite's shared-memory index, -shm, is where readers register, so it is not compared).
+    files = [tmp_path / "data" / name for name in ("tiltframe.db", "tiltframe.db-wal")]
+    before = [(f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in files]
+    for command in (["query", str(app_file), DAILY], ["inspect", str(app_file)], ["run", str(app_file)]):
+        result = runner.invoke(app, [*command, "--data-dir", data])
+        assert result.exit_code == 0, result.output
+    assert [(f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in files] == before
+    assert "only read" in result.stdout
+
+    # Purge by the seed's default retention, from the latest event (2024-01-02 10:00:00): seconds keep
+    # buckets from 09:58:00, minutes from 2024-01-01 10:00:00; hours and coarser keep everything here.
+    result = runner.invoke(app, ["purge", str(app_file), "--data-dir", data])
+    assert result.exit_code == 0, result.output
+    assert "2024-01-02 09:58:00" in result.stdout and "2024-01-01 10:00:00" in result.stdout
+    result = runner.invoke(app, ["inspect", str(app_file), "--format", "json", "--data-dir", data])
+    (info,) = json.loads(result.stdout)
+    assert {t["granularity"]: t["rows"] for t in info["tables"]} == {
+        "seconds": 1, "minutes": 1, "hours": 3, "days": 3, "months": 2, "years": 2}
+    assert [(p["table"], p["rows_purged"]) for p in info["purges"]] == [
+        ("TradeAggregation_SECONDS", 2), ("TradeAggregation_MINUTES", 2), ("TradeAggregation_HOURS", 0),
+        ("TradeAggregation_DAYS", 0)]
+    seconds = DAILY.replace('per "days"', 'per "seconds"')
+    result = runner.invoke(app, ["query", str(app_file), seconds, "--format", "json", "--data-dir", data])
+    assert json.loads(result.stdout) == [
+        {"AGG_TIMESTAMP": 1704189600000, "symbol": "IBM", "total": 1, "avgPrice": 30.0, "trades": 1}]
+    result = runner.invoke(app, ["query", str(app_file), DAILY, "--format", "json", "--data-dir", data])
+    assert json.loads(result.stdout) == rows  # coarser durations keep their data
 
 
 @pytest.mark.slow

@@ -242,7 +242,7 @@ def test_all_annotations_reach_the_spec() -> None:
     text = (
         TRADE_TEXT
         + "@purge(enable='false', interval='10 sec', @retentionPeriod(sec='120 sec', min='24 hours'))\n"
-        + "@retentionPeriod(day=30)\n@PartitionById(enable='false')\n@IgnoreEventsOlderThanBuffer('false')\n"
+        + "@retentionPeriod(day='40 days')\n@PartitionById(enable='false')\n@IgnoreEventsOlderThanBuffer('false')\n"
         + "@store(type='rdbms', jdbc.url='jdbc:sqlite:rollups.db')"
         + SEED000_TEXT
     )
@@ -250,7 +250,7 @@ def test_all_annotations_reach_the_spec() -> None:
         trade_stream(),
         seed000(
             purge=b.purge(False, interval="10 sec", retention={"sec": "120 sec", "min": "24 hours"}),
-            retention={"day": 30},
+            retention={"day": "40 days"},
             partition_by_id=False,
             ignore_events_older_than_buffer=False,
             store=b.store(url="jdbc:sqlite:rollups.db"),
@@ -259,7 +259,7 @@ def test_all_annotations_reach_the_spec() -> None:
     assert built == parse_app(text)
     agg = built.aggregations[0]
     assert agg.purge == PurgeSpec(False, "10 sec", (("sec", "120 sec"), ("min", "24 hours")))
-    assert agg.retention == (("day", "30"),)
+    assert agg.retention == (("day", "40 days"),)
     assert agg.store == StoreSpec("rdbms", "jdbc:sqlite:rollups.db")
 
 

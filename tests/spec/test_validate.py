@@ -158,10 +158,6 @@ def test_validate_query_directly() -> None:
 @pytest.mark.parametrize(
     ("annotation", "named"),
     [
-        ("@purge(enable='true')", "@purge with enable='true'"),
-        ("@purge(enable='true', interval='10 sec', @retentionPeriod(sec='120 sec'))", "@purge"),
-        ("@purge(enable='false', @retentionPeriod(sec='120 sec'))", "@purge with a nested @retentionPeriod"),
-        ("@retentionPeriod(sec='120 sec', min='24 hours')", "@retentionPeriod"),
         ("@PartitionById", "@PartitionById"),
         ("@PartitionById(enable='true')", "@PartitionById"),
     ],
@@ -186,6 +182,8 @@ def test_unknown_store_not_supported_yet() -> None:
     [
         "",
         "@purge(enable='false')",
+        "@purge(enable='true', interval='10 sec', @retentionPeriod(sec='120 sec'))",
+        "@retentionPeriod(sec='120 sec', min='24 hours')",
         "@IgnoreEventsOlderThanBuffer('false')",
         "@BufferSize('3')\n@IgnoreEventsOlderThanBuffer('true')",
         "@allowedLateness('10 min')",
@@ -194,8 +192,8 @@ def test_unknown_store_not_supported_yet() -> None:
         "@store(type='rdbms', jdbc.url='jdbc:mysql://localhost:3306/TestDB', username='root', password='root')",
         "@timezone('Asia/Kolkata')",
     ],
-    ids=["plain", "purge disabled", "ignore false", "buffer", "lateness", "partition false", "sqlite store",
-         "mysql store", "time zone"],
+    ids=["plain", "purge disabled", "purge", "retention", "ignore false", "buffer", "lateness", "partition false",
+         "sqlite store", "mysql store", "time zone"],
 )
 def test_runnable(annotation: str) -> None:
     check_runnable(parse_app(STREAM + annotation + "\n" + AGG))

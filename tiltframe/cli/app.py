@@ -26,6 +26,7 @@ from tiltframe import api
 from tiltframe.cli.progress import RunProgress
 from tiltframe.errors import DefinitionError, TiltframeError, UsageError, unknown
 from tiltframe.spec.lateness import Lateness
+from tiltframe.spec.retention import Retention
 from tiltframe.timeutil.parse import format_ts
 
 if TYPE_CHECKING:
@@ -251,7 +252,6 @@ def _print_run_summary(
     result: RunResult,
     data_dir: Path,
     wall_seconds: float,
-    inputs: dict[str, str],
 ) -> None:
     for agg in spec.aggregations:
         t = result.aggregations.get(agg.name)
@@ -259,9 +259,8 @@ def _print_run_summary(
         table.add_column(style="bold")
         table.add_column(justify="right")
         if t is None:
+            console.print(f"aggregation {agg.name}: only read (stream {agg.source} has no --input)")
             continue
-        if agg.source not in inputs:
-            table.add_row("input", f"none (stream {agg.source} has no --input)")
         table.add_row(
             "micro-batches", f"{t.batches:,}" + (f" (+{t.skipped} already committed)" if t.skipped else "")
         )
@@ -432,10 +431,10 @@ def run(
             try:
                 result, interrupted = wait_interruptibly(handle, progress)
             finally:
-                handle.stores.close()
+                handle.close()
         if interrupted:
             err.print("stopped by Ctrl-C")
-        _print_run_summary(out, spec, result, directory, time.monotonic() - started, inputs)
+        _print_run_summary(out, spec, result, directory, time.monotonic() - started)
 
 
 # --- query --------------------------------------------------------------------------------------------
@@ -585,6 +584,7 @@ def _print_info(
     counts.add_column(style="bold")
     counts.add_column(justify="right")
     counts.add_row("late events", Lateness.of(agg).describe())
+    counts.add_row("retention", Retention.of(agg).describe(agg))
     counts.add_row("micro-batches committed", f"{info.batches:,}")
     counts.add_row("events read", f"{info.events_read:,}")
     counts.add_row("events aggregated (own bucket)", f"{info.events_aggregated:,}")
@@ -593,6 +593,14 @@ def _print_info(
     counts.add_row("first event (GMT)", format_ts(info.min_event_ts))
     counts.add_row("last event (GMT)", format_ts(info.max_event_ts))
     out.print(counts)
+    if info.purges:
+        purged = Table(title="purged", title_justify="left")
+        for column in ("table", "keeps buckets from (GMT)", "rows purged", "last purge (GMT)"):
+            purged.add_column(column, justify="right" if column == "rows purged" else "left")
+        for p in info.purges:
+            purged.add_row(p.table, format_ts(p.purged_before), f"{p.rows_purged:,}",
+                           format_ts(p.purged_at))
+        out.print(purged)
     if info.recorded_by_kind:
         kinds = Table(title="recorded events by kind", title_justify="left")
         kinds.add_column("kind")
@@ -619,6 +627,47 @@ def _print_info(
         for rec in rejected[cols].itertuples(index=False):
             latest.add_row(*(_cell(v) for v in rec))
         out.print(latest)
+
+
+# --- purge --------------------------------------------------------------------------------------------
+
+
+@app.command()
+def purge(
+    app_file: AppArg,
+    aggregation: Annotated[
+        str | None, typer.Option("--aggregation", "-a", help="Purge only this aggregation.")
+    ] = None,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Purge now what the retention periods no longer keep (measured from the latest event time)."""
+    with handle_errors():
+        spec = api.load_app(app_file)
+        if aggregation is not None:
+            spec.aggregation(aggregation)
+        results = api.purge(spec, aggregation, data_dir=_data_dir(data_dir))
+    from tiltframe.store.layout import AggregationLayout
+
+    out = stdout_console()
+    for name, result in results.items():
+        agg = spec.aggregation(name)
+        if result is None:
+            out.print(f"{name}: purging is off (@purge(enable='false')); nothing purged")
+            continue
+        if result.latest_event_ts is None:
+            out.print(f"{name}: no events yet; nothing purged")
+            continue
+        table = Table(title=f"{name}: purged (latest event {format_ts(result.latest_event_ts)} GMT)",
+                      title_justify="left")
+        for column, justify in (("table", "left"), ("keeps buckets from (GMT)", "left"), ("rows deleted", "right")):
+            table.add_column(column, justify=justify)  # type: ignore[arg-type]
+        layout = AggregationLayout.of(spec, name)
+        for g in agg.granularities:
+            if g in result.before:
+                table.add_row(layout.table_name(g), format_ts(result.before[g]), f"{result.deleted[g]:,}")
+            else:
+                table.add_row(layout.table_name(g), "all (kept forever)", "0")
+        out.print(table)
 
 
 # --- validate -----------------------------------------------------------------------------------------

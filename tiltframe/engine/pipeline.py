@@ -37,6 +37,7 @@ from tiltframe.store.base import (
     Store,
 )
 from tiltframe.store.layout import AGG_COUNT, AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout
+from tiltframe.store.purge import Purger
 
 logger = logging.getLogger(__name__)
 
@@ -88,11 +89,13 @@ class AggregationPipeline:
         pipeline_id: str,
         *,
         on_batch: Callable[[BatchReport], None] | None = None,
+        purger: Purger | None = None,
     ) -> None:
         self.layout = layout
         self.store = store
         self.pipeline_id = pipeline_id
         self.on_batch = on_batch
+        self.purger = purger
         self.totals = PipelineTotals()
         spec = layout.spec
         used = set(spec.group_by)
@@ -146,9 +149,13 @@ class AggregationPipeline:
             written = self.store.write_batch(layout, batch)
         else:
             written = False
+        # Between batches, so a purge never interleaves with this pipeline's writes (nor, through the
+        # store's lock, with anyone else's).
+        purged = self.purger.maybe_purge() if self.purger is not None else None
         t2 = time.perf_counter()
         skipped = not written and stats.events_read > 0
-        report = BatchReport(layout.name, batch_id, stats, rows_out if written else 0, skipped, t1 - t0, t2 - t1)
+        report = BatchReport(layout.name, batch_id, stats, rows_out if written else 0, skipped, t1 - t0, t2 - t1,
+                             purged.rows if purged is not None else 0)
         self._report(report)
         return report
 

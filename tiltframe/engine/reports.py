@@ -21,6 +21,8 @@ class BatchReport:
     skipped: bool
     spark_seconds: float
     store_seconds: float
+    #: Rows the retention purge after this batch deleted (purges run between batches).
+    rows_purged: int = 0
 
     @property
     def seconds(self) -> float:
@@ -36,6 +38,7 @@ class PipelineTotals:
     events_moved: int = 0
     events_rejected: int = 0
     rows_written: int = 0
+    rows_purged: int = 0
     spark_seconds: float = 0.0
     store_seconds: float = 0.0
     max_event_ts: int | None = None
@@ -43,6 +46,7 @@ class PipelineTotals:
 
     def add(self, r: BatchReport) -> None:
         self.reports.append(r)
+        self.rows_purged += r.rows_purged
         if r.skipped:
             self.skipped += 1
             return

@@ -30,6 +30,7 @@ from tiltframe.spec.expressions import attributes_of
 from tiltframe.spec.model import AppSpec, RetrievalQuery
 from tiltframe.spec.validate import check_runnable
 from tiltframe.store.layout import AggregationLayout
+from tiltframe.store.purge import Purger
 from tiltframe.store.registry import StoreRegistry
 
 logger = logging.getLogger(__name__)
@@ -83,17 +84,23 @@ class Run:
         self.outputs = dict(outputs or {})
         self.on_batch = on_batch
         self.stores = stores or StoreRegistry(self.data_dir)
+        #: Aggregations without input are only read (seed 001's read-only use): never written or purged.
+        self.readers = StoreRegistry(self.data_dir, read_only=True)
         self.inputs = {k: _as_input(v, max_files_per_trigger) for k, v in inputs.items()}
         self.result = RunResult()
         self._queries: list[StreamingQuery] = []
         self._lock = threading.Lock()
         self.pipelines: dict[str, AggregationPipeline] = {}
         for agg in app.aggregations:
+            if agg.source not in self.inputs:
+                logger.info("stream %s has no input; aggregation %s is only read", agg.source, agg.name)
+                continue
             layout = AggregationLayout.of(app, agg.name)
             store = self.stores.for_aggregation(agg)
             store.ensure_schema(layout)
             checkpoint = self.checkpoint_dir(layout)
-            pipeline = AggregationPipeline(layout, store, pipeline_id_for(checkpoint, layout), on_batch=on_batch)
+            pipeline = AggregationPipeline(layout, store, pipeline_id_for(checkpoint, layout), on_batch=on_batch,
+                                           purger=Purger(layout, store))
             self.pipelines[agg.name] = pipeline
             self.result.aggregations[agg.name] = pipeline.totals
 
@@ -104,7 +111,6 @@ class Run:
         for agg in self.app.aggregations:
             source = self.inputs.get(agg.source)
             if source is None:
-                logger.info("stream %s has no input; aggregation %s receives no events", agg.source, agg.name)
                 continue
             pipeline = self.pipelines[agg.name]
             stream = self.app.stream(agg.source)
@@ -141,7 +147,8 @@ class Run:
             out = query.insert_into or name
             sink = self.outputs.get(out) or ConsoleSink()
             layout = AggregationLayout.of(self.app, query.aggregation)
-            store = self.stores.for_aggregation(layout.spec)
+            pipeline = self.pipelines.get(layout.name)
+            store = pipeline.store if pipeline is not None else self.readers.for_aggregation(layout.spec)
             handler = _RetrievalBatch(self, query, layout, store, sink, out)
             checkpoint = self.data_dir / "checkpoints" / f"query-{name}-{layout.spec_hash}"
             self._start(df, f"tiltframe-query-{name}", checkpoint, handler)
@@ -176,6 +183,11 @@ class Run:
         for q in self._queries:
             if q.isActive:
                 q.stop()
+
+    def close(self) -> None:
+        """Close the stores (after :meth:`wait` or :meth:`stop`)."""
+        self.stores.close()
+        self.readers.close()
 
 
 class _RetrievalBatch:

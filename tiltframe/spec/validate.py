@@ -25,6 +25,7 @@ from tiltframe.spec.model import (
     RetrievalQuery,
     StreamDef,
 )
+from tiltframe.spec.retention import Retention
 from tiltframe.timeutil.zones import resolve_zone
 
 _RESERVED = "AGG_"
@@ -99,6 +100,7 @@ def _validate_aggregation(app: AppSpec, agg: AggregationSpec) -> None:
     if agg.timezone is not None:
         resolve_zone(agg.timezone)
     _validate_lateness(agg)
+    _validate_retention(agg)
 
 
 def _annotation_pos(agg: AggregationSpec, name: str) -> Pos | None:
@@ -130,6 +132,15 @@ def _validate_lateness(agg: AggregationSpec) -> None:
             msg = (f"@allowedLateness of aggregation {agg.name} needs an event-time attribute (aggregate by ...): "
                    f"events aggregated by arrival time are never late")
             raise _fail(msg, lateness_pos)
+
+
+def _validate_retention(agg: AggregationSpec) -> None:
+    """Seed 001's rules for @purge and @retentionPeriod (see ``spec.retention``)."""
+    try:
+        Retention.of(agg)
+    except DefinitionError as exc:
+        name = "purge" if exc.message.startswith("@purge") or agg.retention is None else "retentionPeriod"
+        raise _fail(exc.message, _annotation_pos(agg, name)) from None
 
 
 def _validate_item(agg: AggregationSpec, stream: StreamDef, item: object) -> None:
@@ -262,7 +273,6 @@ def _side_of(attr: Attr, q: RetrievalQuery) -> str:
 # --- the gate for features of later releases ----------------------------------------------------------
 
 _LATER = {
-    "retention": "@retentionPeriod (retention and purging)",
     "partition_by_id": "@PartitionById (shards merged on read)",
 }
 
@@ -274,9 +284,6 @@ def check_runnable(app: AppSpec) -> None:
             value = getattr(agg, attr)
             if value is not None and value is not False:
                 raise _not_yet(agg, what)
-        if agg.purge is not None and (agg.purge.enable or agg.purge.retention):
-            what = "@purge with enable='true'" if agg.purge.enable else "@purge with a nested @retentionPeriod"
-            raise _not_yet(agg, f"{what} (retention and purging)")
         store = agg.store
         if store is not None:
             from tiltframe.store.registry import check_store_spec

@@ -98,6 +98,16 @@ class TableInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class PurgeInfo:
+    """The purges of one table: buckets starting before ``purged_before`` are gone for good."""
+
+    table: str
+    purged_before: int
+    rows_purged: int
+    purged_at: int
+
+
+@dataclass(frozen=True, slots=True)
 class AggregationInfo:
     """What ``inspect`` shows for one aggregation."""
 
@@ -115,6 +125,7 @@ class AggregationInfo:
     events_moved: int = 0
     #: Recorded events by kind (``moved`` included), most frequent first.
     recorded_by_kind: tuple[tuple[str, int], ...] = ()
+    purges: tuple[PurgeInfo, ...] = ()
 
 
 class Store(Protocol):
@@ -136,6 +147,21 @@ class Store(Protocol):
 
     def write_batch(self, layout: AggregationLayout, batch: BatchWrite) -> bool:
         """Merge ``batch`` into the tables; False (and no change) if that batch was already committed."""
+        ...
+
+    def latest_event_ts(self, layout: AggregationLayout) -> int | None:
+        """The greatest event time aggregated so far (by any pipeline); retention is measured from it."""
+        ...
+
+    def last_purged_at(self, layout: AggregationLayout) -> int:
+        """Epoch ms of the last purge, or of the aggregation's registration if never purged."""
+        ...
+
+    def purge(
+        self, layout: AggregationLayout, before: Mapping[Granularity, int], latest_event_ts: int
+    ) -> dict[Granularity, int]:
+        """Delete, per granularity, the buckets starting before the given instant, atomically with respect
+        to batch writes (which never write those buckets again); returns rows deleted per granularity."""
         ...
 
     def read(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ from tiltframe.store.base import (
     BatchWrite,
     Capabilities,
     PipelineState,
+    PurgeInfo,
     RecordKind,
     TableInfo,
 )
@@ -54,6 +55,7 @@ from tiltframe.store.layout import (
 AGGREGATIONS = "TILTFRAME_AGGREGATIONS"
 BATCHES = "TILTFRAME_BATCHES"
 REJECTED = "TILTFRAME_REJECTED"
+PURGES = "TILTFRAME_PURGES"
 
 #: Rows per multi-row upsert statement, and rows turned into Python objects at a time (bounds memory).
 ROWS_PER_STATEMENT = 500
@@ -85,6 +87,14 @@ _REJECTED = sa.Table(
     sa.Column("pipeline_id", _NAME, nullable=False),
     sa.Column("batch_id", _LONG, nullable=False), *(sa.Column(c, sa.Text) for c in REJECTED_COLUMNS),
     *(sa.Column(c, _LONG) for c in REJECTED_TIMES), sa.Column("recorded_at", _LONG, nullable=False),
+)
+
+_PURGES = sa.Table(
+    PURGES, _SHARED, sa.Column("aggregation", _NAME, primary_key=True),
+    sa.Column("granularity", sa.String(32), primary_key=True),
+    # Buckets starting before ``purged_before`` were deleted and are never written again.
+    sa.Column("purged_before", _LONG, nullable=False), sa.Column("latest_event_ts", _LONG, nullable=False),
+    sa.Column("rows_purged", _LONG, nullable=False), sa.Column("purged_at", _LONG, nullable=False),
 )
 
 _ARROW_TYPES = {
@@ -471,13 +481,69 @@ class SqlStore:
         tables = self._tables(layout)
         levels = [(tables[layout.spec.granularity(g)], prepare_rows(layout, data))
                   for g, data in batch.levels.items()]
-        with self._errors("write a batch of", layout), self._write() as conn:
+        with self._errors("write a batch of", layout), self._write(layout) as conn:
             if self._committed(conn, layout, batch.pipeline_id, batch.batch_id):
                 return False
-            rows = sum(self._merge_rows(conn, layout, table, data) for table, data in levels)
+            purged = self._purged_before(conn, layout)
+            rows = sum(self._merge_rows(conn, layout, table, _after(data, purged.get(table.name)))
+                       for table, data in levels)
             self._insert_rejected(conn, layout, batch)
             self._record_commit(conn, layout, batch, rows)
         return True
+
+    # --- purging -------------------------------------------------------------------------------------
+
+    def latest_event_ts(self, layout: AggregationLayout) -> int | None:
+        """The greatest event time aggregated by any pipeline of ``layout`` (what retention is measured
+        against), or None before the first event."""
+        b = _BATCHES.c
+        with self._errors("read the latest event time of", layout), self._read(layout) as (conn, _):
+            return conn.execute(sa.select(sa.func.max(b.max_event_ts)).where(b.aggregation == layout.name)).scalar()
+
+    def last_purged_at(self, layout: AggregationLayout) -> int:
+        """Epoch ms of the last purge of ``layout``, or of its registration when it was never purged."""
+        p = _PURGES.c
+        with self._errors("read the purge time of", layout), self._read(layout) as (conn, registered):
+            last = conn.execute(sa.select(sa.func.max(p.purged_at)).where(p.aggregation == layout.name)).scalar()
+            return int(last if last is not None else registered.created_at)
+
+    def purge(
+        self, layout: AggregationLayout, before: Mapping[Granularity, int], latest_event_ts: int
+    ) -> dict[Granularity, int]:
+        """Delete the buckets of each granularity starting before its instant in ``before``, in one
+        transaction that excludes batch writes; returns the rows deleted per granularity.
+
+        The instants never move back, and a batch never writes a bucket before them again, so a purged
+        bucket cannot come back holding only the events that arrived after it was purged.
+        """
+        self.ensure_schema(layout)
+        tables = self._tables(layout)
+        deleted: dict[Granularity, int] = {}
+        with self._errors("purge", layout), self._write(layout) as conn:
+            stored = self._purged_before(conn, layout)
+            now = _now_ms()
+            for g, instant in before.items():
+                table = tables[layout.spec.granularity(g)]
+                previous = stored.get(table.name)
+                cut = instant if previous is None else max(instant, previous)
+                count = conn.execute(sa.delete(table).where(table.c[AGG_TIMESTAMP] < cut)).rowcount
+                deleted[g] = max(count, 0)
+                values = {"purged_before": cut, "latest_event_ts": latest_event_ts, "purged_at": now}
+                p = _PURGES.c
+                key = (p.aggregation == layout.name, p.granularity == g.table_suffix)
+                if previous is None:
+                    conn.execute(sa.insert(_PURGES).values(aggregation=layout.name, granularity=g.table_suffix,
+                                                           rows_purged=deleted[g], **values))
+                else:
+                    conn.execute(sa.update(_PURGES).where(*key).values(rows_purged=p.rows_purged + deleted[g],
+                                                                       **values))
+        return deleted
+
+    def _purged_before(self, conn: Connection, layout: AggregationLayout) -> dict[str, int]:
+        """Per table name of ``layout``: the start before which its buckets were purged."""
+        p = _PURGES.c
+        rows = conn.execute(sa.select(p.granularity, p.purged_before).where(p.aggregation == layout.name)).all()
+        return {f"{layout.name}_{suffix}": int(before) for suffix, before in rows}
 
     def _merge_rows(
         self, conn: Connection, layout: AggregationLayout, table: sa.Table, data: pa.Table
@@ -595,6 +661,10 @@ class SqlStore:
                 sa.select(sa.func.count(), *(sa.func.coalesce(sa.func.sum(c), 0) for c in counts),
                           sa.func.min(b.min_event_ts), sa.func.max(b.max_event_ts))
                 .where(b.aggregation == layout.name)).one()
+            p = _PURGES.c
+            order = {g.table_suffix: i for i, g in enumerate(layout.spec.granularities)}
+            purges = conn.execute(sa.select(p.granularity, p.purged_before, p.rows_purged, p.purged_at)
+                                  .where(p.aggregation == layout.name)).all()
             reasons, kinds = (conn.execute(
                 sa.select(c, sa.func.count()).where(r.aggregation == layout.name, *where)
                 .group_by(c).order_by(sa.func.count().desc(), c)).all()
@@ -605,6 +675,8 @@ class SqlStore:
             events_rejected=totals[3], rejected_by_reason=tuple((str(x), int(n)) for x, n in reasons),
             min_event_ts=totals[5], max_event_ts=totals[6], events_moved=totals[4],
             recorded_by_kind=tuple((str(x), int(n)) for x, n in kinds),
+            purges=tuple(PurgeInfo(f"{layout.name}_{g}", int(b), int(n), int(at))
+                         for g, b, n, at in sorted(purges, key=lambda p: order.get(p[0], len(order)))),
         )
 
     # --- connections ----------------------------------------------------------------------------------
@@ -618,10 +690,23 @@ class SqlStore:
         return self._path is None or self._path.exists()
 
     @contextmanager
-    def _write(self) -> Iterator[Connection]:
-        """One write transaction (``BEGIN IMMEDIATE`` on SQLite); commits on success."""
-        immediate = self._engine.connect().execution_options(tiltframe_begin="BEGIN IMMEDIATE")
-        with immediate as conn, conn.begin():
+    def _write(self, layout: AggregationLayout | None = None) -> Iterator[Connection]:
+        """One write transaction that commits on success; with ``layout``, it also excludes every other
+        write transaction of that aggregation (batch writes and purges) until it ends.
+
+        SQLite's ``BEGIN IMMEDIATE`` takes the database's one write lock at once.  A server connection
+        writes in READ COMMITTED (so that once the lock is held, it reads what the transaction before
+        it committed) and locks the aggregation's row of the registry table.
+        """
+        conn = self._engine.connect()
+        if conn.dialect.name == "sqlite":
+            conn = conn.execution_options(tiltframe_begin="BEGIN IMMEDIATE")
+        else:
+            conn = conn.execution_options(isolation_level="READ COMMITTED")
+        with conn, conn.begin():
+            if layout is not None and conn.dialect.name != "sqlite":
+                a = _AGGREGATIONS.c
+                conn.execute(sa.select(a.name).where(a.name == layout.name).with_for_update())
             yield conn
 
     @contextmanager
@@ -649,6 +734,13 @@ class SqlStore:
             cause = getattr(e, "orig", None) or e
             msg = f"could not {action} aggregation {layout.name} in {self.url}: {cause}"
             raise StoreError(msg) from e
+
+
+def _after(data: pa.Table, start: int | None) -> pa.Table:
+    """The rows of ``data`` whose bucket starts at or after ``start`` (all of them without one)."""
+    if start is None or data.num_rows == 0:
+        return data
+    return data.filter(pc.greater_equal(data.column(AGG_TIMESTAMP), start))
 
 
 def _bind(values: list[Any], order: list[int] | None) -> list[Any]:
