@@ -270,6 +270,8 @@ def _print_run_summary(
             table.add_row("events moved to another bucket", f"{t.events_moved:,}")
         table.add_row("events rejected", f"{t.events_rejected:,}")
         table.add_row("rows written", f"{t.rows_written:,}")
+        if t.rows_purged:
+            table.add_row("rows purged (retention)", f"{t.rows_purged:,}")
         table.add_row("latest event time (GMT)", format_ts(t.max_event_ts))
         table.add_row("time", f"{t.spark_seconds:.1f}s Spark + {t.store_seconds:.1f}s store")
         table.add_row("store", str(store_location(spec, agg, data_dir)))
