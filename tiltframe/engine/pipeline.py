@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable
@@ -75,7 +76,13 @@ def pipeline_id_for(checkpoint_dir: str | Path, layout: AggregationLayout) -> st
         return str(meta["pipeline_id"])
     path.mkdir(parents=True, exist_ok=True)
     pid = uuid.uuid4().hex
-    marker.write_text(json.dumps({"pipeline_id": pid, "aggregation": layout.name, "spec_hash": layout.spec_hash}))
+    # Written aside and renamed: a crash mid-write must not leave a marker that no restart can read.
+    tmp = path / f"{PIPELINE_FILE}.{pid}.tmp"
+    with tmp.open("w", encoding="utf-8") as fh:
+        fh.write(json.dumps({"pipeline_id": pid, "aggregation": layout.name, "spec_hash": layout.spec_hash}))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, marker)
     return pid
 
 
