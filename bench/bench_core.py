@@ -5,29 +5,37 @@ For each reference workload (W1, W2 from ``shared/bench/gen_trades.py``) it runs
 1. ``groupBy``: one plain Spark batch ``groupBy`` at the finest granularity (seconds), written to noop;
 2. ``cascade``: the plain six-level batch cascade (sec -> min -> hour -> day -> month -> year), no store;
 3. ``pipeline``: tiltframe's streaming pipeline (file source, availableNow, exactly-once commits) into
-   the embedded SQLite store,
+   each store of ``--store``: the embedded SQLite store (the default), and a fresh database on a
+   PostgreSQL or MySQL/MariaDB server (named by ``--postgres-url``/``--mysql-url``, by default
+   TILTFRAME_TEST_POSTGRES_URL/TILTFRAME_TEST_MYSQL_URL; dropped after the run),
 
 checks the pipeline's totals against the input (events counted = events read, stored yearly sums =
-input sums) and prints events/s, per-batch latency, where the time goes, and the ratios.
+input sums) and prints events/s, per-batch latency, where the time goes, and the ratios, per store.  With
+several stores an untimed pipeline run into the embedded store warms up first.
 
     python bench/bench_core.py --workload W1 W2            # the reference sizes (10M events each)
     python bench/bench_core.py --workload W1 --events 1000000
+    eval "$(bash scripts/services.sh)"                     # the servers on loopback, then:
+    python bench/bench_core.py --workload W1 --events 1000000 --store sqlite postgresql mysql
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # tests.servers: fresh databases on the test servers
 GENERATOR = ROOT.parent / "shared" / "bench" / "gen_trades.py"
 WORKLOADS = {
     "W1": ["--keys", "1000", "--span-seconds", "7200", "--disorder-pct", "1", "--max-lateness-ms", "2000"],
@@ -41,6 +49,9 @@ select symbol, avg(price) as avgPrice, sum(quantity) as total
 group by symbol
 aggregate by timestamp every sec ... year;
 """
+STORES = ("sqlite", "postgresql", "mysql")
+#: Where a server store's JDBC URL comes from when no ``--postgres-url``/``--mysql-url`` is given.
+SERVER_URL_ENV = {"postgresql": "TILTFRAME_TEST_POSTGRES_URL", "mysql": "TILTFRAME_TEST_MYSQL_URL"}
 
 
 def generate(name: str, events: int, cache: Path, args: list[str] | None = None) -> Path:
@@ -104,10 +115,20 @@ def plain_cascade(spark, path: str) -> float:
     return elapsed
 
 
+def store_app(jdbc_url: str | None) -> str:
+    """The benchmark app, writing to the database ``jdbc_url`` (None: the embedded store).
+
+    ``@store`` annotates the aggregation; on the stream definition it would be ignored."""
+    if jdbc_url is None:
+        return APP
+    return APP.replace("define aggregation", f"@store(type='rdbms', jdbc.url=\"{jdbc_url}\")\ndefine aggregation", 1)
+
+
 def pipeline(spark, parquet_dir: Path, data_dir: Path, files_per_batch: int | None, app_text: str = APP) -> dict:
     import tiltframe as tf
     from tiltframe.engine.sources import FileInput
     from tiltframe.spec.durations import Granularity, Unit
+    from tiltframe.store import store_location
     from tiltframe.store.layout import AggregationLayout
     from tiltframe.store.registry import StoreRegistry
 
@@ -124,6 +145,7 @@ def pipeline(spark, parquet_dir: Path, data_dir: Path, files_per_batch: int | No
     stores.close()
     latencies = sorted(r.seconds for r in totals.reports if not r.skipped)
     return {
+        "store": str(store_location(layout.spec.store, data_dir)),
         "seconds": elapsed,
         "events_read": totals.events_read,
         "events_aggregated": totals.events_aggregated,
@@ -147,9 +169,23 @@ def main() -> None:
     parser.add_argument("--files-per-batch", type=int, default=20,
                         help="maxFilesPerTrigger of the streaming run (files hold 100k events each)")
     parser.add_argument("--cache", type=Path, default=ROOT / ".bench-data")
-    parser.add_argument("--json", action="store_true", help="also print one JSON line per workload")
+    parser.add_argument("--json", action="store_true", help="also print one JSON line per workload and store")
+    parser.add_argument("--store", nargs="+", default=["sqlite"], choices=STORES,
+                        help="where the pipeline writes: the embedded SQLite store and/or a fresh database on a server")
+    parser.add_argument("--postgres-url", default=os.environ.get(SERVER_URL_ENV["postgresql"]),
+                        help=f"JDBC URL of a PostgreSQL database (default ${SERVER_URL_ENV['postgresql']}); "
+                             "the run uses a new database on that server")
+    parser.add_argument("--mysql-url", default=os.environ.get(SERVER_URL_ENV["mysql"]),
+                        help=f"JDBC URL of a MySQL/MariaDB database (default ${SERVER_URL_ENV['mysql']})")
     args = parser.parse_args()
+    servers = {"postgresql": args.postgres_url, "mysql": args.mysql_url}
+    for store in args.store:
+        if store != "sqlite" and not servers[store]:
+            option = "--postgres-url" if store == "postgresql" else "--mysql-url"
+            parser.error(f"--store {store} needs {option} or {SERVER_URL_ENV[store]} "
+                         "(start the test servers with: eval \"$(bash scripts/services.sh)\")")
 
+    from tests.servers import database_beside
     from tiltframe.engine.session import get_session
 
     spark = get_session("local[*]")
@@ -162,24 +198,43 @@ def main() -> None:
         plain_groupby(spark, str(parquet))  # warm-up: JIT, file listing caches
         g = plain_groupby(spark, str(parquet))
         c = plain_cascade(spark, str(parquet))
-        p = pipeline(spark, parquet, args.cache / f"{name}-{args.events}-run", args.files_per_batch)
-        # A fast wrong run is no figure: the totals must match the input exactly.
-        assert p["events_read"] == n == p["events_aggregated"], (p["events_read"], n)
-        assert p["stored_count"] == n, (p["stored_count"], n)
-        assert p["stored_total"] == quantity, (p["stored_total"], quantity)
+        if len(args.store) > 1:
+            # The first pipeline of a process also pays JIT and code generation; untimed here, so that no
+            # store is charged for it (a single-store run keeps the figures of earlier runs comparable).
+            warmup = args.cache / f"{name}-{args.events}-warmup"
+            pipeline(spark, parquet, warmup, args.files_per_batch)
+            shutil.rmtree(warmup, ignore_errors=True)
+        runs = {}
+        for store in args.store:
+            data_dir = args.cache / (f"{name}-{args.events}-run" + ("" if store == "sqlite" else f"-{store}"))
+            with nullcontext() if store == "sqlite" else database_beside(servers[store], "tiltframe_bench_") as url:
+                p = pipeline(spark, parquet, data_dir, args.files_per_batch, store_app(url))
+            # A fast wrong run is no figure: the totals must match the input exactly, in the store asked for.
+            assert p["store"].startswith(store) if url else p["store"].endswith(".db"), (store, p["store"])
+            assert p["events_read"] == n == p["events_aggregated"], (store, p["events_read"], n)
+            assert p["stored_count"] == n, (store, p["stored_count"], n)
+            assert p["stored_total"] == quantity, (store, p["stored_total"], quantity)
+            runs[store] = p
         print(f"\n{name}: {n:,} events ({' '.join(WORKLOADS[name])}), totals checked: events read = events in "
               f"input = events stored; stored sum(quantity) = input sum")
         print(f"  plain Spark groupBy (finest only)   {g:7.1f} s  {n / g:>12,.0f} events/s")
         print(f"  plain Spark six-level cascade       {c:7.1f} s  {n / c:>12,.0f} events/s")
-        print(f"  tiltframe streaming pipeline        {p['seconds']:7.1f} s  {n / p['seconds']:>12,.0f} events/s  "
-              f"({p['batches']} micro-batch(es) of up to {args.files_per_batch} files, "
-              f"{p['rows_written']:,} rows stored)")
-        print(f"    per batch: p50 {p['batch_p50']:.2f} s, max {p['batch_max']:.2f} s; time in Spark "
-              f"{p['spark_seconds']:.1f} s, in the store {p['store_seconds']:.1f} s, streaming overhead "
-              f"{p['seconds'] - p['spark_seconds'] - p['store_seconds']:.1f} s")
-        print(f"  ratio pipeline / cascade: {c / p['seconds']:.2f}   pipeline / groupBy: {g / p['seconds']:.2f}")
-        if args.json:
-            print(json.dumps({"workload": name, "events": n, "groupby_s": g, "cascade_s": c, **p}))
+        for store, p in runs.items():
+            # A sqlite-only run prints as before; otherwise each line names its store.
+            label, suffix = ("tiltframe streaming pipeline", "") if args.store == ["sqlite"] else (
+                f"tiltframe pipeline, {store}", f" ({store})")
+            print(f"  {label:<36}{p['seconds']:7.1f} s  {n / p['seconds']:>12,.0f} events/s  "
+                  f"({p['batches']} micro-batch(es) of up to {args.files_per_batch} files, "
+                  f"{p['rows_written']:,} rows stored)")
+            print(f"    per batch: p50 {p['batch_p50']:.2f} s, max {p['batch_max']:.2f} s; time in Spark "
+                  f"{p['spark_seconds']:.1f} s, in the store {p['store_seconds']:.1f} s "
+                  f"({p['rows_written'] / max(p['store_seconds'], 1e-9):,.0f} rows/s), streaming overhead "
+                  f"{p['seconds'] - p['spark_seconds'] - p['store_seconds']:.1f} s")
+            print(f"  ratio pipeline{suffix} / cascade: {c / p['seconds']:.2f}   "
+                  f"pipeline / groupBy: {g / p['seconds']:.2f}")
+            if args.json:
+                print(json.dumps({"workload": name, "events": n, "store": store, "groupby_s": g, "cascade_s": c,
+                                  **p}))
 
 
 if __name__ == "__main__":

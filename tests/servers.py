@@ -34,9 +34,16 @@ def server_jdbc_url(kind: str) -> str:
 
 @contextmanager
 def fresh_database(kind: str) -> Iterator[str]:
-    """A new, empty database on the server ``kind``, dropped afterwards; yields its JDBC URL."""
-    base = server_jdbc_url(kind)
-    name = f"tiltframe_t{uuid.uuid4().hex[:12]}"
+    """A new, empty database on the test server ``kind``, dropped afterwards; yields its JDBC URL."""
+    with database_beside(server_jdbc_url(kind)) as url:
+        yield url
+
+
+@contextmanager
+def database_beside(base: str, prefix: str = "tiltframe_t") -> Iterator[str]:
+    """A new, empty database on the server of JDBC URL ``base`` (same user), dropped afterwards; yields
+    its JDBC URL.  The benchmarks use it too."""
+    name = f"{prefix}{uuid.uuid4().hex[:12]}"
     admin = sa.create_engine(store_target(StoreSpec("rdbms", base)), isolation_level="AUTOCOMMIT")
     try:
         with admin.connect() as conn:
@@ -45,6 +52,6 @@ def fresh_database(kind: str) -> Iterator[str]:
         yield f"{head.rsplit('/', 1)[0]}/{name}" + (f"?{query}" if query else "")
     finally:
         with admin.connect() as conn:
-            force = " WITH (FORCE)" if kind == "postgresql" else ""
+            force = " WITH (FORCE)" if admin.dialect.name == "postgresql" else ""
             conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}{force}")
         admin.dispose()

@@ -146,6 +146,14 @@ def test_annotation_errors(annotations: str, line: int, fragment: str) -> None:
     assert fragment in str(error)
 
 
+@pytest.mark.parametrize("annotation", ["@store(type='rdbms', jdbc.url='jdbc:mysql://h/db')", "@BufferSize('3')"])
+def test_aggregation_annotation_on_a_stream(annotation: str) -> None:
+    """Above define stream it would be ignored (the rollups would silently go to the embedded store)."""
+    error = error_of(f"{annotation}\n{TRADE_STREAM}")
+    assert (error.line, error.column) == (1, 1)
+    assert "belongs on a define aggregation, not on define stream TradeStream" in str(error)
+
+
 def test_join_of_two_aggregations() -> None:
     aggregations = "".join(
         f"define aggregation {name} from TradeStream select sum(price) as s aggregate every sec;\n"

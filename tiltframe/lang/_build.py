@@ -14,7 +14,7 @@ from lark import Token, Tree
 
 from tiltframe.errors import DefinitionError, unknown
 from tiltframe.functions import registry
-from tiltframe.lang._annotations import RawAnnotation, aggregation_options
+from tiltframe.lang._annotations import RawAnnotation, aggregation_options, refuse_on_stream
 from tiltframe.spec.durations import Granularity, unit_named, unit_range
 from tiltframe.spec.expressions import Attr, Binary, Call, Expr, Literal, Pos, Unary, calls_of
 from tiltframe.spec.model import (
@@ -143,6 +143,7 @@ class SpecBuilder:
 
     def stream_def(self, tree: ParseTree, annotations: list[RawAnnotation]) -> StreamDef:
         name, *attribute_defs = _kids(tree)
+        refuse_on_stream(annotations, str(name), self.error)
         attributes = []
         for attribute_def in attribute_defs:
             attr_name, type_token = _kids(attribute_def)
