@@ -554,13 +554,13 @@ class SqlStore:
         many_sql, many_order = self._statement(conn, layout, table, per_statement)
         one_sql, one_order = self._statement(conn, layout, table, 1)
         step = per_statement * width
-        cursor = conn.connection.cursor()
+        cursor, options = _merge_cursor(conn)
         try:
             for offset in range(0, data.num_rows, CHUNK_ROWS):
                 flat = _flatten(data.slice(offset, CHUNK_ROWS))
                 whole = len(flat) - len(flat) % step
                 for i in range(0, whole, step):
-                    cursor.execute(many_sql, _bind(flat[i : i + step], many_order))
+                    cursor.execute(many_sql, _bind(flat[i : i + step], many_order), **options)
                 if whole < len(flat):
                     rest = flat[whole:]
                     rows = [_bind(rest[i : i + width], one_order) for i in range(0, len(rest), width)]
@@ -578,7 +578,8 @@ class SqlStore:
             names = [f"r{i}_{j}" for i in range(n) for j in range(len(table.columns))]
             rows = [{c.name: sa.bindparam(names[i * len(table.columns) + j])
                      for j, c in enumerate(table.columns)} for i in range(n)]
-            compiled = upsert_statement(conn.dialect.name, table, layout, rows).compile(dialect=conn.dialect)
+            dialect = _SERVER_PLACEHOLDERS if conn.dialect.name == "postgresql" else conn.dialect
+            compiled = upsert_statement(conn.dialect.name, table, layout, rows).compile(dialect=dialect)
             if not compiled.positional:
                 msg = f"the {conn.dialect.name} driver uses named parameters; positional ones are needed"
                 raise StoreError(msg)
@@ -734,6 +735,24 @@ class SqlStore:
             cause = getattr(e, "orig", None) or e
             msg = f"could not {action} aggregation {layout.name} in {self.url}: {cause}"
             raise StoreError(msg) from e
+
+
+#: PostgreSQL merges bind ``$1, $2, ...`` (see ``_merge_cursor``).
+_SERVER_PLACEHOLDERS = postgresql.psycopg.dialect(paramstyle="numeric_dollar")
+
+
+def _merge_cursor(conn: Connection) -> tuple[Any, dict[str, Any]]:
+    """The DBAPI cursor that runs the merge statements, and the extra arguments of its ``execute``.
+
+    On PostgreSQL, a psycopg ``RawCursor`` with prepared statements: the server parses each multi-row
+    upsert once per connection, where psycopg's default cursor re-parses its text (thousands of ``%s``)
+    on every execute, which took most of the merge time.
+    """
+    if conn.dialect.name == "postgresql":
+        import psycopg
+
+        return psycopg.RawCursor(conn.connection.dbapi_connection), {"prepare": True}
+    return conn.connection.cursor(), {}
 
 
 def _after(data: pa.Table, start: int | None) -> pa.Table:
