@@ -1,8 +1,8 @@
 """The store interface: what the engine writes and retrieval reads, whatever the database.
 
 A store keeps, per aggregation, one table of partial states per granularity (see ``layout``), a
-commit record per micro-batch (which makes a replayed batch a no-op), and the rejected events.
-Implementations: ``tiltframe.store.sql.SqlStore`` (SQLite now; PostgreSQL and MySQL share it).
+commit record per micro-batch (which makes a replayed batch a no-op), the rejected events, and where
+each table was purged.  Implementation: ``tiltframe.store.sql.SqlStore`` (SQLite, PostgreSQL, MySQL).
 """
 
 from __future__ import annotations

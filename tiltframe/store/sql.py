@@ -1,7 +1,7 @@
 """``SqlStore``: the rollup tables in a SQL database, written with SQLAlchemy Core.
 
-Only SQLite is wired up now; PostgreSQL and MySQL/MariaDB plug in through the few dialect-specific
-functions (engine setup, upsert statement) that are kept apart below.
+SQLite, PostgreSQL and MySQL/MariaDB share this class; what differs per dialect (engine setup, upsert
+syntax, the cursor that runs the merge, identifier limits) is kept apart below.
 
 Merging a batch is the hot path (millions of partial rows per micro-batch at the finest level).  What
 made it fast on SQLite: sort the rows by primary key first (the B-tree then fills and updates pages in
@@ -521,7 +521,7 @@ class SqlStore:
         deleted: dict[Granularity, int] = {}
         with self._errors("purge", layout), self._write(layout) as conn:
             stored = self._purged_before(conn, layout)
-            now = _now_ms()
+            now, p = _now_ms(), _PURGES.c
             for g, instant in before.items():
                 table = tables[layout.spec.granularity(g)]
                 previous = stored.get(table.name)
@@ -529,12 +529,11 @@ class SqlStore:
                 count = conn.execute(sa.delete(table).where(table.c[AGG_TIMESTAMP] < cut)).rowcount
                 deleted[g] = max(count, 0)
                 values = {"purged_before": cut, "latest_event_ts": latest_event_ts, "purged_at": now}
-                p = _PURGES.c
-                key = (p.aggregation == layout.name, p.granularity == g.table_suffix)
                 if previous is None:
                     conn.execute(sa.insert(_PURGES).values(aggregation=layout.name, granularity=g.table_suffix,
                                                            rows_purged=deleted[g], **values))
                 else:
+                    key = (p.aggregation == layout.name, p.granularity == g.table_suffix)
                     conn.execute(sa.update(_PURGES).where(*key).values(rows_purged=p.rows_purged + deleted[g],
                                                                        **values))
         return deleted
