@@ -115,15 +115,6 @@ def plain_cascade(spark, path: str) -> float:
     return elapsed
 
 
-def store_app(jdbc_url: str | None) -> str:
-    """The benchmark app, writing to the database ``jdbc_url`` (None: the embedded store).
-
-    ``@store`` annotates the aggregation; on the stream definition it would be ignored."""
-    if jdbc_url is None:
-        return APP
-    return APP.replace("define aggregation", f"@store(type='rdbms', jdbc.url=\"{jdbc_url}\")\ndefine aggregation", 1)
-
-
 def pipeline(spark, parquet_dir: Path, data_dir: Path, files_per_batch: int | None, app_text: str = APP) -> dict:
     import tiltframe as tf
     from tiltframe.engine.sources import FileInput
@@ -185,7 +176,7 @@ def main() -> None:
             parser.error(f"--store {store} needs {option} or {SERVER_URL_ENV[store]} "
                          "(start the test servers with: eval \"$(bash scripts/services.sh)\")")
 
-    from tests.servers import database_beside
+    from tests.servers import app_with_store, database_beside
     from tiltframe.engine.session import get_session
 
     spark = get_session("local[*]")
@@ -208,7 +199,7 @@ def main() -> None:
         for store in args.store:
             data_dir = args.cache / (f"{name}-{args.events}-run" + ("" if store == "sqlite" else f"-{store}"))
             with nullcontext() if store == "sqlite" else database_beside(servers[store], "tiltframe_bench_") as url:
-                p = pipeline(spark, parquet, data_dir, args.files_per_batch, store_app(url))
+                p = pipeline(spark, parquet, data_dir, args.files_per_batch, app_with_store(APP, url)[0])
             # A fast wrong run is no figure: the totals must match the input exactly, in the store asked for.
             assert p["store"].startswith(store) if url else p["store"].endswith(".db"), (store, p["store"])
             assert p["events_read"] == n == p["events_aggregated"], (store, p["events_read"], n)

@@ -55,3 +55,23 @@ def database_beside(base: str, prefix: str = "tiltframe_t") -> Iterator[str]:
             force = " WITH (FORCE)" if admin.dialect.name == "postgresql" else ""
             conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}{force}")
         admin.dispose()
+
+
+def app_with_store(app_text: str, jdbc_url: str | None, password_env: str | None = None) -> tuple[str, dict[str, str]]:
+    """``app_text`` with a seed-style ``@store`` on its aggregation for the database ``jdbc_url`` (the text
+    unchanged for None: the embedded store), and the environment that text needs.
+
+    With ``password_env`` the credentials leave the URL for ``username`` and ``password`` elements, as in
+    the seeds, the password read from that environment variable (``${NAME}``).
+    """
+    if jdbc_url is None:
+        return app_text, {}
+    if password_env is None:
+        store, env = f"@store(type='rdbms', jdbc.url='{jdbc_url}')", {}
+    else:
+        base, _, query = jdbc_url.partition("?")
+        credentials = dict(p.split("=", 1) for p in query.split("&"))
+        store = (f"@store(type='rdbms', jdbc.url='{base}', username='{credentials['user']}', "
+                 f"password='${{{password_env}}}')")
+        env = {password_env: credentials["password"]}
+    return app_text.replace("define aggregation", f"{store}\ndefine aggregation", 1), env

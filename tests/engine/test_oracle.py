@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.oracle import APP, check_against_oracle, open_pipeline, run_batches
-from tests.servers import fresh_database
+from tests.servers import app_with_store, fresh_database
 
 ANCHORS = [
     pd.Timestamp(t, tz="UTC").value // 1_000_000
@@ -76,12 +76,9 @@ def test_server_stores_equal_the_oracle(spark, tmp_path: Path, server: str, monk
         "arrival": np.arange(n),
     })
     with fresh_database(server) as url:
-        base, _, query = url.partition("?")
-        credentials = dict(p.split("=", 1) for p in query.split("&"))
-        monkeypatch.setenv("TF_TEST_STORE_PASSWORD", credentials["password"])
-        store = (f"@store(type='rdbms', jdbc.url='{base}', username='{credentials['user']}', "
-                 f"password='${{TF_TEST_STORE_PASSWORD}}')")
-        app_text = APP.replace("define aggregation", f"{store}\ndefine aggregation")
+        app_text, env = app_with_store(APP, url, "TF_TEST_STORE_PASSWORD")
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
         app, totals = run_batches(spark, tmp_path, events, [100, 200], app_text)
         assert totals.events_aggregated == n
         check_against_oracle(app, tmp_path, events)

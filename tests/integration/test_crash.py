@@ -33,7 +33,7 @@ from tests.integration.crashkit import (
     write_inputs,
 )
 from tests.oracle import APP, check_against_oracle
-from tests.servers import fresh_database
+from tests.servers import app_with_store, fresh_database
 
 FILES = 36  # two per micro-batch: 18 batches
 KILLS = 6  # each mode twice
@@ -62,17 +62,6 @@ class KillPoint:
         state = "alive" if self.alive else "already exited"
         return (f"run {self.run}: {self.mode:<20} at {self.seconds:5.1f}s, {state}, batches committed "
                 f"{self.committed_before} -> {self.committed_at_kill}; {self.phase}{tx}")
-
-
-def app_text(jdbc_url: str | None) -> tuple[str, dict[str, str]]:
-    """The oracle app, with a seed-style ``@store`` (password from the environment) for a server."""
-    if jdbc_url is None:
-        return APP, {}
-    base, _, query = jdbc_url.partition("?")
-    credentials = dict(p.split("=", 1) for p in query.split("&"))
-    store = (f"@store(type='rdbms', jdbc.url='{base}', username='{credentials['user']}', "
-             f"password='${{{PASSWORD_ENV}}}')")
-    return APP.replace("define aggregation", f"{store}\ndefine aggregation"), {PASSWORD_ENV: credentials["password"]}
 
 
 def wait_for(condition: Callable[[], bool], proc: subprocess.Popen[bytes], timeout: float, interval: float) -> bool:
@@ -125,7 +114,7 @@ def test_kill9_and_restart_counts_every_event_once(store: str, tmp_path: Path, m
     data_dir, log = tmp_path / "data", tmp_path / "driver.log"
     started_all = time.monotonic()
     with fresh_database(store) if store != "sqlite" else nullcontext(None) as jdbc_url:
-        text, secrets = app_text(jdbc_url)
+        text, secrets = app_with_store(APP, jdbc_url, PASSWORD_ENV)
         app_file = tmp_path / "app.siddhi"
         app_file.write_text(text)
         for name, value in secrets.items():

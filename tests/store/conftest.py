@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -83,16 +84,28 @@ def db_path(tmp_path: Path) -> Path:
 BACKENDS = ("sqlite", "postgresql", "mysql")
 
 
+@contextmanager
+def fresh_store(
+    backend: str, db_path: Path, layout: AggregationLayout
+) -> Iterator[tuple[SqlStore, Callable[[], SqlStore]]]:
+    """A new store on ``backend`` with the tables of ``layout``, and a way to open read-only stores on the
+    same database."""
+    if backend == "sqlite":
+        with SqlStore.sqlite(db_path) as s:
+            s.ensure_schema(layout)
+            yield s, lambda: SqlStore.sqlite(db_path, read_only=True)
+        return
+    with fresh_database(backend) as url:
+        target = store_target(StoreSpec("rdbms", url))
+        with SqlStore.server(target) as s:
+            s.ensure_schema(layout)
+            yield s, lambda: SqlStore.server(target, read_only=True)
+
+
 @pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest, db_path: Path, layout: AggregationLayout) -> Iterator[SqlStore]:
     """A fresh store on each backend; tests about SQLite itself narrow it with ``SQLITE_ONLY``."""
-    if request.param == "sqlite":
-        with SqlStore.sqlite(db_path) as s:
-            s.ensure_schema(layout)
-            yield s
-        return
-    with fresh_database(request.param) as url, SqlStore.server(store_target(StoreSpec("rdbms", url))) as s:
-        s.ensure_schema(layout)
+    with fresh_store(request.param, db_path, layout) as (s, _):
         yield s
 
 

@@ -27,15 +27,13 @@ import pyarrow as pa
 import pytest
 
 from tests.oracle import APP, open_pipeline, rollup
-from tests.servers import fresh_database
+from tests.servers import app_with_store, fresh_database
 from tiltframe.spec.durations import Granularity, Unit
-from tiltframe.spec.model import StoreSpec
 from tiltframe.store.base import REJECTED_COLUMNS, REJECTED_TIMES, AggregationInfo, BatchStats, BatchWrite
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.sql import ROWS_PER_STATEMENT, SqlStore
-from tiltframe.store.urls import store_target
 
-from .conftest import BACKENDS, MIN, SEC, make_layout
+from .conftest import BACKENDS, MIN, SEC, fresh_store, make_layout
 
 HOUR = Granularity(Unit.HOURS)
 LEVELS = (SEC, MIN, HOUR)
@@ -348,16 +346,8 @@ def stores(
     request: pytest.FixtureRequest, db_path: Path, layout: AggregationLayout
 ) -> Iterator[tuple[SqlStore, Callable[[], SqlStore]]]:
     """A writable store with the schema, and a way to open read-only stores on the same database."""
-    if request.param == "sqlite":
-        with SqlStore.sqlite(db_path) as s:
-            s.ensure_schema(layout)
-            yield s, lambda: SqlStore.sqlite(db_path, read_only=True)
-        return
-    with fresh_database(request.param) as url:
-        target = store_target(StoreSpec("rdbms", url))
-        with SqlStore.server(target) as s:
-            s.ensure_schema(layout)
-            yield s, lambda: SqlStore.server(target, read_only=True)
+    with fresh_store(request.param, db_path, layout) as pair:
+        yield pair
 
 
 @pytest.mark.slow
@@ -421,9 +411,7 @@ def test_query_during_pipeline_sees_prefix_sums(spark, tmp_path: Path, backend: 
     query = f'from TradeAggregation within 0L, 4102444800000L per "seconds" select {", ".join(columns)}'
 
     with fresh_database(backend) if backend != "sqlite" else nullcontext() as url:
-        store = "" if url is None else f"@store(type='rdbms', jdbc.url='{url}')\n"
-        app, stores, pipeline = open_pipeline(tmp_path, "e2e", APP.replace("define aggregation",
-                                                                          f"{store}define aggregation"))
+        app, stores, pipeline = open_pipeline(tmp_path, "e2e", app_with_store(APP, url)[0])
         assert isinstance(pipeline.store, SqlStore) and pipeline.store.url.startswith(backend), pipeline.store.url
         transactions: list[tuple[float, float]] = []
         write_batch = pipeline.store.write_batch
