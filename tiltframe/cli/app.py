@@ -645,8 +645,6 @@ def purge(
     """Purge now what the retention periods no longer keep (measured from the latest event time)."""
     with handle_errors():
         spec = api.load_app(app_file)
-        if aggregation is not None:
-            spec.aggregation(aggregation)
         results = api.purge(spec, aggregation, data_dir=_data_dir(data_dir))
     from tiltframe.store.layout import AggregationLayout
 
