@@ -1,0 +1,311 @@
+"""DDSketch: a mergeable quantile sketch with relative accuracy, built and merged in Spark SQL.
+
+DDSketch (Masson, Rim, Lee, VLDB 2019) answers quantile queries with a *relative* error bound ``alpha``:
+every estimate ``e`` of a true value ``v`` satisfies ``|e - v| <= alpha * |v|``, whatever the spread of
+the data.  That bound survives merging because a sketch is only a histogram over fixed logarithmic bins,
+so merging is a per-bin sum (associative, commutative, exact): the merge of partial sketches is the very
+sketch built on all their values.  This is what lets rollups keep quantiles across buckets.
+
+Binning.  ``gamma = (1 + alpha) / (1 - alpha)``.  A value ``x >= 1e-300`` goes to the *positive* store at
+index ``i = ceil(ln(x) / ln(gamma))``, i.e. the bin ``(gamma**(i-1), gamma**i]``, whose representative
+``2 * gamma**i / (gamma + 1)`` is within relative error ``alpha`` of every value in it.  A value
+``x <= -1e-300`` goes to the *negative* store at the index of ``-x`` (representative negated).  Values with
+``|x| < 1e-300`` (:data:`ZERO_THRESHOLD`, which includes exact zeros and nearly all subnormals) are counted
+as zero: there is no log bin for them, and an estimate of 0 for such a value is off by less than 1e-300.
+Null, NaN and +-infinity are ignored (they have no finite bin; Spark orders NaN above every number, so
+they are excluded explicitly).  Bins are never collapsed: a sketch holds at most one bin per
+``ln(gamma)`` of log-range, about ``ln(max/min) / ln(gamma)`` bins per sign, e.g. about 2,100 bins for
+1% accuracy over 18 decades (232 bins per decade at alpha 0.01, 47 at alpha 0.05).  Typical data spans far
+fewer decades and needs far fewer bins.
+
+Quantile convention.  For ``n`` values and ``0 <= q <= 1``, ``rank = q * (n - 1)``; bins are walked in
+value order (negative store from the highest index down, then zeros, then the positive store ascending)
+and the estimate is the representative of the first bin whose cumulative count is ``> rank``.  That is the
+bin holding ``sorted(values)[floor(q * (n - 1))]`` (numpy's ``method="lower"``), the convention of the
+paper's reference implementation, so each estimate is within ``alpha`` of that exact lower quantile.
+
+Stored format.  A state is a BINARY value holding UTF-8 JSON, readable by any JSON parser::
+
+    {"alpha":0.01,"zero":3,"pos":{"-12":1,"5":2},"neg":{}}
+
+``alpha`` (JSON number, the relative accuracy; Spark spells small values like ``1.0E-4``), ``zero``
+(integer, the count of zero-like values), ``pos`` and ``neg`` (objects mapping a bin index, written as a
+decimal integer string, to a positive integer count; an empty store is ``{}``).  Keys are written in
+ascending numeric order and the object keys in that order, by :func:`build`, :func:`merge_agg` and
+:func:`merge` alike (this is what Spark's ``to_json`` writes for a struct of ``double``, ``bigint`` and
+two ``map<int,bigint>``).  A null state means "no values"; :func:`build` and :func:`merge_agg` never
+write a state with zero values.
+
+Spark side.  :func:`build` and :func:`merge_agg` are ordinary aggregate Column expressions made of
+built-in functions only (no Python UDF), so they run in the JVM, mix with other aggregates in one
+``agg(...)`` call and work under ``spark.sql.ansi.enabled``.  Both sort an array per group and turn runs of
+equal bin indices into counts with O(n log n) array functions.  An intermediate array is bound once with
+:func:`_let` (a one-element ``transform``) because Spark neither eliminates common subexpressions inside
+higher-order functions nor caches a column referenced from a lambda: referencing the sorted array from a
+per-element lambda directly would re-sort it for every element.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+__all__ = ["DEFAULT_RELATIVE_ACCURACY", "ZERO_THRESHOLD", "build", "count", "merge", "merge_agg", "quantiles"]
+
+#: The relative accuracy used when a definition does not name one (1%).
+DEFAULT_RELATIVE_ACCURACY: float = 0.01
+
+#: Values with ``|x|`` below this are counted as zero (they have no log bin worth keeping).
+ZERO_THRESHOLD: float = 1e-300
+
+#: The Spark type a stored state parses to with ``from_json`` (which only reads maps with string keys).
+STATE_SCHEMA = "struct<alpha:double,zero:bigint,pos:map<string,bigint>,neg:map<string,bigint>>"
+
+_INT_MAX = 2**31 - 1
+# |ln(x)| for any binned x: ln(1e-300) ~ -690.8, ln(max double) ~ 709.8.
+_MAX_ABS_LN = max(-math.log(ZERO_THRESHOLD), math.log(sys.float_info.max))
+
+
+def _gamma(alpha: float) -> float:
+    return (1.0 + alpha) / (1.0 - alpha)
+
+
+def _check_alpha(alpha: float) -> float:
+    """The relative accuracy as a float, refused unless bin indices of all doubles fit a Spark int."""
+    alpha = float(alpha)
+    if not (0.0 < alpha < 1.0):
+        raise ValueError(f"ddsketch relative accuracy must be strictly between 0 and 1, got {alpha!r}")
+    if _MAX_ABS_LN / math.log(_gamma(alpha)) + 1 > _INT_MAX:
+        raise ValueError(f"ddsketch relative accuracy {alpha!r} is too small: bin indices would overflow an int")
+    return alpha
+
+
+# --------------------------------------------------------------------------------------------- Spark
+
+
+def _let(value: Column, body: Callable[[Column], Column]) -> Column:
+    """``body(v)`` with ``v`` evaluated once: ``value`` is bound as a lambda variable of a 1-element transform."""
+    return F.get(F.transform(F.array(value), body), 0)
+
+
+def _empty_store() -> Column:
+    return F.create_map().cast("map<int,bigint>")
+
+
+def _runs(keys: Column, weights: Column | None = None) -> Column:
+    """``map<int,bigint>`` of each distinct key of the sorted array ``keys`` to its run length (or, when
+    ``weights`` is the parallel array of counts, to the sum of its run's weights), keys ascending.
+
+    Run ends are the positions ``p`` where ``keys[p] != keys[p+1]`` (or the last one); a run's length is
+    the gap to the previous end.  Every step is one pass over an array bound by :func:`_let`, so the whole
+    is O(n) after the sort.
+    """
+
+    def by_ends(s: Column, w: Column | None) -> Column:
+        n = F.size(s)
+        ends = F.when(
+            n > 0,
+            F.filter(F.sequence(F.lit(0), n - 1), lambda p: (p == n - 1) | (F.get(s, p) != F.get(s, p + 1))),
+        ).otherwise(F.array().cast("array<int>"))
+
+        def to_map(e: Column) -> Column:
+            def start(p: Column, j: Column) -> Column:  # first position of the run that ends at p
+                return F.when(j == 0, F.lit(0)).otherwise(F.get(e, j - 1) + 1)
+
+            if w is None:
+                counts = F.transform(e, lambda p, j: (p - start(p, j) + 1).cast("bigint"))
+            else:
+                counts = F.transform(
+                    e,
+                    lambda p, j: F.aggregate(
+                        F.slice(w, start(p, j) + 1, p - start(p, j) + 1), F.lit(0).cast("bigint"), lambda a, v: a + v
+                    ),
+                )
+            return F.map_from_arrays(F.transform(e, lambda p: F.get(s, p)), counts)
+
+        return _let(ends, to_map)
+
+    if weights is None:
+        return _let(keys, lambda s: by_ends(s, None))
+    return _let(keys, lambda s: _let(weights, lambda w: by_ends(s, w)))
+
+
+def _encode(alpha: Column, zero: Column, pos: Column, neg: Column) -> Column:
+    state = F.struct(alpha.alias("alpha"), zero.alias("zero"), pos.alias("pos"), neg.alias("neg"))
+    return F.encode(F.to_json(state), "UTF-8")
+
+
+def build(arg: Column, relative_accuracy: float) -> Column:
+    """Spark aggregate expression: the BINARY state of the non-null values of `arg` in each group (null
+    when the group has no non-null value).
+
+    ``arg`` is cast to double; NaN and +-infinity are ignored like nulls.  Usable inside
+    ``df.groupBy(...).agg(...)`` next to other aggregates.
+    """
+    alpha = _check_alpha(relative_accuracy)
+    ln_gamma = math.log(_gamma(alpha))
+    x = arg.cast("double")
+    finite = x.isNotNull() & ~F.isnan(x) & (F.abs(x) < F.lit(math.inf))
+
+    def index(v: Column) -> Column:
+        return F.ceil(F.log(v) / F.lit(ln_gamma)).cast("int")
+
+    pos_idx = F.when(finite & (x >= ZERO_THRESHOLD), index(x))
+    neg_idx = F.when(finite & (x <= -ZERO_THRESHOLD), index(-x))
+    zero = F.count(F.when(finite & (F.abs(x) < ZERO_THRESHOLD), F.lit(1)))
+    # collect_list skips the nulls, i.e. the values that belong to another store or to none.
+    pos = _runs(F.array_sort(F.collect_list(pos_idx)))
+    neg = _runs(F.array_sort(F.collect_list(neg_idx)))
+    return F.when(F.count(F.when(finite, F.lit(1))) > 0, _encode(F.lit(alpha), zero, pos, neg))
+
+
+def _merge_stores(states: Column, field: str) -> Column:
+    """The per-index sum of store ``field`` over the array of parsed states: all entries sorted by index,
+    then runs summed (O(T log T) in the total number of entries, whatever the number of states)."""
+
+    def int_entries(st: Column) -> Column:  # JSON keys are strings: sort them as the ints they spell
+        store = F.coalesce(F.transform_keys(st[field], lambda k, _v: k.cast("int")), _empty_store())
+        return F.map_entries(store)
+
+    entries = F.array_sort(F.flatten(F.transform(states, int_entries)))
+    return _let(entries, lambda en: _runs(F.transform(en, lambda e: e["key"]), F.transform(en, lambda e: e["value"])))
+
+
+def merge_agg(state: Column) -> Column:
+    """Spark aggregate expression: merges the BINARY states of a group into one (null states ignored; null
+    when all are null).
+
+    The result has the same JSON shape (and, for the same bins, the same bytes) as :func:`build` writes.
+    States of different ``alpha`` (their bins are incomparable) and non-null values that are not states raise an
+    error in the query.
+    """
+    parsed = F.from_json(F.decode(state, "UTF-8"), STATE_SCHEMA)
+
+    def merged(states: Column) -> Column:
+        alphas = F.transform(states, lambda st: st["alpha"])
+        lo, hi = F.array_min(alphas), F.array_max(alphas)
+        zero = F.aggregate(states, F.lit(0).cast("bigint"), lambda a, st: a + F.coalesce(st["zero"], F.lit(0)))
+        encoded = _encode(lo, zero, _merge_stores(states, "pos"), _merge_stores(states, "neg"))
+        mixed = F.raise_error(
+            F.concat(
+                F.lit("ddsketch: cannot merge states of different relative accuracy: "),
+                lo.cast("string"),
+                F.lit(" and "),
+                hi.cast("string"),
+            )
+        )
+        # from_json reads text that is not a state as a struct of nulls: refuse it rather than drop its values.
+        corrupt = F.raise_error(F.lit("ddsketch: not a ddsketch state (no alpha) in merge_agg"))
+        return (
+            F.when(F.size(states) == 0, F.lit(None).cast("binary"))
+            .when(F.exists(states, lambda st: st["alpha"].isNull()), corrupt)
+            .when(lo != hi, mixed)
+            .otherwise(encoded)
+        )
+
+    return _let(F.collect_list(parsed), merged)
+
+
+# -------------------------------------------------------------------------------------------- Python
+
+
+class _State:
+    """A parsed state: ``alpha``, the zero count and the two stores as ``{index: count}``."""
+
+    __slots__ = ("alpha", "neg", "pos", "zero")
+
+    def __init__(self, alpha: float, zero: int, pos: dict[int, int], neg: dict[int, int]) -> None:
+        self.alpha, self.zero, self.pos, self.neg = alpha, zero, pos, neg
+
+    @property
+    def count(self) -> int:
+        return self.zero + sum(self.pos.values()) + sum(self.neg.values())
+
+
+def _load(state: bytes | bytearray | memoryview | str) -> _State:
+    """Parse a stored state, refusing anything that is not the documented JSON object."""
+    text = state if isinstance(state, str) else bytes(state).decode("utf-8")
+    try:
+        obj: Any = json.loads(text)
+        alpha = _check_alpha(obj["alpha"])
+        zero = int(obj.get("zero", 0))
+        stores = [{int(k): int(v) for k, v in (obj.get(name) or {}).items()} for name in ("pos", "neg")]
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ValueError(f"not a ddsketch state: {text[:200]!r} ({exc})") from exc
+    return _State(alpha, zero, stores[0], stores[1])
+
+
+def _dump(st: _State) -> bytes:
+    def store(bins: dict[int, int]) -> dict[str, int]:
+        return {str(k): bins[k] for k in sorted(bins)}
+
+    obj = {"alpha": st.alpha, "zero": st.zero, "pos": store(st.pos), "neg": store(st.neg)}
+    return json.dumps(obj, separators=(",", ":")).encode("utf-8")
+
+
+def merge(a: bytes | None, b: bytes | None) -> bytes | None:
+    """Python merge of two stored states (sum of counts per bin); a null side yields the other.
+
+    Raises ValueError naming both values when their relative accuracies differ.  The result is in the
+    stored format (``alpha`` may be spelled differently from Spark's, e.g. ``0.0001`` for ``1.0E-4``).
+    """
+    if a is None:
+        return b
+    if b is None:
+        return a
+    sa, sb = _load(a), _load(b)
+    if sa.alpha != sb.alpha:
+        raise ValueError(f"ddsketch: cannot merge states of different relative accuracy: {sa.alpha!r} and {sb.alpha!r}")
+    pos, neg = dict(sa.pos), dict(sa.neg)
+    for mine, theirs in ((pos, sb.pos), (neg, sb.neg)):
+        for k, v in theirs.items():
+            mine[k] = mine.get(k, 0) + v
+    return _dump(_State(sa.alpha, sa.zero + sb.zero, pos, neg))
+
+
+def _representative(index: int, ln_gamma: float, ln_scale: float) -> float:
+    """``2 * gamma**index / (gamma + 1)`` computed in logs (the top bin of the largest doubles would overflow)."""
+    try:
+        return math.exp(index * ln_gamma + ln_scale)
+    except OverflowError:
+        return sys.float_info.max
+
+
+def quantiles(state: bytes | None, qs: Sequence[float]) -> list[float | None]:
+    """Python: the estimate of each quantile in ``qs`` (each in [0, 1]; None for a null/empty state)."""
+    for q in qs:
+        if not (0.0 <= q <= 1.0):  # also refuses NaN
+            raise ValueError(f"quantile must be between 0 and 1, got {q!r}")
+    if state is None:
+        return [None] * len(qs)
+    st = _load(state)
+    n = st.count
+    if n == 0:
+        return [None] * len(qs)
+    gamma = _gamma(st.alpha)
+    ln_gamma, ln_scale = math.log(gamma), math.log(2.0 / (gamma + 1.0))
+    values: list[float] = []
+    cumulative: list[int] = []
+    total = 0
+    bins = [(-_representative(i, ln_gamma, ln_scale), st.neg[i]) for i in sorted(st.neg, reverse=True)]
+    bins.append((0.0, st.zero))
+    bins += [(_representative(i, ln_gamma, ln_scale), st.pos[i]) for i in sorted(st.pos)]
+    for value, c in bins:
+        if c > 0:
+            total += c
+            values.append(value)
+            cumulative.append(total)
+    # The first bin whose cumulative count exceeds rank = q * (n - 1): the bin of sorted[floor(rank)].
+    return [values[bisect.bisect_right(cumulative, q * (n - 1))] for q in qs]
+
+
+def count(state: bytes | None) -> int:
+    """Python: number of values in the state (0 for a null state)."""
+    return 0 if state is None else _load(state).count
