@@ -62,7 +62,7 @@ def arrange(events: DataFrame, layout: AggregationLayout, carry: PipelineState) 
     """Typed events with ``ARRIVAL_SEQ`` (when anything needs order) and the late-event policy applied:
     ``REASON``/``KIND`` set for rejected events, ``EVENT_TS`` moved and ``MOVED`` set for moved ones."""
     with_latest = needs_latest(layout, carry)
-    if not (layout.tracks_arrival or with_latest):
+    if not (layout.orders_arrivals or with_latest):
         return events
     ordered = _with_arrival_order(events, with_latest=with_latest, carry=carry)
     return _apply_policy(ordered, layout, carry) if with_latest else ordered

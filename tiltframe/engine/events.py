@@ -33,6 +33,7 @@ SPARK_TYPES: dict[AttrType, T.DataType] = {
     AttrType.FLOAT: T.FloatType(),
     AttrType.DOUBLE: T.DoubleType(),
     AttrType.BOOL: T.BooleanType(),
+    AttrType.BINARY: T.BinaryType(),
 }
 
 _MIN_TS = -62_135_596_800_000  # 0001-01-01 00:00:00 GMT

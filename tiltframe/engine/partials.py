@@ -8,15 +8,19 @@ leading fields are (event time, batch, arrival seq) carries the values of exactl
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import DataType
 
 from tiltframe.engine.arrival import ARRIVAL_SEQ, RECORD
 from tiltframe.engine.buckets import bucket_start
 from tiltframe.engine.events import EVENT_TS, REASON, SPARK_TYPES
 from tiltframe.engine.expressions import to_column
-from tiltframe.functions.registry import Build, Merge
+from tiltframe.functions import ddsketch
+from tiltframe.functions.registry import EVENT_ORDER, AggregateFunction, Build, Merge
 from tiltframe.spec.durations import Granularity
 from tiltframe.store.layout import (
     AGG_ARRIVAL_BATCH,
@@ -24,6 +28,8 @@ from tiltframe.store.layout import (
     AGG_EVENT_TIMESTAMP,
     AGG_TIMESTAMP,
     AggregationLayout,
+    StateColumn,
+    expression_type,
 )
 
 LEVEL = "_tiltframe_level"
@@ -32,46 +38,144 @@ RECORD_LEVEL = -1
 REJECTED = "_tiltframe_rejected"
 _LATEST = "_latest"
 
-_BUILD = {Build.SUM: F.sum, Build.MIN: F.min, Build.MAX: F.max}
-_MERGE = {Merge.SUM: F.sum, Merge.MIN: F.min, Merge.MAX: F.max}
+_BUILD = {Build.SUM: F.sum, Build.MIN: F.min, Build.MAX: F.max, Build.MEAN: F.avg}
+_MERGE = {Merge.SUM: F.sum, Merge.MIN: F.min, Merge.MAX: F.max, Merge.KLL: F.kll_merge_agg_double,
+          Merge.HLL: lambda c: F.hll_union_agg(c, True), Merge.DDS: ddsketch.merge_agg}
 
 
-def _build(build: Build, arg: Column | None) -> Column:
+class SparkOps:
+    """The ``Ops`` of finalize and combine functions for Spark columns (ANSI-safe division)."""
+
+    @staticmethod
+    def div(a: Column, b: Column) -> Column:
+        return F.try_divide(a.cast("double"), b)
+
+    @staticmethod
+    def where(cond: Column, a: Column, b: Column) -> Column:
+        return F.when(cond, a).otherwise(b)
+
+    @staticmethod
+    def isnull(a: Column) -> Column:
+        return a.isNull()
+
+    @staticmethod
+    def sqrt(a: Column) -> Column:
+        return F.sqrt(a)
+
+    @staticmethod
+    def apply(fn: object, a: Column) -> Column:
+        raise NotImplementedError
+
+
+def _build(state: StateColumn, layout: AggregationLayout, batch_id: int) -> Column:
+    """The Spark aggregate of one state column over the events of a bucket."""
+    item = state.item
+    arg = to_column(item.arg, layout.stream) if item.arg is not None else None
+    build = state.state.build
     if build is Build.COUNT:
         return F.count(arg if arg is not None else F.lit(1))
     if arg is None:
         msg = f"{build.value} needs an argument"
         raise ValueError(msg)
-    return _BUILD[build](arg)
+    if build in _BUILD:
+        return _BUILD[build](arg)
+    if build is Build.M2:
+        return F.var_pop(arg) * F.count(arg)
+    if build in (Build.EARLIEST, Build.LATEST):
+        event = F.struct(F.col(EVENT_TS).alias("ts"), F.lit(batch_id).cast("long").alias("batch"),
+                         F.col(ARRIVAL_SEQ).alias("seq"), arg.alias("value"))
+        pick = F.min if build is Build.EARLIEST else F.max
+        return pick(F.when(arg.isNotNull(), event))[state.state.field]
+    settings = layout.settings(item)
+    if build is Build.HLL:  # integers as longs (int and long values hash alike), anything else as its text
+        integral = item.arg is not None and expression_type(item.arg, layout.stream).is_integral
+        return F.hll_sketch_agg(arg.cast("long") if integral else arg.cast("string"), settings["lg_k"])
+    if build is Build.KLL:
+        return F.kll_sketch_agg_double(arg.cast("double"), settings["k"])
+    if build is Build.DDS:
+        return ddsketch.build(arg.cast("double"), settings["relative_accuracy"])
+    msg = f"no Spark build for {build}"
+    raise ValueError(msg)
+
+
+def _combine_step(fn: AggregateFunction, types: dict[str, DataType]) -> Callable[[Column, Column], Column]:
+    """The lambda of Spark's ``aggregate`` that merges one more row into the accumulated state."""
+    combine = fn.combine
+    assert combine is not None
+
+    def step(acc: Column, row: Column) -> Column:
+        merged = combine({k: acc[k] for k in types}, {k: row[k] for k in types}, SparkOps())
+        return F.struct(*[merged[k].cast(t).alias(k) for k, t in types.items()])
+
+    return step
+
+
+def _merge(layout: AggregationLayout) -> tuple[dict[str, Column | _Field], dict[str, Column]]:
+    """Spark aggregates merging the partial rows of a group: per state column, and the struct aggregates
+    some of them read a field of.
+
+    The states of an earliest/latest-event merge come from the min or max of a struct ranked by (ts,
+    batch, seq); rows without an event never win.  The states of a ``Merge.COMBINE`` function fold the
+    group's rows pairwise with its ``combine``: the rows are collected per group (at most as many as the
+    finer level has buckets in one coarser bucket) and folded with Spark's ``aggregate``.
+    """
+    aggs: dict[str, Column | _Field] = {}
+    structs: dict[str, Column] = {}
+    for columns in layout.state_groups:
+        fn, alias = columns[0].function, columns[0].item.alias
+        if fn.combine is not None:
+            rows = F.collect_list(F.struct(*[F.col(c.name).alias(c.state.suffix) for c in columns]))
+            rest = F.slice(rows, 2, F.greatest(F.size(rows) - 1, F.lit(0)))
+            step = _combine_step(fn, {c.state.suffix: SPARK_TYPES[c.type] for c in columns})
+            structs[f"_fold_{alias}"] = F.aggregate(rest, rows[0], step)
+            aggs.update({c.name: _Field(f"_fold_{alias}", c.state.suffix) for c in columns})
+            continue
+        for c in columns:
+            if c.merge not in (Merge.EARLIEST, Merge.LATEST):
+                aggs[c.name] = _MERGE[c.merge](F.col(c.name))
+        for kind in (Merge.EARLIEST, Merge.LATEST):
+            event = {c.state.field: c.name for c in columns if c.merge is kind}
+            if event:
+                name = f"_{kind.value}_{alias}"
+                ranked = F.struct(*[F.col(event[f]).alias(f) for f in (*EVENT_ORDER, "value")])
+                pick = F.min if kind is Merge.EARLIEST else F.max
+                structs[name] = pick(F.when(F.col(event["ts"]).isNotNull(), ranked))
+                aggs.update({n: _Field(name, f) for f, n in event.items()})
+    return aggs, structs
+
+
+@dataclass(frozen=True, slots=True)
+class _Field:
+    """A column taken from a field of one struct aggregate (computed once, read by several columns)."""
+
+    struct: str
+    field: str
 
 
 def _grouped(
-    df: DataFrame, bucket: Column, layout: AggregationLayout, aggs: dict[str, Column], bad: Column
+    df: DataFrame, bucket: Column, layout: AggregationLayout, aggs: dict[str, Column | _Field],
+    structs: dict[str, Column], bad: Column,
 ) -> DataFrame:
-    """One ``groupBy().agg()`` whose output is already in table order, led by the reject tag.
+    """One ``groupBy().agg()`` whose output is in table order, led by the reject tag.
 
-    Casting inside the aggregation keeps each level a single DataFrame operation: every extra operation
-    re-analyses the whole chained plan.
+    Without struct aggregates, casting inside the aggregation keeps each level a single DataFrame
+    operation: every extra operation re-analyses the whole chained plan.  Struct aggregates (the latest
+    event, a combine fold) are computed once and their fields read by a projection after it.
     """
     types = layout.column_types
     keys = [F.col(k.name) for k in layout.keys]
     grouping = [bad.alias(REJECTED), bucket.alias(AGG_TIMESTAMP), *keys]
-    if not layout.tracks_arrival:
-        ordered = [aggs[n].cast(SPARK_TYPES[types[n]]).alias(n) for n in types if n in aggs]
+    if not structs:
+        ordered = [aggs[n].cast(SPARK_TYPES[types[n]]).alias(n) for n in types if n in aggs]  # type: ignore[union-attr]
         return df.groupBy(*grouping).agg(*ordered)
-    states = (aggs[s.name].alias(s.name) for s in layout.states)
-    grouped = df.groupBy(*grouping).agg(aggs[_LATEST].alias(_LATEST), *states)
-    flat = [
-        (F.col(f"{_LATEST}.{n}") if n in layout.order_columns or n in _value_names(layout) else F.col(n))
-        .cast(SPARK_TYPES[t])
-        .alias(n)
-        for n, t in types.items()
-    ]
+    plain = [c.alias(n) for n, c in aggs.items() if isinstance(c, Column)]
+    grouped = df.groupBy(*grouping).agg(*(c.alias(n) for n, c in structs.items()), *plain)
+    flat = []
+    for n, t in types.items():
+        ref = aggs.get(n)  # keys and the bucket are grouping columns
+        column = F.col(f"{ref.struct}.{ref.field}") if isinstance(ref, _Field) else F.col(n)
+        flat.append(column.cast(SPARK_TYPES[t]).alias(n))
     return grouped.select(REJECTED, *flat)
-
-
-def _value_names(layout: AggregationLayout) -> set[str]:
-    return {v.name for v in layout.values}
 
 
 def finest_partials(events: DataFrame, layout: AggregationLayout, batch_id: int) -> DataFrame:
@@ -82,12 +186,10 @@ def finest_partials(events: DataFrame, layout: AggregationLayout, batch_id: int)
     coarser levels.
     """
     stream = layout.stream
-    aggs = {
-        s.name: _build(s.state.build, to_column(s.item.arg, stream) if s.item.arg is not None else None)
-        for s in layout.states
-    }
+    aggs: dict[str, Column | _Field] = {s.name: _build(s, layout, batch_id) for s in layout.states}
+    structs: dict[str, Column] = {}
     if layout.tracks_arrival:
-        aggs[_LATEST] = F.max(
+        structs[_LATEST] = F.max(
             F.struct(
                 F.col(EVENT_TS).alias(AGG_EVENT_TIMESTAMP),
                 F.lit(batch_id).cast("long").alias(AGG_ARRIVAL_BATCH),
@@ -95,26 +197,27 @@ def finest_partials(events: DataFrame, layout: AggregationLayout, batch_id: int)
                 *[to_column(v.expr, stream).cast(SPARK_TYPES[v.type]).alias(v.name) for v in layout.values],
             )
         )
+        aggs.update({n: _Field(_LATEST, n) for n in (*layout.order_columns, *(v.name for v in layout.values))})
     else:
         aggs[AGG_EVENT_TIMESTAMP] = F.max(EVENT_TS)
     bad = F.col(REASON).isNotNull()
     bucket = F.when(~bad, bucket_start(F.col(EVENT_TS), layout.spec.finest, layout.zone))
-    return _grouped(events, bucket, layout, aggs, bad)
+    return _grouped(events, bucket, layout, aggs, structs, bad)
 
 
 def merge_partials(partials: DataFrame, layout: AggregationLayout, g: Granularity) -> DataFrame:
     """Roll partial rows of a finer level up to granularity ``g`` (merge, never rebuild from events)."""
-    aggs = {s.name: _MERGE[s.merge](F.col(s.name)) for s in layout.states}
+    aggs, structs = _merge(layout)
     if layout.tracks_arrival:
-        aggs[_LATEST] = F.max(
-            F.struct(*[F.col(c) for c in layout.order_columns], *[F.col(v.name) for v in layout.values])
-        )
+        latest = (*layout.order_columns, *(v.name for v in layout.values))
+        structs[_LATEST] = F.max(F.struct(*[F.col(c) for c in latest]))
+        aggs.update({n: _Field(_LATEST, n) for n in latest})
     else:
         aggs[AGG_EVENT_TIMESTAMP] = F.max(AGG_EVENT_TIMESTAMP)
     bucket = bucket_start(F.col(AGG_TIMESTAMP), g, layout.zone)
     # The reject tag passes through as a grouping column: a filter here would be pushed below the finest
     # aggregation by the optimizer, and the levels could no longer share its shuffle.
-    return _grouped(partials, bucket, layout, aggs, F.col(REJECTED))
+    return _grouped(partials, bucket, layout, aggs, structs, F.col(REJECTED))
 
 
 def all_levels(

@@ -15,6 +15,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Protocol
 
 from tiltframe.errors import DefinitionError, unknown
@@ -28,6 +29,18 @@ class Build(enum.Enum):
     COUNT = "count"
     MIN = "min"
     MAX = "max"
+    #: Mean of the non-null values (Spark's ``avg``).
+    MEAN = "mean"
+    #: Sum of squared deviations from the mean (``var_pop * count``; Spark computes it stably).
+    M2 = "m2"
+    #: A field (``State.field``) of the earliest or latest non-null event by (event time, arrival).
+    EARLIEST = "earliest"
+    LATEST = "latest"
+    #: Apache DataSketches HLL sketch (Spark's ``hll_sketch_agg``), KLL doubles sketch
+    #: (``kll_sketch_agg_double``), and tiltframe's DDSketch (``tiltframe.functions.ddsketch``).
+    HLL = "hll"
+    KLL = "kll"
+    DDS = "dds"
 
 
 class Merge(enum.Enum):
@@ -36,12 +49,47 @@ class Merge(enum.Enum):
     SUM = "sum"
     MIN = "min"
     MAX = "max"
+    #: The states of one aggregate merge together through its ``combine`` function (Chan's formula for
+    #: moments, the earlier or later event for first/last).
+    COMBINE = "combine"
+    #: The states of one aggregate with this merge are the fields of one event (``State.field``: ts,
+    #: batch, seq, value); the merge keeps those of the earliest or the latest event by (ts, batch, seq).
+    EARLIEST = "earliest"
+    LATEST = "latest"
+    #: Sketch unions; the states are binaries merged by the sketch library outside a database.
+    HLL = "hll_union"
+    KLL = "kll_merge"
+    DDS = "dds_merge"
+
+    @property
+    def is_sketch(self) -> bool:
+        return self in (Merge.HLL, Merge.KLL, Merge.DDS)
 
 
 class Ops(Protocol):
-    """What a finalize function may use beyond arithmetic operators; each target provides one."""
+    """What finalize and combine functions may use beyond arithmetic and comparison operators and
+    ``&``/``|``/``~``; each target (pandas, Spark, SQL) provides one."""
 
-    def div(self, a: Any, b: Any) -> Any: ...
+    def div(self, a: Any, b: Any) -> Any:
+        """Float division; NULL/NaN when ``b`` is 0."""
+        ...
+
+    def where(self, cond: Any, a: Any, b: Any) -> Any:
+        """``a`` where ``cond`` holds, else ``b`` (a NULL condition counts as false)."""
+        ...
+
+    def isnull(self, a: Any) -> Any: ...
+
+    def sqrt(self, a: Any) -> Any: ...
+
+    def apply(self, fn: Callable[[Any], Any], a: Any) -> Any:
+        """``fn`` on each non-null value (sketch binaries); targets that cannot run Python raise
+        ``NotImplementedError``, and the value is then left out (the SQL views of final values)."""
+        ...
+
+
+#: The state values of one aggregate by suffix (a row, or columns of a target).
+StateValues = Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,18 +100,35 @@ class State:
     build: Build
     merge: Merge
     type: Callable[[AttrType | None], AttrType]
+    #: Which field of the event a ``Build.EARLIEST``/``LATEST`` state keeps: ts, batch, seq or value.
+    field: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class AggregateFunction:
+    """One aggregate: its states, how they merge, and how they finalize.
+
+    ``finalize(states, ops, settings)`` gives the value (or, for several outputs, a tuple in the order
+    of ``outputs``).  ``combine(a, b, ops)`` merges two partial states of the ``Merge.COMBINE`` kind; the
+    merged state of index i may read the states of index <= i of ``a`` only (MySQL applies the
+    assignments of an upsert in order, so the store writes them in reverse).  ``settings(params)``
+    checks the constant parameters written after the argument and fills in defaults.
+    """
+
     name: str
     states: tuple[State, ...]
-    finalize: Callable[[Mapping[str, Any], Ops], Any]
+    finalize: Callable[[StateValues, Ops, Mapping[str, Any]], Any]
     result_type: Callable[[AttrType | None], AttrType]
     takes_arg: bool = True
     numeric_arg: bool = True
     aliases: tuple[str, ...] = ()
     doc: str = ""
+    combine: Callable[[StateValues, StateValues, Ops], dict[str, Any]] | None = None
+    settings: Callable[[tuple[Any, ...]], dict[str, Any]] | None = None
+    #: Output names besides the alias, from the settings (a quantile sketch has one per quantile).
+    outputs: Callable[[str, Mapping[str, Any]], tuple[str, ...]] | None = None
+    #: Needs each event's arrival position (first/last break event-time ties by arrival).
+    needs_arrival: bool = False
 
     def check_arg(self, arg_type: AttrType | None, *, where: str) -> None:
         """Reject an argument the function cannot aggregate, naming the item."""
@@ -73,6 +138,21 @@ class AggregateFunction:
         if self.numeric_arg and arg_type is not None and not arg_type.is_numeric:
             msg = f"{self.name}() needs a numeric argument in {where}, got {arg_type.value}"
             raise DefinitionError(msg)
+
+    def resolve(self, params: tuple[Any, ...], *, where: str = "") -> dict[str, Any]:
+        """The function's settings from the constants after its argument (defaults filled in)."""
+        if self.settings is None:
+            if params:
+                msg = f"{self.name}() takes one argument, got {1 + len(params)}"
+                raise DefinitionError(f"{msg} in {where}" if where else msg)
+            return {}
+        try:
+            return self.settings(params)
+        except DefinitionError as exc:
+            raise DefinitionError(f"{exc.message} in {where}" if where else exc.message) from None
+
+    def output_names(self, alias: str, settings: Mapping[str, Any]) -> tuple[str, ...]:
+        return (alias,) if self.outputs is None else self.outputs(alias, settings)
 
 
 def _sum_type(t: AttrType | None) -> AttrType:
@@ -91,8 +171,12 @@ def _double(_: AttrType | None) -> AttrType:
     return AttrType.DOUBLE
 
 
-def _only(suffix: str) -> Callable[[Mapping[str, Any], Ops], Any]:
-    return lambda s, _ops: s[suffix]
+def _binary(_: AttrType | None) -> AttrType:
+    return AttrType.BINARY
+
+
+def _only(suffix: str) -> Callable[[StateValues, Ops, Mapping[str, Any]], Any]:
+    return lambda s, _ops, _settings: s[suffix]
 
 
 _FUNCTIONS: dict[str, AggregateFunction] = {}
@@ -153,7 +237,7 @@ register(
             State("SUM", Build.SUM, Merge.SUM, _double),
             State("COUNT", Build.COUNT, Merge.SUM, _long),
         ),
-        lambda s, ops: ops.div(s["SUM"], s["COUNT"]),
+        lambda s, ops, _: ops.div(s["SUM"], s["COUNT"]),
         _double,
         aliases=("mean",),
         doc="Arithmetic mean, stored as a sum and a count (Siddhi stores avg the same way).",
@@ -175,5 +259,194 @@ register(
         _only("MAX"),
         _same_type,
         doc="Largest value of the argument.",
+    )
+)
+
+
+# --- variance and standard deviation: count, mean and M2, merged with Chan's formula ------------------------
+
+
+def _chan(a: StateValues, b: StateValues, ops: Ops) -> dict[str, Any]:
+    """Chan, Golub and LeVeque's pairwise update: stable for large values, unlike sums of squares."""
+    na, nb = a["COUNT"], b["COUNT"]
+    delta = b["MEAN"] - a["MEAN"]
+    share = ops.div(nb, na + nb)
+    mean = a["MEAN"] + delta * share
+    m2 = a["M2"] + b["M2"] + delta * delta * na * share
+
+    def pick(merged: Any, suffix: str) -> Any:  # an empty side (no non-null value) has NULL mean and M2
+        return ops.where(ops.isnull(a["MEAN"]), b[suffix], ops.where(ops.isnull(b["MEAN"]), a[suffix], merged))
+
+    return {"COUNT": na + nb, "MEAN": pick(mean, "MEAN"), "M2": pick(m2, "M2")}
+
+
+_MOMENTS = (
+    State("COUNT", Build.COUNT, Merge.COMBINE, _long),
+    State("MEAN", Build.MEAN, Merge.COMBINE, _double),
+    State("M2", Build.M2, Merge.COMBINE, _double),
+)
+
+
+def _variance(*, sample: bool, root: bool) -> Callable[[StateValues, Ops, Mapping[str, Any]], Any]:
+    def finalize(s: StateValues, ops: Ops, _: Mapping[str, Any]) -> Any:
+        var = ops.div(s["M2"], s["COUNT"] - 1 if sample else s["COUNT"])
+        return ops.sqrt(var) if root else var
+
+    return finalize
+
+
+for _name, _sample, _root, _aliases, _what in (
+    ("stdDev", False, True, ("stdev", "std", "stddev_pop", "stdDevPop"), "Population standard deviation"),
+    ("stdDevSample", True, True, ("stdev_samp", "stddev_samp"), "Sample standard deviation (n - 1)"),
+    ("var", False, False, ("variance", "var_pop", "varPop"), "Population variance"),
+    ("varSample", True, False, ("var_samp", "variance_samp"), "Sample variance (n - 1)"),
+):
+    register(
+        AggregateFunction(
+            _name, _MOMENTS, _variance(sample=_sample, root=_root), _double, aliases=_aliases, combine=_chan,
+            doc=f"{_what} of the non-null values; stored as count, mean and M2 (sum of squared deviations), "
+                "merged with Chan's formula. NULL without values" + (" or with one value." if _sample else "."),
+        )
+    )
+
+
+# --- first, last, delta: the value of the earliest or latest event ------------------------------------------
+
+_EVENT_FIELDS = (("TS", "ts", _long), ("BATCH", "batch", _long), ("SEQ", "seq", _long))
+#: The fields of an event state in the order that ranks events.
+EVENT_ORDER = ("ts", "batch", "seq")
+
+
+def _event_states(prefix: str, *, latest: bool) -> tuple[State, ...]:
+    """Event time, arrival (batch, position) and value of one chosen event: ties of event time go to the
+    earlier arrival for the first event and the later one for the last, as for latest-event values."""
+    build, merge = (Build.LATEST, Merge.LATEST) if latest else (Build.EARLIEST, Merge.EARLIEST)
+    order = tuple(State(f"{prefix}_{suffix}", build, merge, t, field) for suffix, field, t in _EVENT_FIELDS)
+    return (*order, State(prefix, build, merge, _same_type, "value"))
+
+
+register(
+    AggregateFunction(
+        "first", _event_states("FIRST", latest=False), _only("FIRST"), _same_type, numeric_arg=False,
+        needs_arrival=True,
+        doc="Value of the earliest event with a non-null argument (by event time; on a tie, the earlier arrival).",
+    )
+)
+register(
+    AggregateFunction(
+        "last", _event_states("LAST", latest=True), _only("LAST"), _same_type, numeric_arg=False,
+        needs_arrival=True,
+        doc="Value of the latest event with a non-null argument (by event time; on a tie, the later arrival).",
+    )
+)
+register(
+    AggregateFunction(
+        "delta", (*_event_states("FIRST", latest=False), *_event_states("LAST", latest=True)),
+        lambda s, _ops, _: s["LAST"] - s["FIRST"], _same_type, needs_arrival=True,
+        doc="last(x) - first(x) within the bucket (EventQL's DELTA).",
+    )
+)
+
+
+# --- sketches: approximate distinct counts and quantiles ----------------------------------------------------
+
+DEFAULT_QUANTILES = (0.5, 0.9, 0.99, 0.999)
+
+
+def _number(value: Any, what: str, low: float, high: float, *, integer: bool = False) -> Any:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and (not integer or isinstance(value, int))
+    if not ok or not low <= value <= high:
+        kind = "an integer" if integer else "a number"
+        msg = f"{what} must be {kind} from {low:g} to {high:g}, got {value!r}"
+        raise DefinitionError(msg)
+    return value
+
+
+def _quantile_list(value: Any) -> tuple[float, ...]:
+    if not isinstance(value, tuple) or not value:
+        msg = f"the quantiles must be a list of numbers from 0 to 1 such as [0.5, 0.99], got {value!r}"
+        raise DefinitionError(msg)
+    qs = tuple(float(_number(q, "a quantile", 0, 1)) for q in value)
+    if len(set(qs)) != len(qs):
+        msg = f"the quantiles {list(qs)} repeat a value"
+        raise DefinitionError(msg)
+    return qs
+
+
+def _settings(name: str, *params: tuple[str, Callable[[Any], Any], Any]) -> Callable[[tuple[Any, ...]], dict[str, Any]]:
+    """Positional constants ``(name, check, default)`` after the argument."""
+
+    def resolve(values: tuple[Any, ...]) -> dict[str, Any]:
+        if len(values) > len(params):
+            written = ", ".join(p for p, _, _ in params)
+            msg = f"{name}() takes the argument and at most {len(params)} more ({written}), got {len(values)}"
+            raise DefinitionError(msg)
+        out = {p: default for p, _, default in params}
+        for (p, check, _), value in zip(params, values, strict=False):
+            out[p] = check(value)
+        return out
+
+    return resolve
+
+
+def quantile_name(alias: str, q: float) -> str:
+    """``lat_p50``, ``lat_p99``, ``lat_p99_9`` for 0.5, 0.99, 0.999."""
+    text = format(Decimal(str(q)) * 100, "f")
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return f"{alias}_p{text.replace('.', '_')}"
+
+
+def _quantile_outputs(alias: str, settings: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(quantile_name(alias, q) for q in settings["quantiles"])
+
+
+def _sketch_quantiles(suffix: str, reader: str) -> Callable[[StateValues, Ops, Mapping[str, Any]], Any]:
+    def finalize(s: StateValues, ops: Ops, settings: Mapping[str, Any]) -> tuple[Any, ...]:
+        from tiltframe.functions import sketches
+
+        read = getattr(sketches, reader)
+        return tuple(ops.apply(lambda b, q=q: read(b, q), s[suffix]) for q in settings["quantiles"])
+
+    return finalize
+
+
+def _hll_estimate(s: StateValues, ops: Ops, _: Mapping[str, Any]) -> Any:
+    from tiltframe.functions.sketches import hll_estimate
+
+    return ops.apply(hll_estimate, s["HLL"])
+
+
+register(
+    AggregateFunction(
+        "distinctCount", (State("HLL", Build.HLL, Merge.HLL, _binary),), _hll_estimate, _long, numeric_arg=False,
+        aliases=("cardinality_approx", "approx_count_distinct", "distinctCountApprox"),
+        settings=_settings("distinctCount", ("lg_k", lambda v: _number(v, "lg_k", 4, 21, integer=True), 12)),
+        doc="Approximate number of distinct non-null values (EventQL CARDINALITY_APPROX): an Apache "
+            "DataSketches HLL sketch with 2^lg_k buckets (default 12: relative standard error 1.6%); "
+            "the state stays a few KiB however many values arrive.",
+    )
+)
+register(
+    AggregateFunction(
+        "kll", (State("KLL", Build.KLL, Merge.KLL, _binary),), _sketch_quantiles("KLL", "kll_quantile"), _double,
+        aliases=("quantiles", "quantiles_approx", "approx_percentile"),
+        settings=_settings("kll", ("quantiles", _quantile_list, DEFAULT_QUANTILES),
+                           ("k", lambda v: _number(v, "k", 8, 65535, integer=True), 200)),
+        outputs=_quantile_outputs,
+        doc="Approximate quantiles (EventQL QUANTILES_APPROX) from an Apache DataSketches KLL doubles sketch: "
+            "one output per quantile, `<name>_p50` and so on. Rank error: about 1.3% at k = 200 (default), "
+            "kept under merges.",
+    )
+)
+register(
+    AggregateFunction(
+        "dds", (State("DDS", Build.DDS, Merge.DDS, _binary),), _sketch_quantiles("DDS", "dds_quantile"), _double,
+        aliases=("ddsketch",),
+        settings=_settings("dds", ("quantiles", _quantile_list, DEFAULT_QUANTILES),
+                           ("relative_accuracy", lambda v: float(_number(v, "relative_accuracy", 1e-6, 0.5)), 0.01)),
+        outputs=_quantile_outputs,
+        doc="Approximate quantiles with a relative value error (Tremor's dds): a DDSketch, each estimate within "
+            "relative_accuracy (default 1%) of the exact quantile; one output per quantile, kept under merges.",
     )
 )

@@ -16,7 +16,18 @@ from tiltframe.errors import DefinitionError, unknown
 from tiltframe.functions import registry
 from tiltframe.lang._annotations import RawAnnotation, aggregation_options, refuse_on_stream
 from tiltframe.spec.durations import Granularity, unit_named, unit_range
-from tiltframe.spec.expressions import Attr, Binary, Call, Expr, Literal, Pos, Unary, calls_of
+from tiltframe.spec.expressions import (
+    Attr,
+    Binary,
+    Call,
+    Expr,
+    ListLiteral,
+    Literal,
+    Pos,
+    Unary,
+    calls_of,
+    constant_value,
+)
 from tiltframe.spec.model import (
     AggregateItem,
     AggregationSpec,
@@ -202,16 +213,20 @@ class SpecBuilder:
             if nested:
                 msg = f"aggregate {nested[0]} cannot be used inside another aggregate in '{written}'"
                 raise self.error(msg, nested[0].pos)
-            if len(expr.args) > 1:
-                msg = f"{function.name}() takes one argument, got {len(expr.args)}"
-                raise self.error(msg, expr.pos)
             if function.takes_arg and not expr.args:
                 msg = f"{function.name}() needs an argument: write '{function.name}(<attribute>) as <name>'"
                 raise self.error(msg, expr.pos)
             if alias is None:
                 msg = f"select item '{written}' needs a name: write '{written} as <name>'"
                 raise self.error(msg, pos)
-            return AggregateItem(function.name, expr.args[0] if expr.args else None, alias, pos=pos)
+            if function.settings is None and len(expr.args) > 1:
+                raise self.error(f"{function.name}() takes one argument, got {len(expr.args)}", expr.pos)
+            params = tuple(self.constant(a) for a in expr.args[1:])
+            try:
+                function.resolve(params)
+            except DefinitionError as exc:
+                raise self.error(exc.message, expr.args[1].pos if len(expr.args) > 1 else expr.pos) from None
+            return AggregateItem(function.name, expr.args[0] if expr.args else None, alias, pos=pos, params=params)
         aggregates = [c for c in calls_of(expr) if registry.is_aggregate(c.name)]
         if aggregates:
             msg = (
@@ -341,6 +356,13 @@ class SpecBuilder:
             if not registry.is_aggregate(call.name):
                 raise self.error(unknown("function", call.name, registry.names()), call.pos)
 
+    def constant(self, expr: Expr) -> Any:
+        """A constant parameter of an aggregate function, refused at its position otherwise."""
+        try:
+            return constant_value(expr)
+        except DefinitionError as exc:
+            raise self.error(exc.message, expr.pos) from None
+
     def expr(self, node: Node) -> Expr:
         if isinstance(node, Token):  # pragma: no cover - every expression token is wrapped in a rule
             msg = f"unexpected token {node!r} in an expression"
@@ -368,6 +390,8 @@ class SpecBuilder:
             return self.number(children[0])
         if kind in ("true", "false"):
             return Literal(kind == "true", "bool", pos=pos)
+        if kind == "list":
+            return ListLiteral(tuple(self.expr(c) for c in _present(children)), pos=pos)
         if kind == "call":
             return Call(str(children[0]), tuple(self.expr(c) for c in _present(children[1:])), pos=pos)
         first, second = children  # attribute: name or qualifier.name

@@ -41,7 +41,7 @@ _TERMINAL_WORDS = {
     "COMPARATOR": "a comparison ('==', '!=', '<', '<=', '>' or '>=')",
     "$END": "the end of the text",
 }
-_EXPRESSION_START = frozenset({"IDENTIFIER", "STRING", "NUMBER", "LPAR", "MINUS", "NOT", "TRUE", "FALSE"})
+_EXPRESSION_START = frozenset({"IDENTIFIER", "STRING", "NUMBER", "LPAR", "LSQB", "MINUS", "NOT", "TRUE", "FALSE"})
 _OPERATORS = frozenset(
     {"PLUS", "MINUS", "STAR", "SLASH", "PERCENT", "COMPARATOR", "AND", "OR", "DOT", "LPAR"}
 )

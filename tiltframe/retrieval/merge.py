@@ -1,29 +1,49 @@
 """Merge partial rows that share a bucket and key, and finalize them, in pandas.
 
 Rows can repeat a key when several writers (shards) store partials of the same bucket; merging on read
-means users never see partial rows.  The registry's ``Merge`` primitives and finalize functions are
-applied here with pandas operations; nothing about any function is re-derived.
+means users never see partial rows.  The registry's ``Merge`` primitives, ``combine`` and finalize
+functions are applied here with pandas operations; nothing about any function is re-derived.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from tiltframe.functions.registry import Merge
-from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout
+from tiltframe.functions.registry import EVENT_ORDER, Merge
+from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout, StateColumn
 
 _PANDAS_MERGE = {Merge.SUM: "sum", Merge.MIN: "min", Merge.MAX: "max"}
 
 
 class PandasOps:
-    """The ``Ops`` of finalize functions for pandas Series."""
+    """The ``Ops`` of finalize and combine functions for pandas Series."""
 
     @staticmethod
     def div(a: Any, b: Any) -> Any:
-        return pd.Series(a, dtype="float64") / pd.Series(b, dtype="float64")
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return pd.Series(a, dtype="float64") / pd.Series(b, dtype="float64")
+
+    @staticmethod
+    def where(cond: Any, a: Any, b: Any) -> Any:
+        keep = pd.Series(cond).astype("boolean").fillna(False).to_numpy(dtype=bool)
+        return pd.Series(a).where(keep, pd.Series(b))
+
+    @staticmethod
+    def isnull(a: Any) -> Any:
+        return pd.Series(a).isna()
+
+    @staticmethod
+    def sqrt(a: Any) -> Any:
+        return np.sqrt(pd.Series(a, dtype="float64"))
+
+    @staticmethod
+    def apply(fn: Callable[[Any], Any], a: Any) -> Any:
+        return pd.Series([None if v is None else fn(v) for v in a], index=getattr(a, "index", None), dtype=object)
 
 
 def merge_rows(rows: pd.DataFrame, layout: AggregationLayout) -> pd.DataFrame:
@@ -32,14 +52,71 @@ def merge_rows(rows: pd.DataFrame, layout: AggregationLayout) -> pd.DataFrame:
     if rows.empty or not rows.duplicated(keys).any():
         return rows.reset_index(drop=True)
     order = list(layout.order_columns)
-    rows = rows.sort_values([*keys, *order], kind="stable")
+    rows = rows.sort_values([*keys, *order], kind="stable").reset_index(drop=True)
     grouped = rows.groupby(keys, sort=False, dropna=False)
-    spec: dict[str, str] = {s.name: _PANDAS_MERGE[s.merge] for s in layout.states}
+    spec: dict[str, Any] = {}
+    for columns in layout.state_groups:
+        for s in columns:
+            if s.merge.is_sketch:
+                spec[s.name] = _fold_values(s)
+            elif s.merge in _PANDAS_MERGE:
+                spec[s.name] = _PANDAS_MERGE[s.merge]
     # Sorted by the event order, the last row of a group is its latest event.
     spec.update(dict.fromkeys([*order, *(v.name for v in layout.values)], "last"))
     if not layout.tracks_arrival:
         spec[AGG_EVENT_TIMESTAMP] = "max"
-    return grouped.agg(spec).reset_index()
+    merged = grouped.agg(spec).reset_index()
+    for columns in layout.state_groups:
+        if columns[0].function.combine is not None:
+            folded = _combine_groups(rows, keys, columns)
+            for s in columns:
+                merged[s.name] = folded[s.name].to_numpy()
+        for kind in (Merge.EARLIEST, Merge.LATEST):
+            event = {s.state.field: s.name for s in columns if s.merge is kind}
+            if event:
+                picked = _pick_event(rows, keys, [event[f] for f in EVENT_ORDER], latest=kind is Merge.LATEST)
+                for name in event.values():
+                    merged[name] = picked[name].to_numpy()
+    return merged
+
+
+def _pick_event(rows: pd.DataFrame, keys: list[str], order: list[str], *, latest: bool) -> pd.DataFrame:
+    """Per group (in order of first appearance), the row of the earliest or latest event by ``order``;
+    rows without an event (NULL time) sort to the losing end."""
+    ranked = rows.assign(_group=rows.groupby(keys, sort=False, dropna=False).ngroup())
+    ranked = ranked.sort_values(["_group", *order], na_position="first" if latest else "last", kind="stable")
+    chosen = ranked.groupby("_group", sort=True).tail(1) if latest else ranked.groupby("_group", sort=True).head(1)
+    return chosen.sort_values("_group").reset_index(drop=True)
+
+
+def _fold_values(state: StateColumn) -> Callable[[pd.Series], Any]:
+    from tiltframe.functions.sketches import MERGE
+
+    return lambda values: functools.reduce(MERGE[state.merge], values)
+
+
+def _combine_groups(rows: pd.DataFrame, keys: list[str], columns: tuple[StateColumn, ...]) -> pd.DataFrame:
+    """The states of ``columns`` folded per group with the function's ``combine``, vectorized: each round
+    merges rows 2k and 2k+1 of every group, so a group of n rows takes log2(n) rounds.  Groups come out
+    in order of first appearance, as ``groupby(sort=False)`` gives them."""
+    combine = columns[0].function.combine
+    assert combine is not None
+    names = {s.state.suffix: s.name for s in columns}
+    frame = pd.DataFrame({suffix: rows[name].to_numpy() for suffix, name in names.items()})
+    frame["_group"] = rows.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
+    while True:
+        rank = frame.groupby("_group").cumcount().to_numpy()
+        size = frame.groupby("_group")["_group"].transform("size").to_numpy()
+        if size.max() <= 1:
+            break
+        left = frame[(rank % 2 == 0) & (rank + 1 < size)].reset_index(drop=True)
+        right = frame[rank % 2 == 1].reset_index(drop=True)
+        merged = pd.DataFrame(combine({k: left[k] for k in names}, {k: right[k] for k in names}, PandasOps()))
+        merged["_group"] = left["_group"]
+        alone = frame[(rank % 2 == 0) & (rank + 1 >= size)]
+        frame = pd.concat([merged, alone], ignore_index=True).sort_values("_group", kind="stable")
+    frame = frame.sort_values("_group").reset_index(drop=True)
+    return frame.rename(columns=names)
 
 
 def finalize(rows: pd.DataFrame, layout: AggregationLayout) -> pd.DataFrame:

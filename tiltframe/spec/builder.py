@@ -40,11 +40,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from tiltframe.errors import DefinitionError, unknown
 from tiltframe.functions import registry
 from tiltframe.spec.durations import Granularity, Unit, parse_length, unit_named, unit_range
-from tiltframe.spec.expressions import Attr, Call, Expr, calls_of
+from tiltframe.spec.expressions import Attr, Call, Expr, ListLiteral, Literal, calls_of, constant_value
 from tiltframe.spec.model import (
     AggregateItem,
     AggregationSpec,
@@ -122,8 +123,9 @@ def expr(value: ExprLike) -> Item:
     return Item(parsed, written=written)
 
 
-def agg(function: str, arg: ExprLike | None = None) -> Item:
-    """``function(arg)``: an aggregate of the registry by name or alias (``"avg"``, ``"mean"``, ...).
+def agg(function: str, arg: ExprLike | None = None, *params: Any) -> Item:
+    """``function(arg, *params)``: an aggregate of the registry by name or alias (``"avg"``, ``"mean"``,
+    ...); ``params`` are its constants (``b.kll("latency", [0.5, 0.99])``).
 
     Raises:
         DefinitionError: the function is unknown (with a 'did you mean').
@@ -132,7 +134,24 @@ def agg(function: str, arg: ExprLike | None = None) -> Item:
     if arg is None:
         return Item(Call(function), written=f"{function}()")
     parsed, written = _parse(arg)
-    return Item(Call(function, (parsed,)), written=f"{function}({written})")
+    constants = tuple(_constant(p) for p in params)
+    text = ", ".join([written, *map(str, constants)])
+    return Item(Call(function, (parsed, *constants)), written=f"{function}({text})")
+
+
+def _constant(value: Any) -> Expr:
+    """A parameter as the parser would read it: numbers, strings, booleans and lists of them."""
+    if isinstance(value, list | tuple):
+        return ListLiteral(tuple(_constant(v) for v in value))
+    if isinstance(value, bool):
+        return Literal(value, "bool")
+    if isinstance(value, int):
+        return Literal(value, "int" if -(2**31) <= value < 2**31 else "long")
+    if isinstance(value, float):
+        return Literal(value, "double")
+    if isinstance(value, str):
+        return Literal(value, "string")
+    raise DefinitionError(f"cannot use {value!r} as a parameter; use a number, a string or a list of them")
 
 
 def sum(arg: ExprLike) -> Item:  # shadows the builtin on purpose: named as in SiddhiQL
@@ -186,13 +205,15 @@ def _select_item(item: str | Expr | Item, keys: Sequence[str], where: str) -> Se
         nested = [c for c in calls_of(e)[1:] if registry.is_aggregate(c.name)]
         if nested:
             raise DefinitionError(f"aggregate {nested[0]} cannot be used inside another aggregate in '{written}'")
-        if len(e.args) > 1:
-            raise DefinitionError(f"{function.name}() takes one argument, got {len(e.args)}")
         if function.takes_arg and not e.args:
             raise DefinitionError(f"{function.name}() needs an argument: write b.{function.name}('<attribute>')")
         if alias is None:
             raise DefinitionError(unnamed)
-        return AggregateItem(function.name, e.args[0] if e.args else None, alias)
+        if function.settings is None and len(e.args) > 1:
+            raise DefinitionError(f"{function.name}() takes one argument, got {len(e.args)}")
+        params = tuple(constant_value(a) for a in e.args[1:])
+        function.resolve(params, where=f"'{written}'")
+        return AggregateItem(function.name, e.args[0] if e.args else None, alias, params=params)
     aggregates = [c for c in calls_of(e) if registry.is_aggregate(c.name)]
     if aggregates:
         msg = (

@@ -7,7 +7,7 @@ built in Python equals the same spec parsed from text.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +83,18 @@ class Call:
         return f"{self.name}({', '.join(map(str, self.args))})"
 
 
-Expr: TypeAlias = Attr | Literal | Unary | Binary | Call
+@dataclass(frozen=True, slots=True)
+class ListLiteral:
+    """``[0.5, 0.99]``: a list of constants, only as a parameter of an aggregate function."""
+
+    items: tuple[Expr, ...] = ()
+    pos: Pos | None = field(default=None, compare=False, repr=False)
+
+    def __str__(self) -> str:
+        return f"[{', '.join(map(str, self.items))}]"
+
+
+Expr: TypeAlias = Attr | Literal | Unary | Binary | Call | ListLiteral
 
 ARITHMETIC_OPS = frozenset({"+", "-", "*", "/", "%"})
 COMPARISON_OPS = frozenset({"==", "!=", "<", "<=", ">", ">="})
@@ -100,6 +111,8 @@ def attributes_of(expr: Expr) -> tuple[Attr, ...]:
         return attributes_of(expr.left) + attributes_of(expr.right)
     if isinstance(expr, Call):
         return tuple(a for arg in expr.args for a in attributes_of(arg))
+    if isinstance(expr, ListLiteral):
+        return tuple(a for item in expr.items for a in attributes_of(item))
     return ()
 
 
@@ -111,7 +124,25 @@ def calls_of(expr: Expr) -> tuple[Call, ...]:
         return calls_of(expr.operand)
     if isinstance(expr, Binary):
         return calls_of(expr.left) + calls_of(expr.right)
+    if isinstance(expr, ListLiteral):
+        return tuple(c for item in expr.items for c in calls_of(item))
     return ()
+
+
+def constant_value(expr: Expr) -> Any:
+    """The Python value of a constant parameter: a literal, or a list of literals as a tuple.
+
+    Raises:
+        DefinitionError: anything else, at its position.
+    """
+    if isinstance(expr, Literal):
+        return expr.value
+    if isinstance(expr, ListLiteral) and all(isinstance(i, Literal) for i in expr.items):
+        return tuple(i.value for i in expr.items)  # type: ignore[union-attr]
+    from tiltframe.errors import DefinitionError
+
+    msg = f"'{expr}' is not a constant: write a number, a string or a list such as [0.5, 0.99]"
+    raise DefinitionError(msg, line=expr.pos.line if expr.pos else None, column=expr.pos.column if expr.pos else None)
 
 
 def output_name(expr: Expr, alias: str | None) -> str:

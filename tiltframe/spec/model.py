@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Any
 
 from tiltframe.errors import DefinitionError, unknown
 from tiltframe.spec.durations import Granularity
@@ -24,6 +25,8 @@ class AttrType(enum.Enum):
     FLOAT = "float"
     DOUBLE = "double"
     BOOL = "bool"
+    #: Sketch states only; streams cannot declare it.
+    BINARY = "binary"
 
     @property
     def is_numeric(self) -> bool:
@@ -37,11 +40,12 @@ class AttrType(enum.Enum):
     def named(cls, word: str, pos: Pos | None = None) -> AttrType:
         aliases = {"boolean": "bool", "integer": "int"}
         key = aliases.get(word.lower(), word.lower())
-        for member in cls:
+        declarable = [m for m in cls if m is not cls.BINARY]
+        for member in declarable:
             if member.value == key:
                 return member
         raise DefinitionError(
-            unknown("attribute type", word, [m.value for m in cls]),
+            unknown("attribute type", word, [m.value for m in declarable]),
             line=pos.line if pos else None,
             column=pos.column if pos else None,
         )
@@ -113,12 +117,15 @@ class KeyItem:
 
 @dataclass(frozen=True, slots=True)
 class AggregateItem:
-    """``func(arg) as alias``: stored as the function's partial state, finalized on retrieval."""
+    """``func(arg[, constants...]) as alias``: stored as the function's partial state, finalized on
+    retrieval.  ``params`` are the constants after the argument as plain values, lists as tuples
+    (``kll(latency, [0.5, 0.99])`` has ``((0.5, 0.99),)``)."""
 
     function: str
     arg: Expr | None
     alias: str
     pos: Pos | None = field(default=None, compare=False, repr=False)
+    params: tuple[Any, ...] = ()
 
     @property
     def output_name(self) -> str:

@@ -106,14 +106,40 @@ class AggregationLayout:
                 cols.append(StateColumn(f"{item.alias}_{st.suffix}", item, fn, st, st.type(arg_type)))
         return tuple(cols)
 
-    def finalized(self, columns: Mapping[str, Any], ops: Ops) -> dict[str, Any]:
-        """Each aggregate item's final value by its output name, from ``columns`` (state column name to a
-        pandas Series, a Spark column or an SQL expression) and the target's ``ops``."""
-        by_item: dict[str, dict[str, Any]] = {}
+    @cached_property
+    def state_groups(self) -> tuple[tuple[StateColumn, ...], ...]:
+        """The state columns of each aggregate item (the event count first), which merge together."""
+        groups: dict[AggregateItem, list[StateColumn]] = {}
         for s in self.states:
-            by_item.setdefault(s.item.alias, {})[s.state.suffix] = columns[s.name]
-        functions = {s.item.alias: s.function for s in self.states}
-        return {item.alias: functions[item.alias].finalize(by_item[item.alias], ops) for item in self.spec.aggregates}
+            groups.setdefault(s.item, []).append(s)
+        return tuple(tuple(g) for g in groups.values())
+
+    def settings(self, item: AggregateItem) -> dict[str, Any]:
+        """The settings of an aggregate item's function (its constants, defaults filled in)."""
+        return get(item.function).resolve(item.params, where=f"'{item.alias}'")
+
+    def finalized(self, columns: Mapping[str, Any], ops: Ops) -> dict[str, Any]:
+        """Each aggregate output's final value by its name, from ``columns`` (state column name to a
+        pandas Series, a Spark column or an SQL expression) and the target's ``ops``.  An output the
+        target cannot compute (a sketch read in SQL) is left out."""
+        out: dict[str, Any] = {}
+        for item in self.spec.aggregates:
+            fn = get(item.function)
+            states = {s.state.suffix: columns[s.name] for s in self.states if s.item == item}
+            settings = self.settings(item)
+            names = fn.output_names(item.alias, settings)
+            try:
+                value = fn.finalize(states, ops, settings)
+            except NotImplementedError:
+                continue
+            out.update(zip(names, value if len(names) > 1 else (value,), strict=True))
+        return out
+
+    @property
+    def orders_arrivals(self) -> bool:
+        """Events need their arrival position: for latest-event values or a function that breaks event-time
+        ties by arrival (first, last)."""
+        return self.tracks_arrival or any(s.function.needs_arrival for s in self.states)
 
     @cached_property
     def values(self) -> tuple[ValueColumn, ...]:
@@ -152,11 +178,10 @@ class AggregationLayout:
         """Columns a retrieval can select: AGG_TIMESTAMP, keys and finalized values, by output name."""
         out: dict[str, AttrType] = {AGG_TIMESTAMP: AttrType.LONG}
         out.update({k.name: k.type for k in self.keys})
-        for item in self.spec.select:
-            if isinstance(item, AggregateItem):
-                fn = get(item.function)
-                arg_type = expression_type(item.arg, self.stream) if item.arg is not None else None
-                out[item.alias] = fn.result_type(arg_type)
+        for item in self.spec.aggregates:
+            fn = get(item.function)
+            arg_type = expression_type(item.arg, self.stream) if item.arg is not None else None
+            out.update(dict.fromkeys(fn.output_names(item.alias, self.settings(item)), fn.result_type(arg_type)))
         out.update({v.name: v.type for v in self.values})
         out[AGG_EVENT_TIMESTAMP] = AttrType.LONG
         return out

@@ -29,7 +29,7 @@ from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
 from tiltframe.errors import DefinitionError, StoreError
-from tiltframe.functions.registry import Merge
+from tiltframe.functions.registry import EVENT_ORDER, Merge
 from tiltframe.spec.durations import Granularity
 from tiltframe.spec.model import AttrType
 from tiltframe.store.base import (
@@ -100,6 +100,7 @@ _PURGES = sa.Table(
 _ARROW_TYPES = {
     AttrType.STRING: pa.string(), AttrType.INT: pa.int64(), AttrType.LONG: pa.int64(),
     AttrType.FLOAT: pa.float64(), AttrType.DOUBLE: pa.float64(), AttrType.BOOL: pa.bool_(),
+    AttrType.BINARY: pa.binary(),
 }
 #: The dtype pandas itself gives a column of Python strings (``str`` in pandas 3, ``object`` before).
 _STR_DTYPE = pd.Series(["x"]).dtype
@@ -117,6 +118,8 @@ def _sql_type(t: AttrType, *, key: bool) -> sa.types.TypeEngine[Any]:
         return sa.BigInteger()
     if t.is_numeric:
         return sa.Double()
+    if t is AttrType.BINARY:  # sketches; MySQL's BLOB stops at 64 KiB
+        return sa.LargeBinary().with_variant(mysql.LONGBLOB(), "mysql", "mariadb")
     return sa.Boolean()
 
 
@@ -191,11 +194,28 @@ def view_name(layout: AggregationLayout, g: Granularity) -> str:
 
 
 class SqlOps:
-    """The ``Ops`` of finalize functions for SQL expressions: division in floating point, NULL for 0."""
+    """The ``Ops`` of finalize and combine functions for SQL expressions: division in floating point,
+    NULL for 0; sketches cannot be read in SQL (``apply``)."""
 
     @staticmethod
     def div(a: Any, b: Any) -> Any:
         return sa.cast(a, sa.Double()) / sa.func.nullif(b, 0)
+
+    @staticmethod
+    def where(cond: Any, a: Any, b: Any) -> Any:
+        return sa.case((cond, a), else_=b)
+
+    @staticmethod
+    def isnull(a: Any) -> Any:
+        return a.is_(None)
+
+    @staticmethod
+    def sqrt(a: Any) -> Any:
+        return sa.func.sqrt(a)
+
+    @staticmethod
+    def apply(fn: Any, a: Any) -> Any:
+        raise NotImplementedError
 
 
 def view_ddl(dialect: sa.Dialect, layout: AggregationLayout, table: sa.Table, name: str) -> str:
@@ -224,24 +244,47 @@ def merge_assignments(layout: AggregationLayout, old: sa.Table, new: Any) -> dic
     to right with earlier ones already applied, and this order gives it the same result as everybody else.
     """
     sets: dict[str, Any] = {}
-    for s in layout.states:
-        sets[s.name] = _merge(s.merge, old.c[s.name], new[s.name])
+    for columns in layout.state_groups:
+        fn = columns[0].function
+        if fn.combine is not None:
+            merged = fn.combine({s.state.suffix: old.c[s.name] for s in columns},
+                                {s.state.suffix: new[s.name] for s in columns}, SqlOps())
+            sets.update({s.name: merged[s.state.suffix] for s in reversed(columns)})
+            continue
+        sets.update({s.name: _merge(s.merge, old.c[s.name], new[s.name])
+                     for s in columns if s.merge not in (Merge.EARLIEST, Merge.LATEST)})
+        for kind in (Merge.EARLIEST, Merge.LATEST):
+            event = {s.state.field: s.name for s in columns if s.merge is kind}
+            if event:
+                order = [event[f] for f in EVENT_ORDER]
+                sets.update(_pick_event(old, new, order, [event["value"]], later=kind is Merge.LATEST))
     if not layout.tracks_arrival:
         sets[AGG_EVENT_TIMESTAMP] = _merge(Merge.MAX, old.c[AGG_EVENT_TIMESTAMP], new[AGG_EVENT_TIMESTAMP])
         return sets
-    o_ts, o_b, o_s = (old.c[c] for c in (AGG_EVENT_TIMESTAMP, AGG_ARRIVAL_BATCH, AGG_ARRIVAL_SEQ))
-    n_ts, n_b, n_s = (new[c] for c in (AGG_EVENT_TIMESTAMP, AGG_ARRIVAL_BATCH, AGG_ARRIVAL_SEQ))
-    newer = sa.or_(
-        o_ts.is_(None),
-        n_ts > o_ts,
-        sa.and_(n_ts == o_ts, sa.or_(n_b > o_b, sa.and_(n_b == o_b, n_s > o_s))),
-    )
-    for name in (*(v.name for v in layout.values), AGG_ARRIVAL_SEQ, AGG_ARRIVAL_BATCH, AGG_EVENT_TIMESTAMP):
-        sets[name] = sa.case((newer, new[name]), else_=old.c[name])
+    order = [AGG_EVENT_TIMESTAMP, AGG_ARRIVAL_BATCH, AGG_ARRIVAL_SEQ]
+    sets.update(_pick_event(old, new, order, [v.name for v in layout.values], later=True))
     return sets
 
 
+def _pick_event(old: sa.Table, new: Any, order: list[str], values: list[str], *, later: bool) -> dict[str, Any]:
+    """``SET`` expressions keeping the fields of the later (or earlier) of the stored and the new event,
+    ranked by the ``order`` columns (event time, batch, seq; a NULL time never wins).
+
+    The order columns are assigned last and in reverse, because MySQL applies assignments left to right:
+    each comparison then still sees the stored values of the columns that decide it.
+    """
+    (o_ts, o_b, o_s), (n_ts, n_b, n_s) = (old.c[c] for c in order), (new[c] for c in order)
+    if later:
+        beats = sa.or_(n_ts > o_ts, sa.and_(n_ts == o_ts, sa.or_(n_b > o_b, sa.and_(n_b == o_b, n_s > o_s))))
+    else:
+        beats = sa.or_(n_ts < o_ts, sa.and_(n_ts == o_ts, sa.or_(n_b < o_b, sa.and_(n_b == o_b, n_s < o_s))))
+    take = sa.or_(o_ts.is_(None), beats)
+    return {name: sa.case((take, new[name]), else_=old.c[name]) for name in (*values, *reversed(order))}
+
+
 def _merge(kind: Merge, old: Any, new: Any) -> Any:
+    if kind.is_sketch:  # merged before the upsert (``SqlStore._merge_sketches``): the new value is the union
+        return sa.func.coalesce(new, old)
     if kind is Merge.SUM:
         return sa.func.coalesce(old + new, old, new)
     better = new < old if kind is Merge.MIN else new > old
@@ -292,7 +335,7 @@ def _flatten(data: pa.Table) -> list[Any]:
 
 
 _NUMPY_TYPES = {AttrType.STRING: object, AttrType.INT: "i8", AttrType.LONG: "i8", AttrType.FLOAT: "f8",
-                AttrType.DOUBLE: "f8", AttrType.BOOL: "?"}
+                AttrType.DOUBLE: "f8", AttrType.BOOL: "?", AttrType.BINARY: object}
 
 
 def _frame(rows: Sequence[Sequence[Any]], types: dict[str, AttrType]) -> pd.DataFrame:
@@ -311,6 +354,8 @@ def _frame(rows: Sequence[Sequence[Any]], types: dict[str, AttrType]) -> pd.Data
         values = columns[name]
         if t is AttrType.STRING:
             out[name] = pd.Series(values, dtype=_STR_DTYPE)
+        elif t is AttrType.BINARY:  # drivers give bytes, memoryview or bytearray
+            out[name] = pd.Series([None if v is None else bytes(v) for v in values], dtype=object)
         elif t.is_numeric and not t.is_integral:
             out[name] = pd.Series(values, dtype="float64")
         elif isinstance(values, np.ndarray) or None not in values:
@@ -485,7 +530,8 @@ class SqlStore:
             if self._committed(conn, layout, batch.pipeline_id, batch.batch_id):
                 return False
             purged = self._purged_before(conn, layout)
-            rows = sum(self._merge_rows(conn, layout, table, _after(data, purged.get(table.name)))
+            rows = sum(self._merge_rows(conn, layout, table,
+                                        self._merge_sketches(conn, layout, table, _after(data, purged.get(table.name))))
                        for table, data in levels)
             self._insert_rejected(conn, layout, batch)
             self._record_commit(conn, layout, batch, rows)
@@ -544,6 +590,41 @@ class SqlStore:
         rows = conn.execute(sa.select(p.granularity, p.purged_before).where(p.aggregation == layout.name)).all()
         return {f"{layout.name}_{suffix}": int(before) for suffix, before in rows}
 
+    @staticmethod
+    def _merge_sketches(conn: Connection, layout: AggregationLayout, table: sa.Table, data: pa.Table) -> pa.Table:
+        """``data`` with each sketch state already merged with the stored one of its bucket and key.
+
+        No database can union DataSketches binaries, so the stored states of the batch's buckets are read
+        and merged here (the upsert then writes the union).  The caller's write transaction excludes
+        every other writer of the aggregation, so nothing changes between this read and the upsert.
+        """
+        sketches = [s for s in layout.states if s.merge.is_sketch]
+        if not sketches or data.num_rows == 0:
+            return data
+        from tiltframe.functions.sketches import MERGE
+
+        keys = list(layout.key_names)
+        ts = table.c[AGG_TIMESTAMP]
+        bounds = pc.min_max(data.column(AGG_TIMESTAMP)).as_py()
+        query = sa.select(*(table.c[k] for k in keys), *(table.c[s.name] for s in sketches)).where(
+            ts >= bounds["min"], ts <= bounds["max"])
+        types = layout.column_types
+        stored = _frame(_fetch_all(conn, query), {c: types[c] for c in (*keys, *(s.name for s in sketches))})
+        if stored.empty:
+            return data
+        batch = data.select(keys).to_pandas().reset_index(names="_row")
+        matched = batch.merge(stored, on=keys, how="inner")
+        if matched.empty:
+            return data
+        rows = matched["_row"].to_numpy()
+        for s in sketches:
+            column = data.column(s.name).to_pylist()
+            merge = MERGE[s.merge]
+            for row, old in zip(rows, matched[s.name], strict=True):
+                column[row] = merge(old, column[row])
+            data = data.set_column(data.column_names.index(s.name), s.name, pa.array(column, pa.binary()))
+        return data
+
     def _merge_rows(
         self, conn: Connection, layout: AggregationLayout, table: sa.Table, data: pa.Table
     ) -> int:
@@ -583,6 +664,10 @@ class SqlStore:
                 msg = f"the {conn.dialect.name} driver uses named parameters; positional ones are needed"
                 raise StoreError(msg)
             position = {name: i for i, name in enumerate(names)}
+            constants = [p for p in compiled.positiontup or () if p not in position]
+            if constants:  # PyMySQL's executemany binds parameters of the VALUES clause only
+                msg = f"the merge of {table.name} holds constants ({', '.join(constants)}); combine must not"
+                raise StoreError(msg)
             order = [position[p] for p in compiled.positiontup or ()]
             self._statements[key] = (str(compiled), None if order == list(range(len(names))) else order)
         return self._statements[key]

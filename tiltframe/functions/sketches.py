@@ -1,0 +1,65 @@
+"""Sketch states outside Spark: merge and read the binaries the engine stores.
+
+HLL and KLL states are the Apache DataSketches binaries Spark's ``hll_sketch_agg`` and
+``kll_sketch_agg_double`` write (the ``datasketches`` package reads and merges them, no Spark needed);
+DDSketch states are tiltframe's JSON format (``tiltframe.functions.ddsketch``).  The store merges states
+of buckets it already holds with these functions, and retrieval merges and reads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import datasketches as ds
+
+from tiltframe.functions import ddsketch
+from tiltframe.functions.registry import Merge
+
+Binary = bytes | None
+
+
+def _merge_hll(a: bytes, b: bytes) -> bytes:
+    left, right = ds.hll_sketch.deserialize(a), ds.hll_sketch.deserialize(b)
+    union = ds.hll_union(max(left.lg_config_k, right.lg_config_k))
+    union.update(left)
+    union.update(right)
+    # HLL_8, as Spark's hll_sketch_agg and hll_union_agg write.
+    return union.get_result(ds.tgt_hll_type.HLL_8).serialize_updatable()
+
+
+def _merge_kll(a: bytes, b: bytes) -> bytes:
+    left = ds.kll_doubles_sketch.deserialize(a)
+    left.merge(ds.kll_doubles_sketch.deserialize(b))
+    return left.serialize()
+
+
+def _either(merge: Callable[[bytes, bytes], bytes]) -> Callable[[Binary, Binary], Binary]:
+    """A merge where a NULL state (no values) is the identity."""
+
+    def merged(a: Binary, b: Binary) -> Binary:
+        if a is None or b is None:
+            return b if a is None else a
+        return merge(bytes(a), bytes(b))
+
+    return merged
+
+
+#: The Python merge of each sketch kind of the registry.
+MERGE: dict[Merge, Callable[[Binary, Binary], Binary]] = {
+    Merge.HLL: _either(_merge_hll),
+    Merge.KLL: _either(_merge_kll),
+    Merge.DDS: ddsketch.merge,
+}
+
+
+def hll_estimate(state: bytes) -> int:
+    """Estimated number of distinct values, rounded."""
+    return round(ds.hll_sketch.deserialize(bytes(state)).get_estimate())
+
+
+def kll_quantile(state: bytes, q: float) -> float:
+    return float(ds.kll_doubles_sketch.deserialize(bytes(state)).get_quantile(q))
+
+
+def dds_quantile(state: bytes, q: float) -> float | None:
+    return ddsketch.quantiles(bytes(state), [q])[0]
