@@ -30,6 +30,9 @@ from tiltframe.timeutil.zones import resolve_zone
 
 _RESERVED = "AGG_"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_WORDS = {Unit.SECONDS: "sec", Unit.MINUTES: "min", Unit.HOURS: "hour", Unit.DAYS: "day", Unit.MONTHS: "month",
+          Unit.YEARS: "year"}
+_DAY_MS = 86_400_000
 
 
 def _fail(message: str, pos: Pos | None) -> DefinitionError:
@@ -179,6 +182,7 @@ def _check_plain(expr: Expr, stream: StreamDef, where: str) -> None:
 
 
 def _validate_granularities(agg: AggregationSpec) -> None:
+    """Durations listed once, finest first, each dividing the next (so each level rolls up from the last)."""
     gs = agg.granularities
     if not gs:
         raise _fail(f"aggregation {agg.name} has no durations after 'every'", agg.pos)
@@ -189,6 +193,95 @@ def _validate_granularities(agg: AggregationSpec) -> None:
     if list(gs) != sorted(gs, key=lambda g: g.sort_key):
         msg = f"durations of aggregation {agg.name} must go from finest to coarsest"
         raise _fail(msg, agg.pos)
+    for i, g in enumerate(gs):
+        problem = _too_long(g) or (_nesting_problem(gs[i - 1], g) if i else None)
+        if problem:
+            raise _fail(f"durations of aggregation {agg.name}: {problem}", agg.pos)
+
+
+# Each level rolls up from the one before it (engine.partials.merge_partials takes the bucket of a finer
+# bucket's start), which is right only if every finer bucket lies inside one coarser bucket: the finer
+# duration must divide the coarser one.  engine.buckets cuts fixed levels at offset changes, so these rules
+# are enough in every time zone (docs/time.md, "Tilt frames").
+
+
+def _written(g: Granularity, multiple: int | None = None) -> str:
+    """A duration the way ``every`` takes it (``'10 sec'``, ``'day'``); the spec keeps no spelling."""
+    n = g.multiple if multiple is None else multiple
+    return f"'{_WORDS[g.unit]}'" if n == 1 else f"'{n} {_WORDS[g.unit]}'"
+
+
+def _examples(g: Granularity, whole: int) -> str:
+    """Multiples of ``g``'s unit that divide ``whole`` (in that unit), the nearest below and above ``g``."""
+    divisors = [d for d in range(1, whole) if whole % d == 0 and d != g.multiple]
+    below = [d for d in divisors if d < g.multiple][-1:]
+    above = [d for d in divisors if d > g.multiple][:1]
+    picks = [_written(g, d) for d in below + above]
+    return f" (for example {' or '.join(picks)})" if picks else ""
+
+
+def _too_long(g: Granularity) -> str | None:
+    """A fixed level longer than a day: days follow the calendar, and a bucket then spans several offsets."""
+    if g.unit.is_calendar:
+        return None
+    length = _unit_size(g) * g.multiple
+    if length <= _DAY_MS:
+        return None
+    days = Granularity(Unit.DAYS, length // _DAY_MS)
+    hint = f"write {_written(days)}" if length % _DAY_MS == 0 else "use whole days, such as 'day' or '2 day'"
+    return (
+        f"{_written(g)} is longer than a day; a sec, min or hour duration can be at most 24 hours, and longer "
+        f"levels are days, which follow the calendar of the aggregation's time zone: {hint}"
+    )
+
+
+def _unit_size(g: Granularity) -> int:
+    """Length of one ``g.unit`` in the measure that ``g``'s family compares in: ms, days or months."""
+    if not g.unit.is_calendar:
+        return g.unit.fixed_ms  # type: ignore[return-value]
+    return 12 if g.unit is Unit.YEARS else 1
+
+
+def _nesting_problem(finer: Granularity, coarser: Granularity) -> str | None:
+    """Why ``finer`` buckets would not each lie inside one ``coarser`` bucket, or None when they do."""
+    f, c = _written(finer), _written(coarser)
+    if not finer.unit.is_calendar and coarser.unit.is_calendar:
+        f_ms = _unit_size(finer) * finer.multiple
+        if _DAY_MS % f_ms == 0:
+            return None
+        return (
+            f"{f} does not divide a day (24 hours), so {f} buckets would straddle midnight and could not roll "
+            f"up into {c}; a duration listed before days, months or years must divide 24 hours"
+            + _examples(finer, _DAY_MS // _unit_size(finer))
+        )
+    if finer.unit is Unit.DAYS and coarser.unit is not Unit.DAYS:
+        if finer.multiple == 1:
+            return None
+        return (
+            f"{f} cannot be listed before {c}: {f} buckets count whole days from 1970-01-01 and do not line "
+            f"up with {coarser.unit.name.lower()}, so only 'day' can roll up into months and years (drop {f} "
+            f"or give it an aggregation of its own)"
+        )
+    # Both fixed, both days, or months and years: compare in ms, days or months.
+    small, large = _unit_size(finer) * finer.multiple, _unit_size(coarser) * coarser.multiple
+    if small == large:
+        return f"{f} and {c} are the same length; list one of them"
+    if small > large:  # a finer unit with a large multiple: '120 min' sorts before 'hour'
+        if small % large:
+            return f"{f} is longer than {c} and neither divides the other; each duration must divide the next one"
+        again = _written(coarser, small // _unit_size(coarser))
+        return f"{f} is longer than {c} but comes before it, as durations are ordered by unit: write it as {again}"
+    if finer.unit is Unit.MONTHS and coarser.unit is Unit.YEARS and 12 % finer.multiple:
+        return (
+            f"{f} does not divide a year (12 months), so {f} buckets would straddle {c} buckets; a month "
+            f"duration listed before years must divide 12" + _examples(finer, 12)
+        )
+    if large % small:
+        return (
+            f"{f} does not divide {c}, so {f} buckets would straddle {c} buckets; each duration must divide "
+            f"the next one" + _examples(finer, large // _unit_size(finer))
+        )
+    return None
 
 
 def validate_query(app: AppSpec, q: RetrievalQuery) -> None:
