@@ -96,6 +96,12 @@ def _validate_aggregation(app: AppSpec, agg: AggregationSpec) -> None:
             raise _fail(f"'{name}' is selected {n} times in aggregation {agg.name}", agg.pos)
     for item in agg.select:
         _validate_item(agg, stream, item)
+    for item in agg.aggregates:  # a quantile sketch outputs <alias>_p50, ...: none may take another's name
+        fn = get(item.function)
+        for name in fn.output_names(item.alias, fn.resolve(item.params)):
+            if name != item.alias and name in outputs:
+                raise _fail(f"'{name}', an output of {item.alias}, is also selected in aggregation {agg.name}",
+                            item.pos)
     if not agg.aggregates:
         msg = f"aggregation {agg.name} has no aggregate function (sum, count, avg, min, max, ...)"
         raise _fail(msg, agg.pos)
@@ -163,6 +169,7 @@ def _validate_item(agg: AggregationSpec, stream: StreamDef, item: object) -> Non
         else:
             arg_type = None
         fn.check_arg(arg_type, where=f"'{item.alias}'")
+        fn.resolve(item.params, where=f"'{item.alias}'")
         return
     if isinstance(item, ExpressionItem):
         _check_plain(item.expr, stream, item.alias)

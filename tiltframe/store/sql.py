@@ -198,8 +198,8 @@ class SqlOps:
     NULL for 0; sketches cannot be read in SQL (``apply``)."""
 
     @staticmethod
-    def div(a: Any, b: Any) -> Any:
-        return sa.cast(a, sa.Double()) / sa.func.nullif(b, 0)
+    def div(a: Any, b: Any) -> Any:  # an inline 0: the merge statements bind row values only
+        return sa.cast(a, sa.Double()) / sa.func.nullif(b, sa.literal_column("0"))
 
     @staticmethod
     def where(cond: Any, a: Any, b: Any) -> Any:
