@@ -76,3 +76,18 @@ def test_views_finalize_statistics_and_leave_sketches_out(tmp_path) -> None:
     engine.dispose()
     assert "sd" in columns and "d" in columns
     assert not any(c.startswith("q") for c in columns)
+
+
+def test_one_quantile_is_one_output_column() -> None:
+    import datasketches as ds
+    import pandas as pd
+
+    from tiltframe.retrieval.merge import PandasOps
+
+    sketch = ds.kll_doubles_sketch(200)
+    for x in (1.0, 2.0, 3.0):
+        sketch.update(x)
+    layout = AggregationLayout.of(tf.load_app(app_text("kll(v, [0.5]) as q")), "A")
+    final = layout.finalized({"q_KLL": pd.Series([sketch.serialize(), None])}, PandasOps())
+    assert list(final) == ["q_p50"]
+    assert list(final["q_p50"]) == [2.0, None]

@@ -108,8 +108,8 @@ class State:
 class AggregateFunction:
     """One aggregate: its states, how they merge, and how they finalize.
 
-    ``finalize(states, ops, settings)`` gives the value (or, for several outputs, a tuple in the order
-    of ``outputs``).  ``combine(a, b, ops)`` merges two partial states of the ``Merge.COMBINE`` kind; the
+    ``finalize(states, ops, settings)`` gives the value (or, for a function with ``outputs``, a tuple in
+    their order).  ``combine(a, b, ops)`` merges two partial states of the ``Merge.COMBINE`` kind; the
     merged state of index i may read the states of index <= i of ``a`` only (MySQL applies the
     assignments of an upsert in order, so the store writes them in reverse).  ``settings(params)``
     checks the constant parameters written after the argument and fills in defaults.

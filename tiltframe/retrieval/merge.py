@@ -124,8 +124,12 @@ def finalize(rows: pd.DataFrame, layout: AggregationLayout) -> pd.DataFrame:
     out = pd.DataFrame({AGG_TIMESTAMP: rows[AGG_TIMESTAMP].astype("int64")})
     for k in layout.keys:
         out[k.name] = rows[k.name]
+    types = layout.output_types
     for alias, value in layout.finalized(rows, PandasOps()).items():
-        out[alias] = np.asarray(value)
+        values = np.asarray(value)
+        if values.dtype == object:  # read from sketches: NULL-able numbers
+            values = pd.array(values, dtype="Int64" if types[alias].is_integral else "Float64")
+        out[alias] = values
     for v in layout.values:
         out[v.name] = rows[v.name]
     out[AGG_EVENT_TIMESTAMP] = rows[AGG_EVENT_TIMESTAMP]

@@ -132,7 +132,7 @@ class AggregationLayout:
                 value = fn.finalize(states, ops, settings)
             except NotImplementedError:
                 continue
-            out.update(zip(names, value if len(names) > 1 else (value,), strict=True))
+            out.update(zip(names, value if fn.outputs is not None else (value,), strict=True))
         return out
 
     @property
