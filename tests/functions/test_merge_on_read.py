@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.functions.test_statistics_oracle import ANCHORS, rollup
+from tests.functions.test_statistics_oracle import ANCHORS, rollup, trades
 from tests.oracle import run_batches
 from tiltframe.retrieval.merge import finalize, merge_rows
 from tiltframe.spec.durations import Granularity, Unit
@@ -39,12 +39,9 @@ def bucket_starts(ts: pd.Series, per: str) -> pd.Series:
 
 @pytest.mark.slow
 def test_rows_of_two_writers_merge_to_the_exact_statistics(spark, tmp_path: Path) -> None:
-    rng = np.random.default_rng(21)
     n = 1200
-    events = pd.DataFrame({
-        "symbol": rng.choice(["IBM", "WSO2"], n), "price": np.round(rng.lognormal(3, 1, n), 2),
-        "quantity": rng.integers(0, 400, n), "ts": ANCHORS[0] + rng.integers(-4_000, 4_000, n)})
-    events["arrival"] = np.arange(n)
+    events = trades(n, 21, lambda rng: np.round(rng.lognormal(3, 1, n), 2), quantities=400, anchor=ANCHORS[0],
+                    spread=4_000)
     # Both halves keep their arrival numbers, so (event time, arrival) orders events across writers.
     halves = [events.iloc[: n // 2], events.iloc[n // 2 :]]
     stored = []

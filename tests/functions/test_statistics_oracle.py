@@ -4,6 +4,7 @@ server stores, whose upserts merge the same states in SQL."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -33,6 +34,17 @@ ANCHORS = [
     pd.Timestamp(t, tz="UTC").value // 1_000_000
     for t in ("2023-12-31 23:59:59", "2024-02-29 23:59:59", "2024-03-31 23:59:30")
 ]
+
+
+def trades(n: int, seed: int, price: Callable[[np.random.Generator], np.ndarray], *, quantities: int,
+           anchor: int, spread: int) -> pd.DataFrame:
+    """``n`` random trades of two symbols within ``spread`` ms of ``anchor``, numbered in arrival order."""
+    rng = np.random.default_rng(seed)
+    events = pd.DataFrame({
+        "symbol": rng.choice(["IBM", "WSO2"], n), "price": price(rng),
+        "quantity": rng.integers(0, quantities, n), "ts": anchor + rng.integers(-spread, spread, n)})
+    events["arrival"] = np.arange(n)
+    return events
 
 
 def rollup(events: pd.DataFrame, per: str) -> pd.DataFrame:
@@ -91,12 +103,8 @@ def test_statistics_equal_the_exact_ones(spark, tmp_path_factory, data, cuts) ->
 def test_stdev_is_stable_on_large_values(spark, tmp_path: Path) -> None:
     """Values near 1e9 with unit spread: sums of squares would lose every digit (1e18 against 1); Chan's
     merge of (count, mean, M2) keeps the population and sample deviations to 1e-6."""
-    rng = np.random.default_rng(7)
-    n = 4000
-    events = pd.DataFrame({
-        "symbol": rng.choice(["IBM", "WSO2"], n), "price": 1e9 + rng.normal(0, 1, n),
-        "quantity": rng.integers(0, 100, n), "ts": ANCHORS[0] + rng.integers(-90_000_000, 90_000_000, n)})
-    events["arrival"] = np.arange(n)
+    events = trades(4000, 7, lambda rng: 1e9 + rng.normal(0, 1, 4000), quantities=100, anchor=ANCHORS[0],
+                    spread=90_000_000)
     app, _ = run_batches(spark, tmp_path, events, [500, 1500, 2000, 3500], APP)
     check(app, tmp_path, events, rtol=1e-6, atol=1e-6)
     days = tf.query(app, 'from TradeAggregation within 0L, 4102444800000L per "years" select symbol, sd',
@@ -109,12 +117,9 @@ def test_stdev_is_stable_on_large_values(spark, tmp_path: Path) -> None:
 def test_server_stores_merge_the_same_states(spark, tmp_path: Path, kind: str) -> None:
     """Many small batches make the upsert merge (Chan's formula and the first/last choice in SQL; MySQL
     applies the assignments in order) on almost every row."""
-    rng = np.random.default_rng(3)
     n = 600
-    events = pd.DataFrame({
-        "symbol": rng.choice(["IBM", "WSO2"], n), "price": np.round(rng.normal(100, 20, n), 2),
-        "quantity": rng.integers(0, 100, n), "ts": ANCHORS[1] + rng.integers(-5_000, 5_000, n)})
-    events["arrival"] = np.arange(n)
+    events = trades(n, 3, lambda rng: np.round(rng.normal(100, 20, n), 2), quantities=100, anchor=ANCHORS[1],
+                    spread=5_000)
     with fresh_database(kind) as url:
         text, _ = app_with_store(APP, url)
         app, _ = run_batches(spark, tmp_path, events, list(range(50, n, 50)), text)

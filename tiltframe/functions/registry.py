@@ -2,17 +2,20 @@
 
 An aggregate is a partial state (one or more columns), a way to build each state column from events, a
 merge rule for two partial states, and a finalize step.  Builds and merges are named *primitives*
-(``sum``, ``min``, ``max``, ...): the Spark engine, the store's upsert and the retrieval merge each
-translate a primitive once (``tiltframe.engine.partials``, ``tiltframe.store.sql``,
-``tiltframe.retrieval.merge``), so the math of a function is written here and only here.
+(``sum``, ``min``, ``max``, earliest/latest event, sketch unions, ...): the Spark engine, the store's
+upsert and the retrieval merge each translate a primitive once (``tiltframe.engine.partials``,
+``tiltframe.store.sql``, ``tiltframe.retrieval.merge``), so the math of a function is written here and
+only here.
 
-Finalize functions use only arithmetic operators and ``ops.div`` (float division), so the same function
-finalizes pandas Series, Spark Columns and SQLAlchemy expressions.
+Finalize and ``combine`` functions (the pairwise merge of states that merge together, such as Chan's
+formula for variance) use only operators and the small ``Ops`` interface, so the same function runs on
+pandas Series, Spark Columns and SQLAlchemy expressions.
 """
 
 from __future__ import annotations
 
 import enum
+import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -402,13 +405,28 @@ def _quantile_outputs(alias: str, settings: Mapping[str, Any]) -> tuple[str, ...
 
 
 def _sketch_quantiles(suffix: str, reader: str) -> Callable[[StateValues, Ops, Mapping[str, Any]], Any]:
+    """One output per quantile, from a single read of each row's sketch."""
+
     def finalize(s: StateValues, ops: Ops, settings: Mapping[str, Any]) -> tuple[Any, ...]:
         from tiltframe.functions import sketches
 
-        read = getattr(sketches, reader)
-        return tuple(ops.apply(lambda b, q=q: read(b, q), s[suffix]) for q in settings["quantiles"])
+        read, qs = getattr(sketches, reader), settings["quantiles"]
+        estimates = ops.apply(lambda b: read(b, qs), s[suffix])
+        return tuple(ops.apply(operator.itemgetter(i), estimates) for i in range(len(qs)))
 
     return finalize
+
+
+def _quantile_sketch(
+    name: str, build: Build, merge: Merge, accuracy: tuple[str, Callable[[Any], Any], Any], **kwargs: Any
+) -> AggregateFunction:
+    """A quantile sketch taking ``(quantiles, <accuracy>)`` with one double output per quantile."""
+    suffix = build.name
+    return AggregateFunction(
+        name, (State(suffix, build, merge, _binary),), _sketch_quantiles(suffix, f"{build.value}_quantiles"),
+        _double, settings=_settings(name, ("quantiles", _quantile_list, DEFAULT_QUANTILES), accuracy),
+        outputs=_quantile_outputs, **kwargs,
+    )
 
 
 def _hll_estimate(s: StateValues, ops: Ops, _: Mapping[str, Any]) -> Any:
@@ -428,24 +446,19 @@ register(
     )
 )
 register(
-    AggregateFunction(
-        "kll", (State("KLL", Build.KLL, Merge.KLL, _binary),), _sketch_quantiles("KLL", "kll_quantile"), _double,
+    _quantile_sketch(
+        "kll", Build.KLL, Merge.KLL, ("k", lambda v: _number(v, "k", 8, 65535, integer=True), 200),
         aliases=("quantiles", "quantiles_approx", "approx_percentile"),
-        settings=_settings("kll", ("quantiles", _quantile_list, DEFAULT_QUANTILES),
-                           ("k", lambda v: _number(v, "k", 8, 65535, integer=True), 200)),
-        outputs=_quantile_outputs,
         doc="Approximate quantiles (EventQL QUANTILES_APPROX) from an Apache DataSketches KLL doubles sketch: "
             "one output per quantile, `<name>_p50` and so on. Rank error: about 1.3% at k = 200 (default), "
             "kept under merges.",
     )
 )
 register(
-    AggregateFunction(
-        "dds", (State("DDS", Build.DDS, Merge.DDS, _binary),), _sketch_quantiles("DDS", "dds_quantile"), _double,
+    _quantile_sketch(
+        "dds", Build.DDS, Merge.DDS,
+        ("relative_accuracy", lambda v: float(_number(v, "relative_accuracy", 1e-6, 0.5)), 0.01),
         aliases=("ddsketch",),
-        settings=_settings("dds", ("quantiles", _quantile_list, DEFAULT_QUANTILES),
-                           ("relative_accuracy", lambda v: float(_number(v, "relative_accuracy", 1e-6, 0.5)), 0.01)),
-        outputs=_quantile_outputs,
         doc="Approximate quantiles with a relative value error (Tremor's dds): a DDSketch, each estimate within "
             "relative_accuracy (default 1%) of the exact quantile; one output per quantile, kept under merges.",
     )

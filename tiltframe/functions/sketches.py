@@ -8,7 +8,7 @@ of buckets it already holds with these functions, and retrieval merges and reads
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import datasketches as ds
 
@@ -57,9 +57,10 @@ def hll_estimate(state: bytes) -> int:
     return round(ds.hll_sketch.deserialize(bytes(state)).get_estimate())
 
 
-def kll_quantile(state: bytes, q: float) -> float:
-    return float(ds.kll_doubles_sketch.deserialize(bytes(state)).get_quantile(q))
+def kll_quantiles(state: bytes, qs: Sequence[float]) -> list[float]:
+    """The estimates of quantiles ``qs``, from one read of the binary."""
+    return [float(v) for v in ds.kll_doubles_sketch.deserialize(bytes(state)).get_quantiles(list(qs))]
 
 
-def dds_quantile(state: bytes, q: float) -> float | None:
-    return ddsketch.quantiles(bytes(state), [q])[0]
+def dds_quantiles(state: bytes, qs: Sequence[float]) -> list[float | None]:
+    return ddsketch.quantiles(bytes(state), qs)

@@ -123,9 +123,10 @@ class AggregationLayout:
         pandas Series, a Spark column or an SQL expression) and the target's ``ops``.  An output the
         target cannot compute (a sketch read in SQL) is left out."""
         out: dict[str, Any] = {}
+        groups = {g[0].item: g for g in self.state_groups}
         for item in self.spec.aggregates:
             fn = get(item.function)
-            states = {s.state.suffix: columns[s.name] for s in self.states if s.item == item}
+            states = {s.state.suffix: columns[s.name] for s in groups[item]}
             settings = self.settings(item)
             names = fn.output_names(item.alias, settings)
             try:
