@@ -1,7 +1,7 @@
-"""The definition language: SiddhiQL text in, validated spec out."""
+"""The definition language: SiddhiQL text (and streaming SQL continuous queries) in, validated spec out."""
 
 from __future__ import annotations
 
-from tiltframe.lang.parser import parse_app, parse_expression, parse_query
+from tiltframe.lang.parser import parse_app, parse_continuous, parse_expression, parse_query
 
-__all__ = ["parse_app", "parse_expression", "parse_query"]
+__all__ = ["parse_app", "parse_continuous", "parse_expression", "parse_query"]

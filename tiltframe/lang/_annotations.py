@@ -1,10 +1,10 @@
-"""Interpret the annotations of ``define aggregation`` into typed fields of the spec.
+"""Interpret the annotations of ``define aggregation`` (and ``define stream``) into typed fields of the spec.
 
 Seeds 000 and 001 list the annotations Siddhi gives meaning to: ``@store``, ``@BufferSize``,
 ``@IgnoreEventsOlderThanBuffer``, ``@purge`` (with a nested ``@retentionPeriod``), ``@retentionPeriod`` and
-``@PartitionById``; ``@timezone`` and ``@allowedLateness`` are ours.  Names are matched case-insensitively,
-as Siddhi does.  Other annotations are only kept raw on the spec, so validation can decide whether to
-refuse them.
+``@PartitionById``; ``@timezone`` and ``@allowedLateness`` are ours, and so is ``@eventTime`` on a stream
+(the attribute continuous queries window by).  Names are matched case-insensitively, as Siddhi does.  Other
+annotations are only kept raw on the spec, so validation can decide whether to refuse them.
 """
 
 from __future__ import annotations
@@ -160,12 +160,21 @@ _HANDLERS: dict[str, Callable[[RawAnnotation, ErrorFactory], dict[str, Any]]] = 
 }
 
 
+_EVENT_TIME = "eventtime"
+
+
 def aggregation_options(annotations: Sequence[RawAnnotation], error: ErrorFactory) -> dict[str, Any]:
     """Keyword arguments of :class:`AggregationSpec` set by the annotations of one definition."""
     options: dict[str, Any] = {}
     seen: dict[str, RawAnnotation] = {}
     for raw in annotations:
         key = raw.annotation.name.lower()
+        if key == _EVENT_TIME:  # it would be ignored here, and the rollups silently cut by arrival time
+            msg = (
+                f"{raw.title} belongs on define stream; "
+                "an aggregation names its event time with 'aggregate by <attribute>'"
+            )
+            raise error(msg, raw.pos)
         handler = _HANDLERS.get(key)
         if handler is None:
             continue
@@ -184,3 +193,49 @@ def refuse_on_stream(annotations: Sequence[RawAnnotation], stream: str, error: E
         if raw.annotation.name.lower() in _HANDLERS:
             msg = f"{raw.title} belongs on a define aggregation, not on define stream {stream}"
             raise error(msg, raw.pos)
+
+
+def stream_options(annotations: Sequence[RawAnnotation], error: ErrorFactory) -> dict[str, Any]:
+    """Keyword arguments of :class:`StreamDef`: ``@eventTime('ts')`` or ``@eventTime(attribute='ts')``."""
+    options: dict[str, Any] = {}
+    for raw in annotations:
+        if raw.annotation.name.lower() != _EVENT_TIME:
+            continue
+        _no_nested(raw, error)
+        if "event_time" in options:
+            raise error(f"annotation {raw.title} is given twice", raw.pos)
+        elements = raw.annotation.elements
+        key, value = elements[0] if len(elements) == 1 else (None, None)
+        if value is None or (key is not None and key.lower() != "attribute") or not value.strip():
+            msg = (
+                f"{raw.title} takes the name of the event-time attribute, "
+                "such as @eventTime('ts') or @eventTime(attribute='ts')"
+            )
+            raise error(msg, raw.pos)
+        options["event_time"] = value.strip()
+    return options
+
+
+def continuous_options(annotations: Sequence[RawAnnotation], error: ErrorFactory) -> dict[str, Any]:
+    """The name of a continuous query from ``@info(name='q')``, as Siddhi names its queries.
+
+    ``@eventTime`` here would be ignored (a query's time column is the stream's, or the window call's), so
+    it is refused; other annotations are kept raw on the query.
+    """
+    options: dict[str, Any] = {}
+    for raw in annotations:
+        key = raw.annotation.name.lower()
+        if key == _EVENT_TIME:
+            msg = (
+                f"{raw.title} belongs on define stream; a continuous query windows by the stream's event time, "
+                "or names its own column as in tumble(stream, ts, 5s)"
+            )
+            raise error(msg, raw.pos)
+        if key == "info" and raw.annotation.get("name") is not None:
+            if "name" in options:
+                raise error(f"annotation {raw.title} is given twice", raw.pos)
+            name = (raw.annotation.get("name") or "").strip()
+            if not name:
+                raise error(f"{raw.title} takes a query name, such as @info(name='cpu_alerts')", raw.pos)
+            options["name"] = name
+    return options

@@ -14,7 +14,8 @@ from lark import Token, Tree
 
 from tiltframe.errors import DefinitionError, unknown
 from tiltframe.functions import registry
-from tiltframe.lang._annotations import RawAnnotation, aggregation_options, refuse_on_stream
+from tiltframe.lang._annotations import RawAnnotation, aggregation_options, refuse_on_stream, stream_options
+from tiltframe.spec.continuous import ContinuousQuery
 from tiltframe.spec.durations import Granularity, unit_named, unit_range
 from tiltframe.spec.expressions import (
     Attr,
@@ -96,6 +97,7 @@ class SpecBuilder:
         streams: list[StreamDef] = []
         aggregations: list[AggregationSpec] = []
         queries: list[RetrievalQuery] = []
+        continuous: list[ContinuousQuery] = []
         for child in _present(_kids(tree)):
             if child.data == "app_annotation":
                 app_annotations.append(self.annotation(child).annotation)
@@ -108,6 +110,8 @@ class SpecBuilder:
             elif body.data == "aggregation_def":
                 aggregations.append(self.aggregation_def(body, annotations))
                 self.known_aggregations.add(aggregations[-1].name)
+            elif body.data == "continuous_query":
+                continuous.append(self.continuous_query(body, annotations))
             else:
                 queries.append(self.query(body, annotations))
         by_name = {a.name.lower(): a for a in app_annotations}
@@ -118,11 +122,22 @@ class SpecBuilder:
             name=by_name["app:name"].get(None) if "app:name" in by_name else None,
             timezone=by_name["app:timezone"].get(None) if "app:timezone" in by_name else None,
             annotations=tuple(app_annotations),
+            continuous=tuple(continuous),
         )
 
     def query_text(self, tree: ParseTree) -> RetrievalQuery:
         *annotations, body = _present(_kids(tree))
         return self.query(body, [self.annotation(a) for a in annotations])
+
+    def continuous_text(self, tree: ParseTree) -> ContinuousQuery:
+        *annotations, body = _present(_kids(tree))
+        return self.continuous_query(body, [self.annotation(a) for a in annotations])
+
+    def continuous_query(self, tree: ParseTree, annotations: list[RawAnnotation]) -> ContinuousQuery:
+        """Hand the captured ``SELECT ...`` text to the SQL grammar, at its place in the whole text."""
+        from tiltframe.lang.sql_parser import build_continuous  # it builds on this module
+
+        return build_continuous(_kids(tree)[0], self.text, annotations)
 
     # --- annotations ------------------------------------------------------------------------------------
 
@@ -155,6 +170,7 @@ class SpecBuilder:
     def stream_def(self, tree: ParseTree, annotations: list[RawAnnotation]) -> StreamDef:
         name, *attribute_defs = _kids(tree)
         refuse_on_stream(annotations, str(name), self.error)
+        options = stream_options(annotations, self.error)
         attributes = []
         for attribute_def in attribute_defs:
             attr_name, type_token = _kids(attribute_def)
@@ -171,7 +187,7 @@ class SpecBuilder:
                 raise self.error(exc.message, type_pos) from None
             attributes.append(Attribute(str(attr_name), attr_type, pos=self.pos(attr_name)))
         return StreamDef(
-            str(name), tuple(attributes), tuple(a.annotation for a in annotations), pos=self.pos(tree)
+            str(name), tuple(attributes), tuple(a.annotation for a in annotations), pos=self.pos(tree), **options
         )
 
     # --- define aggregation -----------------------------------------------------------------------------

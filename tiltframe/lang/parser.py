@@ -1,9 +1,11 @@
-"""Parse SiddhiQL app texts and retrieval queries into the spec model.
+"""Parse SiddhiQL app texts, retrieval queries and continuous queries into the spec model.
 
 The grammar lives in ``grammar.lark`` (LALR, contextual lexer); :mod:`tiltframe.lang._build` turns trees
-into spec dataclasses.  This module owns the translation of lark's exceptions into
-:class:`~tiltframe.errors.DefinitionError`: every message names what was found and what was expected in
-words (never lark terminal names), with the line, column and a caret snippet.
+into spec dataclasses.  A continuous query (``SELECT ...``) is one terminal of that grammar, handed on to
+:mod:`tiltframe.lang.sql_parser`.  This module owns the translation of lark's exceptions into
+:class:`~tiltframe.errors.DefinitionError` for both grammars (a :class:`Vocabulary` each): every message
+names what was found and what was expected in words (never lark terminal names), with the line, column
+and a caret snippet.
 
 Example:
     >>> q = parse_query('from TradeAggregation within "2018-01-** **:**:**" per "days" select *')
@@ -16,20 +18,22 @@ from __future__ import annotations
 import contextlib
 import difflib
 import functools
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from importlib import resources
 
 from lark import Lark, Token, Tree, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 from lark.lark import PostLex
 from lark.lexer import PatternStr
 
-from tiltframe.errors import DefinitionError
+from tiltframe.errors import DefinitionError, NotSupportedYet
 from tiltframe.lang._build import SpecBuilder, snippet
+from tiltframe.spec.continuous import ContinuousQuery
 from tiltframe.spec.expressions import Expr
 from tiltframe.spec.model import AppSpec, RetrievalQuery
 from tiltframe.spec.validate import validate_app
 
-__all__ = ["parse_app", "parse_expression", "parse_query"]
+__all__ = ["parse_app", "parse_continuous", "parse_expression", "parse_query", "parse_sql"]
 
 # Readable names of the grammar's terminals; keyword and punctuation terminals are shown as written.
 _TERMINAL_WORDS = {
@@ -39,13 +43,14 @@ _TERMINAL_WORDS = {
     "ANNOTATION_NAME": "an annotation (@name)",
     "APP_ANNOTATION_NAME": "an app annotation (@app:name)",
     "COMPARATOR": "a comparison ('==', '!=', '<', '<=', '>' or '>=')",
+    "SQL_STATEMENT": "a continuous query (SELECT ...)",
     "$END": "the end of the text",
 }
 _EXPRESSION_START = frozenset({"IDENTIFIER", "STRING", "NUMBER", "LPAR", "LSQB", "MINUS", "NOT", "TRUE", "FALSE"})
 _OPERATORS = frozenset(
     {"PLUS", "MINUS", "STAR", "SLASH", "PERCENT", "COMPARATOR", "AND", "OR", "DOT", "LPAR"}
 )
-_STATEMENT_START = frozenset({"DEFINE", "FROM", "ANNOTATION_NAME"})
+_STATEMENT_START = frozenset({"DEFINE", "FROM", "ANNOTATION_NAME", "SQL_STATEMENT"})
 # What an expression is called in each clause, found from the nearest clause keyword before the error.
 _EXPRESSION_IN_CLAUSE = {
     "SELECT": "a select item (an attribute, a function call or an expression)",
@@ -61,11 +66,11 @@ _NAME_IN_CLAUSE = {
     "FROM": "a stream or aggregation name",
     "JOIN": "a stream or aggregation name",
     "INTO": "a stream name",
+    "STREAM": "an attribute name",
 }
-_CLAUSE_KEYWORDS = frozenset(_EXPRESSION_IN_CLAUSE) | frozenset(_NAME_IN_CLAUSE) | {"STREAM"}
 
 
-class _NamesEverywhere(PostLex):
+class NamesEverywhere(PostLex):
     """Offer IDENTIFIER to the lexer in every parser state.
 
     Keywords are then recognised only as whole words (lark turns an IDENTIFIER spelled like an acceptable
@@ -78,6 +83,57 @@ class _NamesEverywhere(PostLex):
         return stream
 
 
+def _siddhi_name_phrase(clause: str | None, stack: list[object]) -> str | None:
+    """A name inside ``define stream``: an attribute, or after one its type."""
+    top = getattr(stack[-1], "type", None) if stack else None
+    if clause == "STREAM" and top == "IDENTIFIER":
+        return "a type (string, int, long, float, double or bool)"
+    return None
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """How one grammar's terminals and clauses read in error messages.
+
+    The SiddhiQL grammar and the streaming SQL grammar (:mod:`tiltframe.lang.sql_parser`) share the
+    translation of lark's exceptions below; each brings its own words.
+    """
+
+    #: The grammar's (cached) parser: its terminals give the keyword spellings.
+    lark: Callable[[], Lark]
+    terminal_words: Mapping[str, str]
+    expression_start: frozenset[str]
+    operators: frozenset[str]
+    #: Terminals that begin a statement, folded into ``statement_phrase`` when all are expected.
+    statement_start: frozenset[str]
+    statement_phrase: str
+    #: Terminal names (or lower-case words read as names) that begin a statement, and characters that do:
+    #: found where a statement goes on, the ';' before them is missing.
+    statement_words: frozenset[str]
+    expression_in_clause: Mapping[str, str]
+    name_in_clause: Mapping[str, str]
+    #: A better phrase for an expected name in a clause, or None for ``name_in_clause``.
+    name_phrase: Callable[[str | None, list[object]], str | None] = lambda _clause, _stack: None
+    statement_chars: str = ""
+    comparison_hint: str = "compare with '==' (a single '=' only appears in annotations)"
+    #: The message for a name (lower case) that starts a clause this release does not support, given the
+    #: terminals expected there; None for an ordinary syntax error.
+    unsupported: Callable[[str, set[str]], str | None] = lambda _word, _expected: None
+
+    @property
+    def clause_keywords(self) -> frozenset[str]:
+        return frozenset(self.expression_in_clause) | frozenset(self.name_in_clause)
+
+    @functools.cached_property
+    def keywords(self) -> dict[str, str]:
+        """Keyword spelling (lower case) -> terminal name, for words the lexer read as names."""
+        return {
+            t.pattern.value: t.name
+            for t in self.lark().terminals
+            if isinstance(t.pattern, PatternStr) and t.pattern.value.isalpha()
+        }
+
+
 @functools.cache
 def _lark() -> Lark:
     grammar = resources.files("tiltframe.lang").joinpath("grammar.lark").read_text(encoding="utf-8")
@@ -85,11 +141,25 @@ def _lark() -> Lark:
         grammar,
         parser="lalr",
         lexer="contextual",
-        start=["app", "query_text", "expr"],
+        start=["app", "query_text", "continuous_text", "expr"],
         propagate_positions=True,
         maybe_placeholders=True,
-        postlex=_NamesEverywhere(),
+        postlex=NamesEverywhere(),
     )
+
+
+SIDDHI = Vocabulary(
+    lark=_lark,
+    terminal_words=_TERMINAL_WORDS,
+    expression_start=_EXPRESSION_START,
+    operators=_OPERATORS,
+    statement_start=_STATEMENT_START,
+    statement_phrase="a definition or a query ('define ...', 'from ...', 'select ...' or an @annotation before them)",
+    statement_words=frozenset({"DEFINE", "FROM", "ANNOTATION_NAME", "SELECT"}),
+    expression_in_clause=_EXPRESSION_IN_CLAUSE,
+    name_in_clause=_NAME_IN_CLAUSE,
+    name_phrase=_siddhi_name_phrase,
+)
 
 
 def parse_app(text: str) -> AppSpec:
@@ -116,6 +186,38 @@ def parse_query(text: str, *, aggregations: Collection[str] = ()) -> RetrievalQu
     tree = _parse(text, "query_text")
     with _snippets(text):
         return builder.query_text(tree)
+
+
+def parse_continuous(text: str, app: AppSpec) -> ContinuousQuery:
+    """Parse one continuous query (``[@info(name='q')] SELECT ... FROM ... [EMIT ...] [;]``) and validate it
+    against the streams of ``app``, as an app file's statement would be.
+
+    Example:
+        >>> app = parse_app("define stream s (device string, cpu double);")
+        >>> q = parse_continuous("SELECT device, max(cpu) AS top FROM tumble(s, 5s) GROUP BY device", app)
+        >>> q.window.size_ms, q.keys, q.output_names, q.emit.policy.value
+        (5000, ('device',), ('device', 'top'), 'after window close')
+
+    Raises:
+        DefinitionError: a syntax error or an invalid reference, at its line and column.
+    """
+    from tiltframe.spec.validate_continuous import validate_continuous
+
+    builder = SpecBuilder(text)
+    tree = _parse(text, "continuous_text")
+    with _snippets(text):
+        return validate_continuous(app, builder.continuous_text(tree))
+
+
+def parse_sql(text: str) -> ContinuousQuery:
+    """One continuous query as written, before validation: syntax, windows, intervals and EMIT order only.
+
+    For tools that show a query without an app (and for tests); the engine reads only validated queries.
+    """
+    builder = SpecBuilder(text)
+    tree = _parse(text, "continuous_text")
+    with _snippets(text):
+        return builder.continuous_text(tree)
 
 
 def parse_expression(text: str) -> Expr:
@@ -157,7 +259,7 @@ def _parse(text: str, start: str) -> Tree[Token]:
     try:
         return _lark().parse(text, start=start)
     except UnexpectedInput as exc:
-        raise _syntax_error(text, exc) from None
+        raise syntax_error(text, exc, SIDDHI) from None
 
 
 def _positioned(message: str, hint: str, line: int, column: int, text: str) -> DefinitionError:
@@ -173,9 +275,10 @@ def _positioned(message: str, hint: str, line: int, column: int, text: str) -> D
     return error
 
 
-def _syntax_error(text: str, exc: UnexpectedInput) -> DefinitionError:
+def syntax_error(text: str, exc: UnexpectedInput, vocab: Vocabulary) -> DefinitionError:
+    """lark's exception as a DefinitionError in words; ``text`` draws the caret snippet."""
     if isinstance(exc, UnexpectedToken):
-        return _unexpected_token(text, exc)
+        return _unexpected_token(text, exc, vocab)
     line, column = exc.line, exc.column
     if isinstance(exc, UnexpectedCharacters):
         char, offset = exc.char, exc.pos_in_stream or 0
@@ -184,7 +287,9 @@ def _syntax_error(text: str, exc: UnexpectedInput) -> DefinitionError:
             return _positioned("unterminated string", hint, line, column, text)
         if text.startswith("/*", offset):
             return _positioned("unterminated comment", "close it with */", line, column, text)
-        expected = _describe_expected(_expected_of(exc, set(exc.allowed or ())), [])
+        if char in vocab.statement_chars:
+            return _positioned("unexpected '@'", "expected ';' to end the statement before it", line, column, text)
+        expected = _describe_expected(_expected_of(exc, set(exc.allowed or ())), [], vocab)
         return _positioned(f"unexpected character {char!r}", f"expected {expected}", line, column, text)
     return _positioned(
         "unexpected end of the text", "the text stops in the middle of a statement", line, column, text
@@ -202,7 +307,7 @@ def _expected_of(exc: UnexpectedInput, fallback: set[str]) -> set[str]:
         return fallback
 
 
-def _unexpected_token(text: str, exc: UnexpectedToken) -> DefinitionError:
+def _unexpected_token(text: str, exc: UnexpectedToken, vocab: Vocabulary) -> DefinitionError:
     token: Token = exc.token
     if token.type == "SLASH" and text.startswith("/*", token.start_pos or 0):
         return _positioned(
@@ -214,31 +319,25 @@ def _unexpected_token(text: str, exc: UnexpectedToken) -> DefinitionError:
         line, column = token.end_line or exc.line, token.end_column or exc.column
     else:
         line, column = token.line or exc.line, token.column or exc.column
-    kind = _keywords().get(str(token).lower(), token.type) if token.type == "IDENTIFIER" else token.type
-    hint = f"expected {_describe_expected(expected, stack)}"
-    if kind in _STATEMENT_START and "SEMICOLON" in expected:
+    word = str(token).lower()
+    unsupported = vocab.unsupported(word, expected) if token.type == "IDENTIFIER" else None
+    if unsupported:
+        return NotSupportedYet(unsupported, line=line, column=column, snippet=snippet(text, line, column))
+    kind = vocab.keywords.get(word, token.type) if token.type == "IDENTIFIER" else token.type
+    hint = f"expected {_describe_expected(expected, stack, vocab)}"
+    if (kind in vocab.statement_words or word in vocab.statement_words) and "SEMICOLON" in expected:
         hint = "expected ';' to end the statement before it"
     elif str(token) == "=" and "COMPARATOR" in expected:
-        hint = "compare with '==' (a single '=' only appears in annotations)"
+        hint = vocab.comparison_hint
     elif kind == "IDENTIFIER":
-        hint += _did_you_mean(str(token), expected)
+        hint += _did_you_mean(str(token), expected, vocab)
     found = f"'{token}'" if kind != token.type else _describe_found(token)
     return _positioned(f"unexpected {found}", hint, line, column, text)
 
 
-@functools.cache
-def _keywords() -> dict[str, str]:
-    """Keyword spelling (lower case) -> terminal name, for words the lexer read as names."""
-    return {
-        t.pattern.value: t.name
-        for t in _lark().terminals
-        if isinstance(t.pattern, PatternStr) and t.pattern.value.isalpha()
-    }
-
-
-def _did_you_mean(word: str, expected: set[str]) -> str:
+def _did_you_mean(word: str, expected: set[str], vocab: Vocabulary) -> str:
     """Suggest the keyword a misspelt word was probably meant to be (``lmit`` -> ``limit``)."""
-    spellings = [value for value, name in _keywords().items() if name in expected]
+    spellings = [value for value, name in vocab.keywords.items() if name in expected]
     close = difflib.get_close_matches(word.lower(), spellings, n=1, cutoff=0.7)
     return f" — did you mean '{close[0]}'?" if close else ""
 
@@ -252,17 +351,20 @@ def _describe_found(token: Token) -> str:
         return f"string {token}"
     if token.type == "NUMBER":
         return f"number {token}"
+    if token.type == "INTERVAL":
+        return f"interval {token}"
     if token.type in ("ANNOTATION_NAME", "APP_ANNOTATION_NAME"):
         return f"annotation {token}"
     return f"'{token}'"
 
 
-def _clause(stack: Iterable[object]) -> str | None:
+def _clause(stack: Iterable[object], vocab: Vocabulary) -> str | None:
     """The nearest clause keyword on the parser's stack: tells what the missing piece is called."""
     items = list(stack)
+    clauses = vocab.clause_keywords
     for i in range(len(items) - 1, -1, -1):
         item = items[i]
-        if isinstance(item, Token) and item.type in _CLAUSE_KEYWORDS:
+        if isinstance(item, Token) and item.type in clauses:
             before = items[i - 1] if i > 0 else None
             if item.type == "BY" and isinstance(before, Token) and before.type in ("ORDER", "GROUP"):
                 return before.type
@@ -270,30 +372,30 @@ def _clause(stack: Iterable[object]) -> str | None:
     return None
 
 
-def _describe_expected(expected: set[str], stack: list[object]) -> str:
+def _describe_expected(expected: set[str], stack: list[object], vocab: Vocabulary) -> str:
     """Terminal names in words, with expression starts and operators folded into one phrase each."""
     expected = set(expected)  # narrowed below; the caller keeps its own set
-    clause = _clause(stack)
+    clause = _clause(stack, vocab)
     phrases: list[str] = []
     if {"IDENTIFIER", "STRING", "NUMBER"} <= expected:
-        phrases.append(_EXPRESSION_IN_CLAUSE.get(clause or "", "an expression"))
-        expected -= _EXPRESSION_START
+        phrases.append(vocab.expression_in_clause.get(clause or "", "an expression"))
+        expected -= vocab.expression_start
         if "STAR" in expected and clause == "SELECT":
             phrases.append("'*'")
             expected.discard("STAR")
     if {"PLUS", "STAR", "COMPARATOR"} <= expected or {"AND", "OR"} <= expected:
         phrases.append("an operator")
-        expected -= _OPERATORS
-    if expected >= _STATEMENT_START:
-        phrases.append("a definition or a query ('define ...', 'from ...' or an @annotation before them)")
-        expected -= _STATEMENT_START | {"APP_ANNOTATION_NAME"}
+        expected -= vocab.operators
+    if vocab.statement_start and expected >= vocab.statement_start:
+        phrases.append(vocab.statement_phrase)
+        expected -= vocab.statement_start | {"APP_ANNOTATION_NAME"}
     if "IDENTIFIER" in expected:
         expected.discard("IDENTIFIER")
-        phrases.append(_name_phrase(clause, stack))
-    terminals = _lark().get_terminal
+        phrases.append(_name_phrase(clause, stack, vocab))
+    terminals = vocab.lark().get_terminal
     for name in sorted(expected, key=lambda n: (n == "$END", n)):
-        if name in _TERMINAL_WORDS:
-            phrases.append(_TERMINAL_WORDS[name])
+        if name in vocab.terminal_words:
+            phrases.append(vocab.terminal_words[name])
             continue
         try:
             phrases.append(f"'{terminals(name).pattern.value}'")
@@ -304,14 +406,8 @@ def _describe_expected(expected: set[str], stack: list[object]) -> str:
     return phrases[0] if len(phrases) == 1 else f"{', '.join(phrases[:-1])} or {phrases[-1]}"
 
 
-def _name_phrase(clause: str | None, stack: list[object]) -> str:
+def _name_phrase(clause: str | None, stack: list[object], vocab: Vocabulary) -> str:
     top = getattr(stack[-1], "type", None) if stack else None
     if top in ("AS", "STREAM", "AGGREGATION"):
         return "a name"
-    if clause == "STREAM":
-        return (
-            "a type (string, int, long, float, double or bool)"
-            if top == "IDENTIFIER"
-            else "an attribute name"
-        )
-    return _NAME_IN_CLAUSE.get(clause or "", "a name")
+    return vocab.name_phrase(clause, stack) or vocab.name_in_clause.get(clause or "", "a name")

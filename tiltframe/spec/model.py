@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tiltframe.errors import DefinitionError, unknown
 from tiltframe.spec.durations import Granularity
 from tiltframe.spec.expressions import Expr, Pos
+
+if TYPE_CHECKING:  # continuous.py builds on this module's AggregateItem and Annotation
+    from tiltframe.spec.continuous import ContinuousQuery
 
 
 class AttrType(enum.Enum):
@@ -78,11 +81,13 @@ class Attribute:
 
 @dataclass(frozen=True, slots=True)
 class StreamDef:
-    """``define stream Name (attr type, ...)``."""
+    """``define stream Name (attr type, ...)``; ``event_time`` from ``@eventTime('ts')`` is the attribute
+    continuous queries window by when their window call names none."""
 
     name: str
     attributes: tuple[Attribute, ...]
     annotations: tuple[Annotation, ...] = field(default=(), compare=False)
+    event_time: str | None = None
     pos: Pos | None = field(default=None, compare=False, repr=False)
 
     def attribute(self, name: str, pos: Pos | None = None) -> Attribute:
@@ -255,7 +260,11 @@ class RetrievalQuery:
 
 @dataclass(frozen=True, slots=True)
 class AppSpec:
-    """A whole app: definitions in text order.  Built through :func:`tiltframe.spec.validate.validate_app`."""
+    """A whole app: definitions in text order.  Built through :func:`tiltframe.spec.validate.validate_app`.
+
+    ``continuous`` holds the streaming SQL queries (``SELECT ... FROM tumble(...) ... EMIT ...``), filled in
+    by validation (see :class:`~tiltframe.spec.continuous.ContinuousQuery`).
+    """
 
     streams: tuple[StreamDef, ...] = ()
     aggregations: tuple[AggregationSpec, ...] = ()
@@ -263,6 +272,7 @@ class AppSpec:
     name: str | None = None
     timezone: str | None = None
     annotations: tuple[Annotation, ...] = field(default=(), compare=False)
+    continuous: tuple[ContinuousQuery, ...] = ()
 
     def stream(self, name: str, pos: Pos | None = None) -> StreamDef:
         for s in self.streams:
@@ -283,6 +293,13 @@ class AppSpec:
             line=pos.line if pos else None,
             column=pos.column if pos else None,
         )
+
+    def continuous_query(self, name: str) -> ContinuousQuery:
+        """The continuous query named ``name`` (by ``@info(name=...)``), with a 'did you mean' otherwise."""
+        for q in self.continuous:
+            if q.name == name:
+                return q
+        raise DefinitionError(unknown("continuous query", name, [q.name for q in self.continuous if q.name]))
 
     def zone_of(self, agg: AggregationSpec) -> str:
         """The time zone buckets of ``agg`` follow: its own, else the app's, else GMT (seed 001)."""

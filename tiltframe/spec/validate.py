@@ -8,6 +8,7 @@ rather than silently ignoring the annotation.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
 
@@ -26,6 +27,7 @@ from tiltframe.spec.model import (
     StreamDef,
 )
 from tiltframe.spec.retention import Retention
+from tiltframe.spec.validate_continuous import validate_continuous
 from tiltframe.timeutil.zones import resolve_zone
 
 _RESERVED = "AGG_"
@@ -40,7 +42,8 @@ def _fail(message: str, pos: Pos | None) -> DefinitionError:
 
 
 def validate_app(app: AppSpec) -> AppSpec:
-    """Check every reference and type in ``app``; returns it unchanged when valid."""
+    """Check every reference and type in ``app``; returns it when valid, its continuous queries filled in
+    by :func:`~tiltframe.spec.validate_continuous.validate_continuous`."""
     names = Counter([s.name for s in app.streams] + [a.name for a in app.aggregations])
     for name, n in names.items():
         if n > 1:
@@ -54,7 +57,16 @@ def validate_app(app: AppSpec) -> AppSpec:
         _validate_aggregation(app, agg)
     for query in app.queries:
         validate_query(app, query)
-    return app
+    if not app.continuous:
+        return app
+    seen: dict[str, int] = {}
+    for query in app.continuous:
+        if query.name is not None and query.name in seen:
+            msg = f"continuous query name '{query.name}' is given twice (first at line {seen[query.name]})"
+            raise _fail(msg, query.pos)
+        if query.name is not None:
+            seen[query.name] = query.pos.line if query.pos else 0
+    return dataclasses.replace(app, continuous=tuple(validate_continuous(app, q) for q in app.continuous))
 
 
 def _validate_stream(stream: StreamDef) -> None:
@@ -65,6 +77,19 @@ def _validate_stream(stream: StreamDef) -> None:
         seen.add(a.name)
     if not stream.attributes:
         raise _fail(f"stream {stream.name} has no attributes", stream.pos)
+    if stream.event_time is not None:
+        found = [a.pos for a in stream.annotations if a.name.lower() == "eventtime" and a.pos is not None]
+        pos = found[0] if found else stream.pos
+        try:
+            t = stream.attribute(stream.event_time, pos)
+        except DefinitionError as exc:
+            raise _fail(f"@eventTime of stream {stream.name}: {exc.message}", pos) from None
+        if t.type not in (AttrType.LONG, AttrType.STRING):
+            msg = (
+                f"@eventTime of stream {stream.name}: the event-time attribute '{t.name}' must be long (epoch ms) "
+                f"or string ('yyyy-MM-dd HH:mm:ss[ Z]'), got {t.type.value}"
+            )
+            raise _fail(msg, pos)
 
 
 def _validate_aggregation(app: AppSpec, agg: AggregationSpec) -> None:

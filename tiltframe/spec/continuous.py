@@ -1,0 +1,145 @@
+"""Continuous queries (streaming SQL, as in Timeplus): windows, aggregates and EMIT policies.
+
+``SELECT ... FROM tumble(stream, 5s) [WHERE ...] GROUP BY ... [HAVING ...] EMIT ...`` is parsed by
+:mod:`tiltframe.lang.sql_parser` into a :class:`ContinuousQuery` as written; validation
+(:func:`tiltframe.spec.validate_continuous.validate_continuous`) checks every name against the stream,
+resolves the EMIT defaults and splits the select list into the aggregates the engine keeps state for and
+the expressions computed from them, so the engine never re-reads the text.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from tiltframe.spec.expressions import Expr, Pos, output_name
+from tiltframe.spec.model import AggregateItem, Annotation
+
+#: Columns a windowed query may select and group by besides the stream's attributes.
+WINDOW_START = "window_start"
+WINDOW_END = "window_end"
+WINDOW_COLUMNS = (WINDOW_START, WINDOW_END)
+
+
+class WindowKind(enum.Enum):
+    GLOBAL = "global"
+    TUMBLE = "tumble"
+    HOP = "hop"
+    SESSION = "session"
+    #: A tumbling window of N events per group (Tremor's size-based window): ``tumble(s, 100 events)``.
+    COUNT = "count"
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """The source of a query: a whole stream (global aggregation) or a window over it.
+
+    ``time_attribute`` is the event-time attribute named in the window call, else the stream's declared
+    one (``@eventTime``); ``None`` means arrival (processing) time.
+    """
+
+    kind: WindowKind
+    stream: str
+    time_attribute: str | None = None
+    size_ms: int | None = None
+    slide_ms: int | None = None
+    gap_ms: int | None = None
+    max_length_ms: int | None = None
+    count: int | None = None
+    pos: Pos | None = field(default=None, compare=False, repr=False)
+    #: Where each part was written ("stream", "time_attribute", "size", "slide", "gap", "max_length",
+    #: "count"), so validation can point at the part it refuses.
+    positions: tuple[tuple[str, Pos], ...] = field(default=(), compare=False, repr=False)
+
+    @property
+    def is_windowed(self) -> bool:
+        return self.kind is not WindowKind.GLOBAL
+
+    def pos_of(self, part: str) -> Pos | None:
+        """Where ``part`` was written, else the window itself (a spec built in Python has no positions)."""
+        return _pos_of(self.positions, part, self.pos)
+
+
+class EmitPolicy(enum.Enum):
+    AFTER_WINDOW_CLOSE = "after window close"
+    PERIODIC = "periodic"
+    ON_UPDATE = "on update"
+    AFTER_KEY_EXPIRE = "after key expire"
+
+
+@dataclass(frozen=True, slots=True)
+class Emit:
+    """``EMIT [STREAM|CHANGELOG] <policy> ...``; ``policy`` None until validation fills the default
+    (after window close for windows, periodic 2s for global aggregation)."""
+
+    policy: EmitPolicy | None = None
+    changelog: bool = False
+    #: PERIODIC <interval> [REPEAT]
+    interval_ms: int | None = None
+    repeat: bool = False
+    #: ON UPDATE WITH BATCH <interval>
+    batch_ms: int | None = None
+    #: WITH DELAY <interval> [AND TIMEOUT <interval>] (windows)
+    delay_ms: int | None = None
+    timeout_ms: int | None = None
+    #: AFTER KEY EXPIRE [IDENTIFIED BY col] WITH [ONLY] MAXSPAN <interval> [AND TIMEOUT <interval>]
+    identified_by: str | None = None
+    maxspan_ms: int | None = None
+    only: bool = False
+    pos: Pos | None = field(default=None, compare=False, repr=False)
+    #: Where each clause was written ("policy", "interval", "batch", "delay", "timeout", "identified_by",
+    #: "maxspan"), so validation can point at the clause it refuses.
+    positions: tuple[tuple[str, Pos], ...] = field(default=(), compare=False, repr=False)
+
+    def pos_of(self, part: str) -> Pos | None:
+        """Where ``part`` was written, else the EMIT keyword."""
+        return _pos_of(self.positions, part, self.pos)
+
+
+def _pos_of(positions: tuple[tuple[str, Pos], ...], part: str, default: Pos | None) -> Pos | None:
+    return next((pos for name, pos in positions if name == part), default)
+
+
+@dataclass(frozen=True, slots=True)
+class SqlItem:
+    """One select item: an expression over attributes, aggregate calls and window columns."""
+
+    expr: Expr
+    alias: str | None = None
+    pos: Pos | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def output_name(self) -> str:
+        return output_name(self.expr, self.alias)
+
+
+@dataclass(frozen=True, slots=True)
+class ContinuousQuery:
+    """One continuous query.  The fields after ``annotations`` are set by validation:
+
+    - ``keys``: the stream attributes of GROUP BY (window columns left out);
+    - ``aggregates``: each distinct aggregate call as an :class:`AggregateItem` named ``_agg<i>``, its
+      argument an expression over stream attributes;
+    - ``outputs``: (output name, expression) in select order, the expressions over keys, window columns
+      and ``_agg<i>`` only;
+    - ``having``: rewritten the same way, and may also name outputs.
+    """
+
+    stream: str
+    window: Window
+    select: tuple[SqlItem, ...]
+    where: Expr | None = None
+    group_by: tuple[Expr, ...] = ()
+    having: Expr | None = None
+    emit: Emit = Emit()
+    name: str | None = None
+    text: str = field(default="", compare=False, repr=False)
+    annotations: tuple[Annotation, ...] = field(default=(), compare=False)
+    pos: Pos | None = field(default=None, compare=False, repr=False)
+    keys: tuple[str, ...] = ()
+    aggregates: tuple[AggregateItem, ...] = ()
+    outputs: tuple[tuple[str, Expr], ...] = ()
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.outputs)

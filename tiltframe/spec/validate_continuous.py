@@ -1,0 +1,496 @@
+"""Validation of continuous queries: every name checked against the stream, the EMIT defaults resolved,
+and the select list split into the aggregates the engine keeps state for and the expressions over them.
+
+:func:`validate_continuous` fills the fields of :class:`ContinuousQuery` after ``annotations``:
+
+- ``keys``: the GROUP BY stream attributes (``window_start``/``window_end`` there only mean "the window");
+- ``aggregates``: each distinct aggregate call once, as ``AggregateItem(function, arg, "_agg<i>", params)``
+  with the registry's canonical function name and the argument over stream attributes;
+- ``outputs``: ``(name, expression)`` in select order, over keys, window columns and ``_agg<i>`` only.  A
+  function with several outputs (a quantile sketch: ``kll(x, [0.5, 0.99]) AS lat``) must be selected on
+  its own with a name and gives one output each, ``lat_p50`` -> ``Attr("_agg0_p50")``: the registry's
+  ``output_names`` of the output name and of ``_agg<i>``;
+- ``having``: rewritten the same way; an output name in it stands for that output's expression.
+
+Also set: ``window.time_attribute`` (the window call's column, else the stream's ``@eventTime``, else
+None for arrival time; for a global aggregation the stream's), ``emit.policy`` (AFTER WINDOW CLOSE for
+windows, PERIODIC 2s for a global aggregation), ``emit.interval_ms`` of PERIODIC (2s when not written) and
+``emit.identified_by`` of AFTER KEY EXPIRE (the time attribute when not written); qualifiers such as
+``s.device`` are dropped.  Validating a validated query gives it back unchanged (its ``_agg<i>`` names in
+HAVING stand for its aggregates).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from tiltframe.errors import DefinitionError, unknown
+from tiltframe.functions import registry
+from tiltframe.functions.registry import AggregateFunction
+from tiltframe.spec.continuous import (
+    WINDOW_COLUMNS,
+    ContinuousQuery,
+    Emit,
+    EmitPolicy,
+    Window,
+    WindowKind,
+)
+from tiltframe.spec.expressions import (
+    Attr,
+    Binary,
+    Call,
+    Expr,
+    ListLiteral,
+    Literal,
+    Pos,
+    Unary,
+    constant_value,
+)
+from tiltframe.spec.model import AggregateItem, AppSpec, AttrType, StreamDef
+
+__all__ = ["DEFAULT_PERIODIC_MS", "SQL_FUNCTION_ALIASES", "aggregate_function", "validate_continuous"]
+
+#: Global aggregations emit every 2 seconds unless told otherwise (seed 003).
+DEFAULT_PERIODIC_MS = 2_000
+
+#: Timeplus names of aggregates that the registry knows by another name (the registry already takes
+#: stddev_pop, stddev_samp, var_pop and var_samp).
+SQL_FUNCTION_ALIASES = {
+    "earliest": "first",
+    "latest": "last",
+    "uniq": "distinctCount",
+}
+
+_AGG_NAME = re.compile(r"_agg([0-9]+)(_.*)?")
+_POLICY_WORDS = {
+    EmitPolicy.AFTER_WINDOW_CLOSE: "AFTER WINDOW CLOSE",
+    EmitPolicy.PERIODIC: "PERIODIC",
+    EmitPolicy.ON_UPDATE: "ON UPDATE",
+    EmitPolicy.AFTER_KEY_EXPIRE: "AFTER KEY EXPIRE",
+}
+
+
+def _fail(message: str, pos: Pos | None) -> DefinitionError:
+    return DefinitionError(message, line=pos.line if pos else None, column=pos.column if pos else None)
+
+
+def aggregate_function(name: str) -> AggregateFunction | None:
+    """The registry's function for a SQL name (case-insensitive, Timeplus aliases included), else None."""
+    canonical = SQL_FUNCTION_ALIASES.get(name.lower(), name)
+    return registry.get(canonical) if registry.is_aggregate(canonical) else None
+
+
+def _function_names() -> list[str]:
+    return [*registry.names(), *SQL_FUNCTION_ALIASES]
+
+
+def validate_continuous(app: AppSpec, query: ContinuousQuery) -> ContinuousQuery:
+    """Check ``query`` against the streams of ``app`` and fill in what the engine reads (module docstring).
+
+    Raises:
+        DefinitionError: at the line and column of the offending token, with a suggestion where one helps.
+    """
+    try:
+        stream = app.stream(query.stream, query.window.pos_of("stream"))
+    except DefinitionError as exc:
+        raise _fail(f"continuous query reads from {exc.message}", query.window.pos_of("stream")) from None
+    window = _window(query.window, stream)
+    return _Checker(query, stream, window).run()
+
+
+def _time_column(stream: StreamDef, name: str, pos: Pos | None, what: str) -> None:
+    """An attribute that orders events in time: it exists and is a long (epoch ms) or a string."""
+    attribute = stream.attribute(name, pos)
+    if attribute.type not in (AttrType.LONG, AttrType.STRING):
+        msg = (
+            f"{what} '{name}' must be long (epoch ms) or string ('yyyy-MM-dd HH:mm:ss[ Z]'), got {attribute.type.value}"
+        )
+        raise _fail(msg, pos)
+
+
+def _window(window: Window, stream: StreamDef) -> Window:
+    """Sizes checked and the time attribute resolved."""
+    if window.time_attribute is not None:
+        _time_column(stream, window.time_attribute, window.pos_of("time_attribute"), "the time column")
+        time_attribute: str | None = window.time_attribute
+    else:
+        time_attribute = stream.event_time
+    kind = window.kind
+    needed = {
+        WindowKind.GLOBAL: (),
+        WindowKind.TUMBLE: ("size",),
+        WindowKind.HOP: ("slide", "size"),
+        WindowKind.SESSION: ("gap",),
+        WindowKind.COUNT: ("count",),
+    }[kind]
+    for part in ("size", "slide", "gap", "max_length", "count"):
+        value = getattr(window, part if part == "count" else f"{part}_ms")
+        if value is None:
+            if part in needed:
+                raise _fail(f"a {kind.value} window needs its {part.replace('_', ' ')}", window.pos)
+            continue
+        if part not in needed and not (part == "max_length" and kind is WindowKind.SESSION):
+            msg = f"a {kind.value} window takes no {part.replace('_', ' ')}"
+            raise _fail(msg, window.pos_of(part))
+        if value <= 0:
+            raise _fail(f"the {part.replace('_', ' ')} of a window must be greater than 0", window.pos_of(part))
+    if kind is WindowKind.SESSION and window.max_length_ms is not None:
+        assert window.gap_ms is not None
+        if window.max_length_ms <= window.gap_ms:
+            msg = (
+                f"the max length of a session ({_ms(window.max_length_ms)}) must be longer than its gap "
+                f"({_ms(window.gap_ms)})"
+            )
+            raise _fail(msg, window.pos_of("max_length"))
+    return dataclasses.replace(window, time_attribute=time_attribute)
+
+
+def _ms(value: int) -> str:
+    """An interval the way it is written: 500ms, 5s, 2m, 1h, 1d."""
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000)):
+        if value % size == 0:
+            return f"{value // size}{unit}"
+    return f"{value}ms"
+
+
+class _Checker:
+    """The state of one validation: the aggregates found so far and the output expressions."""
+
+    def __init__(self, query: ContinuousQuery, stream: StreamDef, window: Window) -> None:
+        self.query = query
+        self.stream = stream
+        self.window = window
+        self.aggregates: list[AggregateItem] = []
+        self.outputs: dict[str, Expr] = {}
+        self.keys: tuple[str, ...] = ()
+
+    # --- the whole query ----------------------------------------------------------------------------------
+
+    def run(self) -> ContinuousQuery:
+        q = self.query
+        where = None
+        if q.where is not None:
+            where = self.plain(q.where, "WHERE", "filters events before they are aggregated: use HAVING")
+            self.condition(where, "WHERE")
+        self.keys = self.group_by()
+        output_pos: dict[str, Pos | None] = {}
+        for item in q.select:
+            name = item.output_name
+            if _AGG_NAME.fullmatch(name):
+                raise _fail(f"'{name}' is a name tiltframe keeps for its aggregates; choose another", item.pos)
+            expansions = self.select_item(item.expr, name, item.alias, item.pos)
+            for out_name, expr in expansions:
+                if out_name in self.outputs:
+                    msg = f"output column '{out_name}' is selected twice; give one of them another name with AS"
+                    raise _fail(msg, item.pos)
+                self.outputs[out_name] = expr
+                output_pos[out_name] = item.pos
+        having = self.grouped(q.having, "HAVING", outputs=True) if q.having is not None else None
+        if not self.aggregates and not self.window.is_windowed:
+            msg = (
+                "a continuous query needs an aggregate function (count, sum, avg, min, max, ...) or a window "
+                f"(tumble, hop or session); this one only selects columns of {self.stream.name}"
+            )
+            raise _fail(msg, q.pos)
+        return dataclasses.replace(
+            q,
+            window=self.window,
+            where=where,
+            emit=self.emit(q.emit),
+            keys=self.keys,
+            aggregates=tuple(self.aggregates),
+            outputs=tuple(self.outputs.items()),
+            having=having,
+        )
+
+    def group_by(self) -> tuple[str, ...]:
+        keys: list[str] = []
+        seen: set[str] = set()
+        for expr in self.query.group_by:
+            if not isinstance(expr, Attr):
+                msg = (
+                    f"GROUP BY takes columns (stream attributes, window_start or window_end), got '{expr}'; "
+                    "grouping by an expression is not supported yet"
+                )
+                raise _fail(msg, expr.pos)
+            self.qualifier(expr)
+            if expr.name in seen:
+                raise _fail(f"column '{expr.name}' is listed twice in GROUP BY", expr.pos)
+            seen.add(expr.name)
+            if self.window_column(expr):
+                continue
+            self.attribute(expr)
+            keys.append(expr.name)
+        return tuple(keys)
+
+    # --- select items and HAVING --------------------------------------------------------------------------
+
+    def select_item(self, expr: Expr, name: str, alias: str | None, pos: Pos | None) -> list[tuple[str, Expr]]:
+        """The outputs of one item: one, or one per output of a multi-output aggregate."""
+        if isinstance(expr, Call) and (fn := aggregate_function(expr.name)) is not None and fn.outputs is not None:
+            if alias is None:
+                written = f"{expr.name}(...)"
+                msg = f"{written} gives one column per quantile: name it, such as {written} AS latency"
+                raise _fail(msg, pos)
+            agg = self.aggregate(expr, "SELECT")
+            settings = fn.resolve(agg.params)
+            return [
+                (out, Attr(state))
+                for out, state in zip(
+                    fn.output_names(alias, settings), fn.output_names(agg.alias, settings), strict=True
+                )
+            ]
+        return [(name, self.grouped(expr, "SELECT", outputs=False))]
+
+    def grouped(self, expr: Expr, clause: str, *, outputs: bool) -> Expr:
+        """An expression over aggregates, keys and window columns (and output names in HAVING)."""
+        if isinstance(expr, Attr):
+            return self.grouped_column(expr, clause, outputs=outputs)
+        if isinstance(expr, Call):
+            fn = aggregate_function(expr.name)
+            if fn is None:
+                raise self.unknown_function(expr)
+            if fn.outputs is not None:
+                msg = (
+                    f"{expr.name}() gives one column per quantile and cannot be part of an expression: select it "
+                    f"on its own, such as {expr.name}(...) AS latency, and use latency_p99 in HAVING"
+                )
+                raise _fail(msg, expr.pos)
+            return Attr(self.aggregate(expr, clause).alias, pos=expr.pos)
+        return self.map_children(expr, lambda e: self.grouped(e, clause, outputs=outputs))
+
+    def grouped_column(self, attr: Attr, clause: str, *, outputs: bool) -> Expr:
+        self.qualifier(attr)
+        if outputs and attr.qualifier is None and attr.name in self.outputs:
+            return self.outputs[attr.name]
+        if outputs and (found := _AGG_NAME.fullmatch(attr.name)) and int(found.group(1)) < len(self.query.aggregates):
+            # A validated query's HAVING, validated again: its _agg<i> stand for its own aggregates.
+            old = self.query.aggregates[int(found.group(1))]
+            args = (old.arg,) if old.arg is not None else ()
+            call = Call(old.function, args + tuple(_literal(p) for p in old.params), pos=attr.pos)
+            return Attr(self.aggregate(call, clause).alias + (found.group(2) or ""), pos=attr.pos)
+        if self.window_column(attr):
+            return Attr(attr.name, pos=attr.pos)
+        if attr.name in self.keys:
+            return Attr(attr.name, pos=attr.pos)
+        if self.stream.has(attr.name):
+            msg = (
+                f"column '{attr.name}' in {clause} is neither in GROUP BY nor inside an aggregate function: "
+                f"add it to GROUP BY or aggregate it, such as max({attr.name})"
+            )
+            raise _fail(msg, attr.pos)
+        raise self.unknown_column(attr, extra=self.outputs if outputs else ())
+
+    def aggregate(self, call: Call, clause: str) -> AggregateItem:
+        """The ``_agg<i>`` item of an aggregate call: checked, its constants read, shared with identical calls."""
+        fn = aggregate_function(call.name)
+        assert fn is not None
+        written = f"{call.name}()"
+        if fn.takes_arg and not call.args:
+            raise _fail(f"{written} needs an argument, such as {call.name}(<column>)", call.pos)
+        arg = self.plain(call.args[0], f"the argument of {written}", "") if call.args else None
+        params = tuple(self.constant(a) for a in call.args[1:])
+        try:
+            fn.resolve(params)
+        except DefinitionError as exc:
+            raise _fail(exc.message, call.args[1].pos if len(call.args) > 1 else call.pos) from None
+        if arg is not None:
+            from tiltframe.store.layout import expression_type  # the store builds on the spec
+
+            try:
+                fn.check_arg(expression_type(arg, self.stream), where=clause)
+            except DefinitionError as exc:
+                raise _fail(exc.message, _exc_pos(exc) or call.pos) from None
+        for item in self.aggregates:
+            if (item.function, item.arg, item.params) == (fn.name, arg, params):
+                return item
+        item = AggregateItem(fn.name, arg, f"_agg{len(self.aggregates)}", pos=call.pos, params=params)
+        self.aggregates.append(item)
+        return item
+
+    def constant(self, expr: Expr) -> Any:
+        try:
+            return constant_value(expr)
+        except DefinitionError as exc:
+            raise _fail(exc.message, expr.pos) from None
+
+    # --- expressions over stream attributes (WHERE, aggregate arguments) -----------------------------------
+
+    def plain(self, expr: Expr, where: str, aggregate_hint: str) -> Expr:
+        """An expression over stream attributes only: no window column, no aggregate; qualifiers dropped."""
+        if isinstance(expr, Attr):
+            self.qualifier(expr)
+            if self.window_column(expr):  # refuses it in a global aggregation
+                msg = f"{expr.name} is only known once events are in windows; it cannot be used in {where}"
+                raise _fail(msg, expr.pos)
+            self.attribute(expr)
+            return Attr(expr.name, pos=expr.pos)
+        if isinstance(expr, Call):
+            if aggregate_function(expr.name) is None:
+                raise self.unknown_function(expr)
+            inside = f"inside {where}" if where.startswith("the argument") else f"in {where}"
+            msg = f"aggregate {expr.name}() cannot be used {inside}"
+            raise _fail(f"{msg}, which {aggregate_hint}" if aggregate_hint else msg, expr.pos)
+        return self.map_children(expr, lambda e: self.plain(e, where, aggregate_hint))
+
+    def condition(self, expr: Expr, clause: str) -> None:
+        """A true/false expression whose arithmetic is typed (comparisons do not type their operands)."""
+        from tiltframe.store.layout import expression_type  # the store builds on the spec
+
+        def typed(e: Expr) -> AttrType:
+            if isinstance(e, Binary):
+                typed(e.left), typed(e.right)
+            elif isinstance(e, Unary):
+                typed(e.operand)
+            return expression_type(e, self.stream)
+
+        found = typed(expr)
+        if found is not AttrType.BOOL:
+            msg = f"{clause} needs a condition (true or false), such as cpu_usage > 99; got a {found.value} expression"
+            raise _fail(msg, expr.pos)
+
+    @staticmethod
+    def map_children(expr: Expr, fn: Callable[[Expr], Expr]) -> Expr:
+        if isinstance(expr, Unary):
+            return Unary(expr.op, fn(expr.operand), pos=expr.pos)
+        if isinstance(expr, Binary):
+            return Binary(expr.op, fn(expr.left), fn(expr.right), pos=expr.pos)
+        if isinstance(expr, ListLiteral):
+            msg = f"a list such as {expr} is only a constant of an aggregate function (kll(x, [0.5, 0.99]))"
+            raise _fail(msg, expr.pos)
+        return expr  # Literal
+
+    # --- names ----------------------------------------------------------------------------------------------
+
+    def qualifier(self, attr: Attr) -> None:
+        if attr.qualifier is not None and attr.qualifier != self.stream.name:
+            msg = f"'{attr}' names {attr.qualifier}, but the query reads stream {self.stream.name}"
+            raise _fail(msg, attr.pos)
+
+    def window_column(self, attr: Attr) -> bool:
+        """True for window_start/window_end of a windowed query (unless the stream has such an attribute)."""
+        if attr.name not in WINDOW_COLUMNS or self.stream.has(attr.name):
+            return False
+        if not self.window.is_windowed:
+            msg = (
+                f"{attr.name} exists only in windowed queries: read FROM tumble({self.stream.name}, 5s), "
+                f"hop(...) or session(...)"
+            )
+            raise _fail(msg, attr.pos)
+        return True
+
+    def attribute(self, attr: Attr) -> None:
+        if not self.stream.has(attr.name):
+            raise self.unknown_column(attr)
+
+    def unknown_column(self, attr: Attr, extra: Iterable[str] = ()) -> DefinitionError:
+        choices = [a.name for a in self.stream.attributes]
+        if self.window.is_windowed:
+            choices += WINDOW_COLUMNS
+        return _fail(unknown("column", attr.name, [*choices, *extra]), attr.pos)
+
+    @staticmethod
+    def unknown_function(call: Call) -> DefinitionError:
+        return _fail(unknown("function", call.name, _function_names()), call.pos)
+
+    # --- EMIT ------------------------------------------------------------------------------------------------
+
+    def emit(self, emit: Emit) -> Emit:
+        """The policy's defaults and the seed's rules for which policies and options fit which queries."""
+        windowed, policy = self.window.is_windowed, emit.policy
+        if policy is None:
+            policy = EmitPolicy.AFTER_WINDOW_CLOSE if windowed else EmitPolicy.PERIODIC
+        word = _POLICY_WORDS[policy]
+        self.emit_fields(emit, policy)
+        for part, value in (
+            ("interval", emit.interval_ms),
+            ("batch", emit.batch_ms),
+            ("delay", emit.delay_ms),
+            ("timeout", emit.timeout_ms),
+            ("maxspan", emit.maxspan_ms),
+        ):
+            if value is not None and value <= 0:
+                raise _fail(f"an EMIT interval must be greater than 0, got {value}ms", emit.pos_of(part))
+        changes: dict[str, Any] = {"policy": policy}
+        if policy is EmitPolicy.PERIODIC and emit.interval_ms is None:
+            changes["interval_ms"] = DEFAULT_PERIODIC_MS
+        if not windowed:
+            if policy is EmitPolicy.AFTER_WINDOW_CLOSE:
+                msg = (
+                    f"EMIT AFTER WINDOW CLOSE needs a time window (tumble, hop or session); a global aggregation "
+                    f"of {self.stream.name} emits PERIODIC <interval>, ON UPDATE or AFTER KEY EXPIRE"
+                )
+                raise _fail(msg, emit.pos_of("policy"))
+            late = "delay" if emit.delay_ms is not None else None
+            if late is None and emit.timeout_ms is not None and policy is not EmitPolicy.AFTER_KEY_EXPIRE:
+                late = "timeout"
+            if late is not None:
+                msg = (
+                    "WITH DELAY and AND TIMEOUT only can be applied to time-window based aggregations "
+                    f"(tumble, hop or session), not to a global aggregation of {self.stream.name}"
+                )
+                raise _fail(msg, emit.pos_of(late))
+        elif policy is EmitPolicy.AFTER_KEY_EXPIRE:
+            msg = (
+                "EMIT AFTER KEY EXPIRE applies to a global aggregation grouped by a key (FROM a stream, "
+                f"GROUP BY trace_id), not to a {self.window.kind.value} window"
+            )
+            raise _fail(msg, emit.pos_of("policy"))
+        if self.window.kind is WindowKind.COUNT and emit.delay_ms is not None:
+            msg = (
+                "a window of N events closes on its Nth event, so WITH DELAY has nothing to wait for; "
+                "AND TIMEOUT closes a window that stays unfinished"
+            )
+            raise _fail(msg, emit.pos_of("delay"))
+        if policy is EmitPolicy.AFTER_KEY_EXPIRE:
+            changes.update(self.key_expire(emit, word))
+        return dataclasses.replace(emit, **changes)
+
+    def emit_fields(self, emit: Emit, policy: EmitPolicy) -> None:
+        """Options of one policy given with another (only a spec built in Python can do that)."""
+        owners = {
+            "interval_ms": EmitPolicy.PERIODIC,
+            "repeat": EmitPolicy.PERIODIC,
+            "batch_ms": EmitPolicy.ON_UPDATE,
+            "identified_by": EmitPolicy.AFTER_KEY_EXPIRE,
+            "maxspan_ms": EmitPolicy.AFTER_KEY_EXPIRE,
+            "only": EmitPolicy.AFTER_KEY_EXPIRE,
+        }
+        for name, owner in owners.items():
+            if getattr(emit, name) not in (None, False) and owner is not policy:
+                msg = f"EMIT option {name} belongs to {_POLICY_WORDS[owner]}, not to {_POLICY_WORDS[policy]}"
+                raise _fail(msg, emit.pos)
+
+    def key_expire(self, emit: Emit, word: str) -> dict[str, Any]:
+        if not self.keys:
+            msg = f"EMIT {word} needs GROUP BY a key (such as a trace id): it emits each key's row when the key expires"
+            raise _fail(msg, emit.pos_of("policy"))
+        if emit.maxspan_ms is None:
+            raise _fail(f"EMIT {word} needs WITH MAXSPAN <interval>, such as WITH MAXSPAN 500ms", emit.pos_of("policy"))
+        column = emit.identified_by or self.window.time_attribute
+        if column is None:
+            msg = (
+                f"EMIT {word} measures each key's span by a time column: write IDENTIFIED BY <column>, or declare "
+                f"@eventTime('<column>') on stream {self.stream.name}"
+            )
+            raise _fail(msg, emit.pos_of("policy"))
+        pos = emit.pos_of("identified_by")
+        if not self.stream.has(column):
+            raise _fail(unknown("column", column, [a.name for a in self.stream.attributes]), pos)
+        _time_column(self.stream, column, pos, "IDENTIFIED BY")
+        return {"identified_by": column}
+
+
+def _exc_pos(exc: DefinitionError) -> Pos | None:
+    return Pos(exc.line, exc.column) if exc.line is not None and exc.column is not None else None
+
+
+def _literal(value: Any) -> Expr:
+    """A constant parameter back as an expression (re-validation of a validated query)."""
+    if isinstance(value, tuple):
+        return ListLiteral(tuple(_literal(v) for v in value))
+    kind = {bool: "bool", int: "long", float: "double", str: "string"}.get(type(value), "string")
+    return Literal(value, kind)
