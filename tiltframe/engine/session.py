@@ -8,6 +8,7 @@ so a caller's session setting is left alone.
 from __future__ import annotations
 
 import os
+import sys
 
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
@@ -20,6 +21,9 @@ DEFAULT_CONF = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.adaptive.enabled": "true",
     "spark.sql.streaming.stopGracefullyOnShutdown": "true",
+    # transformWithStateInPandas (continuous queries) needs the RocksDB state store.
+    "spark.sql.streaming.stateStore.providerClass":
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
 }
 
 
@@ -27,6 +31,8 @@ def get_session(master: str | None = None, *, app_name: str = "tiltframe") -> Sp
     """The active session if there is one, else a new one (``local[*]`` unless ``master`` says)."""
     # Local sessions stay on loopback instead of whatever the host name resolves to.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Python workers run in this interpreter's environment (stateful processors need its packages).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     active = SparkSession.getActiveSession()
     if active is not None and master is None:
         return active

@@ -57,7 +57,9 @@ from typing import Any
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-__all__ = ["DEFAULT_RELATIVE_ACCURACY", "ZERO_THRESHOLD", "build", "count", "merge", "merge_agg", "quantiles"]
+__all__ = [
+    "DEFAULT_RELATIVE_ACCURACY", "ZERO_THRESHOLD", "build", "build_values", "count", "merge", "merge_agg", "quantiles",
+]
 
 #: The relative accuracy used when a definition does not name one (1%).
 DEFAULT_RELATIVE_ACCURACY: float = 0.01
@@ -248,6 +250,26 @@ def _dump(st: _State) -> bytes:
 
     obj = {"alpha": st.alpha, "zero": st.zero, "pos": store(st.pos), "neg": store(st.neg)}
     return json.dumps(obj, separators=(",", ":")).encode("utf-8")
+
+
+def build_values(values: Any, relative_accuracy: float) -> bytes | None:
+    """The state of ``values`` (an array of numbers) built in Python with numpy: the same bins and
+    format as :func:`build`, for engines that aggregate outside Spark's SQL (continuous queries)."""
+    import numpy as np
+
+    alpha = _check_alpha(relative_accuracy)
+    ln_gamma = math.log(_gamma(alpha))
+    x = np.asarray(values, dtype="float64")
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return None
+
+    def bins(v: Any) -> dict[int, int]:
+        idx, counts = np.unique(np.ceil(np.log(v) / ln_gamma).astype("int64"), return_counts=True)
+        return {int(i): int(c) for i, c in zip(idx, counts, strict=True)}
+
+    zero = int(np.count_nonzero(np.abs(x) < ZERO_THRESHOLD))
+    return _dump(_State(alpha, zero, bins(x[x >= ZERO_THRESHOLD]), bins(-x[x <= -ZERO_THRESHOLD])))
 
 
 def merge(a: bytes | None, b: bytes | None) -> bytes | None:

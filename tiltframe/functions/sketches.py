@@ -8,9 +8,11 @@ of buckets it already holds with these functions, and retrieval merges and reads
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import datasketches as ds
+import numpy as np
 
 from tiltframe.functions import ddsketch
 from tiltframe.functions.registry import Merge
@@ -49,6 +51,27 @@ MERGE: dict[Merge, Callable[[Binary, Binary], Binary]] = {
     Merge.HLL: _either(_merge_hll),
     Merge.KLL: _either(_merge_kll),
     Merge.DDS: ddsketch.merge,
+}
+
+
+def _build_hll(values: Any, settings: Mapping[str, Any]) -> Binary:
+    sketch = ds.hll_sketch(settings["lg_k"], ds.tgt_hll_type.HLL_8)
+    for v in values:  # the binding takes one value per call: ints hash as longs, anything else as text
+        sketch.update(int(v) if isinstance(v, int | np.integer) else str(v))
+    return None if sketch.is_empty() else sketch.serialize_updatable()
+
+
+def _build_kll(values: Any, settings: Mapping[str, Any]) -> Binary:
+    sketch = ds.kll_doubles_sketch(settings["k"])
+    sketch.update(np.asarray(values, dtype="float64"))
+    return None if sketch.is_empty() else sketch.serialize()
+
+
+#: The Python build of each sketch kind from the non-null values of one group, with the item's settings.
+BUILD: dict[Merge, Callable[[Any, Mapping[str, Any]], Binary]] = {
+    Merge.HLL: _build_hll,
+    Merge.KLL: _build_kll,
+    Merge.DDS: lambda values, settings: ddsketch.build_values(values, settings["relative_accuracy"]),
 }
 
 

@@ -32,14 +32,17 @@ _OPS = {
 }
 
 
-def is_request_attr(attr: Attr, query: RetrievalQuery) -> bool:
-    return bool(query.request_stream) and attr.qualifier in (query.request_alias, query.request_stream)
+def is_request_attr(attr: Attr, query: RetrievalQuery | None) -> bool:
+    if query is None or not query.request_stream:
+        return False
+    return attr.qualifier in (query.request_alias, query.request_stream)
 
 
 def evaluate(
-    expr: Expr, frame: pd.DataFrame, query: RetrievalQuery, request: Mapping[str, Any] | None = None
+    expr: Expr, frame: pd.DataFrame, query: RetrievalQuery | None, request: Mapping[str, Any] | None = None
 ) -> Any:
-    """A Series aligned with ``frame`` (or a scalar when ``expr`` uses no aggregation column)."""
+    """A Series aligned with ``frame`` (or a scalar when ``expr`` uses no aggregation column).  Without a
+    ``query`` (continuous queries) every attribute is a column of ``frame``."""
     if isinstance(expr, Attr):
         if is_request_attr(expr, query):
             if request is None or expr.name not in request:

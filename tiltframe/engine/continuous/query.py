@@ -1,0 +1,297 @@
+"""Run one continuous query on Spark Structured Streaming.
+
+The plan: typed events (rejections kept) -> WHERE -> group keys and aggregate arguments as columns, in
+Spark -> union with the clock's ticks -> ``groupBy(bucket).transformWithStateInPandas`` (``processor.py``)
+-> ``foreachBatch``: emitted rows to the sink, late and rejected events to the record, the greatest event
+time back into the clock.
+
+A bounded run (``follow=False``) freezes processing time at its start and runs until the input and the
+watermark's consequences are processed; a follow run moves the clock with wall time.  Tests drive the
+clock by hand (:meth:`ContinuousRun.advance`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.streaming import StreamingQuery
+
+from tiltframe.engine.continuous.clock import clock_stream, write_clock
+from tiltframe.engine.continuous.processor import (
+    CHANGELOG_DELTA,
+    DELTA,
+    EMITTED_AT,
+    KIND,
+    MAX_TS,
+    NOW,
+    OUT_KIND,
+    RAW,
+    REASON,
+    ContinuousProcessor,
+    ProcessorConfig,
+)
+from tiltframe.engine.continuous.states import TS, arg_column, layout_for, output_types
+from tiltframe.engine.events import EVENT_TS, SPARK_TYPES, type_events
+from tiltframe.engine.events import RAW as TYPED_RAW
+from tiltframe.engine.events import REASON as TYPED_REASON
+from tiltframe.engine.expressions import to_column
+from tiltframe.engine.sinks import JsonLinesSink, Sink
+from tiltframe.errors import NotSupportedYet
+from tiltframe.spec.continuous import WINDOW_COLUMNS, ContinuousQuery, EmitPolicy, WindowKind
+from tiltframe.spec.expressions import Attr, attributes_of
+from tiltframe.spec.model import AppSpec, AttrType
+
+BUCKET = "tf_bucket"
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+_PANDAS_DTYPES = {
+    AttrType.INT: "Int32",
+    AttrType.LONG: "Int64",
+    AttrType.FLOAT: "float32",
+    AttrType.DOUBLE: "float64",
+    AttrType.BOOL: "boolean",
+    AttrType.STRING: "object",
+    AttrType.BINARY: "object",
+}
+
+
+@dataclass
+class ContinuousTotals:
+    """What a continuous query did: rows emitted, events late and events rejected (bad values)."""
+
+    rows_emitted: int = 0
+    events_late: int = 0
+    events_rejected: int = 0
+    batches: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+
+def check_supported(query: ContinuousQuery) -> None:
+    """Refuse, before Spark starts, what the engine does not run yet."""
+    what = None
+    if query.window.kind in (WindowKind.SESSION, WindowKind.COUNT):
+        what = f"{query.window.kind.value} windows"
+    elif query.emit.policy is EmitPolicy.AFTER_KEY_EXPIRE:
+        what = "EMIT AFTER KEY EXPIRE"
+    if what is not None:
+        pos = query.window.pos if query.window.kind in (WindowKind.SESSION, WindowKind.COUNT) else query.emit.pos
+        raise NotSupportedYet(
+            f"continuous query {query.name or ''}: {what} are not supported yet".replace("  ", " "),
+            line=pos.line if pos else None,
+            column=pos.column if pos else None,
+        )
+
+
+def query_id(app: AppSpec, query: ContinuousQuery) -> str:
+    """Stable name of a query's checkpoint: its name and a digest of what shapes its state."""
+    shape = repr((query, app.stream(query.stream)))
+    return f"{query.name or 'query'}-{hashlib.sha256(shape.encode()).hexdigest()[:12]}"
+
+
+class ContinuousRun:
+    """One continuous query started on Spark; rows go to ``sink`` under the query's name."""
+
+    def __init__(
+        self,
+        app: AppSpec,
+        query: ContinuousQuery,
+        events: DataFrame,
+        sink: Sink,
+        *,
+        data_dir: str | Path,
+        spark: SparkSession,
+        name: str,
+        follow: bool = False,
+        trigger_interval: str = "1 second",
+        buckets: int | None = None,
+        manual_clock: bool = False,
+    ) -> None:
+        check_supported(query)
+        self.app, self.query, self.sink, self.name, self.spark = app, query, sink, name, spark
+        self.follow, self.manual_clock = follow, manual_clock
+        self.trigger_interval = trigger_interval
+        self.dir = Path(data_dir) / "continuous" / query_id(app, query)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.clock = self.dir / "clock.json"
+        self.records = JsonLinesSink(self.dir / "rejected")
+        self.totals = ContinuousTotals()
+        self.buckets = buckets or int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
+        self.layout = layout_for(app, query)
+        types = output_types(self.layout, query)
+        self.output_names = query.output_names
+        self.output_schema = types
+        config = ProcessorConfig(
+            query, self.layout, self.output_names, {n: _PANDAS_DTYPES[t] for n, t in types.items()}
+        )
+        self._plan = self._build(events, config)
+        self._query: StreamingQuery | None = None
+        self._ticker: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    # --- plan -------------------------------------------------------------------------------------------
+
+    def _build(self, raw: DataFrame, config: ProcessorConfig) -> DataFrame:
+        query, stream = self.query, self.app.stream(self.query.stream)
+        used = {a.name for item in query.aggregates if item.arg is not None for a in attributes_of(item.arg)}
+        used |= set(query.keys)
+        if query.where is not None:
+            used |= {a.name for a in attributes_of(query.where)}
+        time_attr = query.window.time_attribute
+        typed = type_events(raw, stream, required=used, time_attribute=time_attr, arrival_ms=0)
+        if query.where is not None:
+            typed = typed.where(
+                F.col(TYPED_REASON).isNotNull() | F.coalesce(to_column(query.where, stream), F.lit(False))
+            )
+        keys = [F.col(k) for k in query.keys]
+        bucket = F.pmod(F.xxhash64(*keys), F.lit(self.buckets)).cast("int") if keys else F.lit(0)
+        events = typed.select(
+            bucket.alias(BUCKET),
+            F.lit("e").alias(KIND),
+            F.lit(None).cast("long").alias(NOW),
+            F.lit(None).cast("long").alias(MAX_TS),
+            (F.col(EVENT_TS) if time_attr else F.lit(None).cast("long")).alias(TS),
+            F.col(TYPED_RAW).alias(RAW),
+            F.col(TYPED_REASON).alias(REASON),
+            *keys,
+            *(to_column(i.arg, stream).alias(arg_column(i.alias)) for i in query.aggregates if i.arg is not None),
+        )
+        ticks = clock_stream(self.spark, self.clock, self.buckets)
+        fields = {f.name: f.dataType for f in events.schema.fields}
+        ticks = ticks.select(
+            *(
+                F.col("bucket").alias(BUCKET),
+                F.lit("t").alias(KIND),
+                F.col("now").alias(NOW),
+                F.col("max_event_ts").alias(MAX_TS),
+            ),
+            *(F.lit(None).cast(t).alias(n) for n, t in fields.items() if n not in (BUCKET, KIND, NOW, MAX_TS)),
+        )
+        schema = T.StructType(
+            [
+                T.StructField(OUT_KIND, T.StringType()),
+                T.StructField(EMITTED_AT, T.LongType()),
+                T.StructField(DELTA, T.IntegerType()),
+                T.StructField(TS, T.LongType()),
+                T.StructField(RAW, T.StringType()),
+                T.StructField(REASON, T.StringType()),
+                *(T.StructField(n, SPARK_TYPES[t]) for n, t in self.output_schema.items()),
+            ]
+        )
+        return (
+            events.unionByName(ticks)
+            .groupBy(BUCKET)
+            .transformWithStateInPandas(
+                statefulProcessor=ContinuousProcessor(config),
+                outputStructType=schema,
+                outputMode="Append",
+                timeMode="None",
+            )
+        )
+
+    # --- running ----------------------------------------------------------------------------------------
+
+    def start(self) -> ContinuousRun:
+        self.spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
+        if not self.manual_clock:
+            write_clock(self.clock, now=_wall_ms())
+        writer = (
+            self._plan.writeStream.queryName(f"tiltframe-continuous-{self.name}")
+            .option("checkpointLocation", str(self.dir / "spark"))
+            .foreachBatch(self._batch)
+            .trigger(processingTime=self.trigger_interval)
+        )
+        self._query = writer.start()
+        if self.follow and not self.manual_clock:
+            self._ticker = threading.Thread(target=self._tick, name=f"clock-{self.name}", daemon=True)
+            self._ticker.start()
+        return self
+
+    def _tick(self) -> None:
+        step = max(0.1, min(_seconds(self.trigger_interval), *(ms / 1000 for ms in self._intervals())))
+        while not self._stop.wait(step):
+            write_clock(self.clock, now=_wall_ms())
+
+    def _intervals(self) -> list[int]:
+        emit = self.query.emit
+        return [ms for ms in (emit.interval_ms, emit.batch_ms, emit.timeout_ms) if ms]
+
+    def advance(self, now_ms: int) -> None:
+        """Set processing time (a manual clock, for tests and replays)."""
+        write_clock(self.clock, now=now_ms)
+
+    def process(self) -> None:
+        """Block until everything available (events, clock moves, watermark consequences) is processed."""
+        assert self._query is not None
+        self._query.processAllAvailable()
+        self._raise()
+
+    def _raise(self) -> None:
+        if self._query is not None and self._query.exception() is not None:
+            raise self._query.exception()  # type: ignore[misc]
+
+    @property
+    def is_active(self) -> bool:
+        return self._query is not None and self._query.isActive
+
+    def await_termination(self, timeout: float) -> None:
+        if self._query is not None:
+            self._query.awaitTermination(timeout)
+        self._raise()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._query is not None and self._query.isActive:
+            self._query.stop()
+
+    def _batch(self, df: DataFrame, batch_id: int) -> None:
+        out = df.toPandas()  # emitted rows and records: small, already aggregated
+        with self.totals.lock:
+            self.totals.batches += 1
+        if out.empty:
+            return
+        reports = out[out[OUT_KIND] == "max_ts"][TS].dropna()
+        rows = out[out[OUT_KIND] == "row"]
+        records = out[out[OUT_KIND].isin(["late", "rejected"])]
+        if not rows.empty:
+            columns = [*self.output_names, *([DELTA] if self.query.emit.changelog else [])]
+            rows = rows.sort_values(self._order(), kind="stable")[columns].reset_index(drop=True)
+            rows = rows.rename(columns={DELTA: CHANGELOG_DELTA})
+            self.sink.write(self.name, batch_id, rows)
+        if not records.empty:
+            frame = pd.DataFrame(
+                {
+                    "kind": records[OUT_KIND].to_numpy(),
+                    "reason": records[REASON].to_numpy(),
+                    "event_time": records[TS].to_numpy(),
+                    "event": records[RAW].to_numpy(),
+                }
+            )
+            self.records.write(self.name, batch_id, frame)
+        with self.totals.lock:
+            self.totals.rows_emitted += len(rows)
+            self.totals.events_late += int((records[OUT_KIND] == "late").sum())
+            self.totals.events_rejected += int((records[OUT_KIND] == "rejected").sum())
+        if not reports.empty:
+            write_clock(self.clock, max_event_ts=int(reports.max()))
+
+    def _order(self) -> list[str]:
+        """Emitted rows in window and key order; a retraction before the row that replaces it."""
+        keys = set(self.query.keys) | set(WINDOW_COLUMNS)
+        order = [n for n, e in self.query.outputs if isinstance(e, Attr) and e.name in keys]
+        return [*order, EMITTED_AT, *([DELTA] if self.query.emit.changelog else [])]
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _seconds(interval: str) -> float:
+    number, unit = interval.split()
+    return float(number) * {"millisecond": 0.001, "second": 1.0, "minute": 60.0}[unit.rstrip("s")]
