@@ -9,13 +9,10 @@ frames (the registry's ``Build`` primitives, once more, as pandas group operatio
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
-from tiltframe.functions.registry import Build, get
+from tiltframe.functions.registry import Build
 from tiltframe.functions.sketches import BUILD
 from tiltframe.spec.continuous import WINDOW_END, WINDOW_START, ContinuousQuery
 from tiltframe.spec.durations import Granularity, Unit
@@ -97,8 +94,3 @@ def _event_field(events: pd.DataFrame, keys: list[str], arg: str, field: str, ba
     ranked = ranked.sort_values(["g", "ts", "seq"], kind="stable")
     picked = ranked.groupby("g").tail(1) if latest else ranked.groupby("g").head(1)
     return picked.set_index("g")[field].reindex(range(groups.max() + 1 if len(groups) else 0))
-
-
-def settings_of(layout: AggregationLayout) -> Mapping[str, Mapping[str, Any]]:
-    """Each aggregate's resolved settings by alias (for output names of quantile sketches)."""
-    return {item.alias: get(item.function).resolve(item.params, where=item.alias) for item in layout.spec.aggregates}
