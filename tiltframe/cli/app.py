@@ -186,12 +186,11 @@ def _is_local(path: str) -> bool:
 
 
 def _output_streams(spec: AppSpec) -> list[str]:
-    """Names of the output streams of the app's retrieval joins (what ``--output`` may name)."""
-    return [
-        q.insert_into or q.name or f"query{i}"
-        for i, q in enumerate(spec.queries)
-        if q.request_stream is not None
-    ]
+    """What ``--output`` may name: the output streams of retrieval joins and the continuous queries."""
+    from tiltframe.engine.runner import continuous_name
+
+    joins = [q.insert_into or q.name or f"query{i}" for i, q in enumerate(spec.queries) if q.request_stream is not None]
+    return [*joins, *(continuous_name(spec, i) for i in range(len(spec.continuous)))]
 
 
 def store_location(spec: AppSpec, agg: AggregationSpec, data_dir: Path) -> Path | str:
@@ -235,7 +234,7 @@ def _check_run_options(
     for name in outputs:
         if name not in out_names:
             if not out_names:
-                msg = f"--output {name}: the app has no retrieval join, so it has no output streams"
+                msg = f"--output {name}: the app has no retrieval join or continuous query, so nothing to output"
                 raise UsageError(msg)
             msg = f"--output: {unknown('output stream', name, out_names)}"
             raise UsageError(msg)
@@ -279,6 +278,9 @@ def _print_run_summary(
         console.print(table)
     for out, n in sorted(result.outputs.items()):
         console.print(f"output stream {out}: {n:,} rows")
+    for name, c in result.continuous.items():
+        line = f"continuous query {name}: {c.rows_emitted:,} rows emitted, {c.events_late:,} late events"
+        console.print(f"{line}, {c.events_rejected:,} events rejected ({c.batches:,} micro-batches)")
     if result.requests_rejected:
         console.print(f"requests rejected: {result.requests_rejected:,}")
     console.print(f"done in {wall_seconds:.1f}s")
@@ -363,7 +365,8 @@ def run(
             "--output",
             "-o",
             metavar="STREAM=PATH",
-            help="Write an output stream's rows as JSON Lines under PATH (others go to the console).",
+            help="Write the rows of a continuous query or output stream as JSON Lines under PATH "
+            "(or csv:PATH, parquet:PATH, store:URL#TABLE); others go to the console.",
         ),
     ] = None,
     data_dir: DataDirOpt = None,
@@ -379,7 +382,8 @@ def run(
         typer.Option("--master", help="Spark master \\[default: $TILTFRAME_SPARK_MASTER or local\\[*]]."),
     ] = None,
 ) -> None:
-    """Aggregate the input streams into the store (everything available, or --follow until Ctrl-C)."""
+    """Aggregate the input streams into the store and run the continuous queries (everything available, or
+    --follow until Ctrl-C)."""
     import time
 
     err = stderr_console()
@@ -389,6 +393,10 @@ def run(
         from tiltframe.spec.validate import check_runnable
 
         check_runnable(spec)
+        from tiltframe.engine.continuous.query import check_supported
+
+        for cq in spec.continuous:
+            check_supported(cq)
         inputs = _pairs(input_, "--input")
         formats = _pairs(input_format, "--input-format")
         outputs = _pairs(output, "--output")
@@ -403,7 +411,7 @@ def run(
                 )
 
         from tiltframe.engine.session import get_session
-        from tiltframe.engine.sinks import JsonLinesSink
+        from tiltframe.engine.sinks import sink_for
         from tiltframe.engine.sources import FileInput
 
         file_inputs = {
@@ -414,7 +422,7 @@ def run(
             )
             for name, path in inputs.items()
         }
-        sinks = {name: JsonLinesSink(path) for name, path in outputs.items()}
+        sinks = {name: sink_for(path) for name, path in outputs.items()}
         err.print(f"starting Spark ({master or 'default master'}) ...", style="dim")
         spark = get_session(master)
         started = time.monotonic()

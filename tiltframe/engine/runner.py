@@ -1,4 +1,5 @@
-"""Run an app on Spark Structured Streaming: one query per aggregation, one per retrieval join.
+"""Run an app on Spark Structured Streaming: one query per aggregation, one per retrieval join, one per
+continuous query (``tiltframe.engine.continuous``).
 
 With ``follow=False`` every query uses the availableNow trigger: it processes everything present and
 stops, aggregations first, then retrieval joins (so their answers see all the data).  With
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +20,7 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from tiltframe.engine.continuous import ContinuousRun, ContinuousTotals
 from tiltframe.engine.events import REASON, type_events
 from tiltframe.engine.pipeline import AggregationPipeline, pipeline_id_for
 from tiltframe.engine.reports import BatchReport, PipelineTotals
@@ -45,6 +48,7 @@ class RunResult:
     aggregations: dict[str, PipelineTotals] = field(default_factory=dict)
     outputs: dict[str, int] = field(default_factory=dict)
     requests_rejected: int = 0
+    continuous: dict[str, ContinuousTotals] = field(default_factory=dict)
 
 
 def _as_input(value: InputLike, max_files: int | None) -> FileInput | DataFrame:
@@ -103,6 +107,18 @@ class Run:
                                            purger=Purger(layout, store))
             self.pipelines[agg.name] = pipeline
             self.result.aggregations[agg.name] = pipeline.totals
+        self.continuous: list[ContinuousRun] = []
+        for i, cq in enumerate(app.continuous):
+            source = self.inputs.get(cq.stream)
+            if source is None:
+                logger.info("stream %s has no input; continuous query %s receives no events", cq.stream, i)
+                continue
+            name = continuous_name(app, i)
+            events = source if isinstance(source, DataFrame) else read_stream(self.spark, source, app.stream(cq.stream))
+            handle = ContinuousRun(app, cq, events, self.outputs.get(name) or ConsoleSink(), data_dir=self.data_dir,
+                                   spark=self.spark, name=name, follow=follow, trigger_interval=trigger_interval)
+            self.continuous.append(handle)
+            self.result.continuous[name] = handle.totals
 
     def checkpoint_dir(self, layout: AggregationLayout) -> Path:
         return self.data_dir / "checkpoints" / f"{layout.name}-{layout.spec_hash}"
@@ -155,6 +171,8 @@ class Run:
 
     def start(self) -> Run:
         self._start_aggregations()
+        for handle in self.continuous:
+            handle.start()
         if self.follow:
             self._start_retrievals()
         return self
@@ -163,6 +181,8 @@ class Run:
         """Block until every query is done; raises the first query failure."""
         self._await_all(poll_seconds)
         if not self.follow:
+            for handle in self.continuous:
+                handle.finish()
             self._start_retrievals()
             self._await_all(poll_seconds)
         return self.result
@@ -175,19 +195,36 @@ class Run:
                 if exc is not None:
                     self.stop()
                     raise exc
-            if not active:
+            try:
+                for h in self.continuous:
+                    h.check()
+            except BaseException:
+                self.stop()
+                raise
+            following = self.follow and any(h.is_active for h in self.continuous)
+            if not active and not following:
                 break
-            active[0].awaitTermination(poll_seconds)
+            if active:
+                active[0].awaitTermination(poll_seconds)
+            else:
+                time.sleep(poll_seconds)
 
     def stop(self) -> None:
         for q in self._queries:
             if q.isActive:
                 q.stop()
+        for h in self.continuous:
+            h.stop()
 
     def close(self) -> None:
         """Close the stores (after :meth:`wait` or :meth:`stop`)."""
         self.stores.close()
         self.readers.close()
+
+
+def continuous_name(app: AppSpec, index: int) -> str:
+    """A continuous query's name: its ``@info(name=...)``, else ``continuous<i>`` (0-based, text order)."""
+    return app.continuous[index].name or f"continuous{index}"
 
 
 class _RetrievalBatch:

@@ -5,8 +5,9 @@ Spark -> union with the clock's ticks -> ``groupBy(bucket).transformWithStateInP
 -> ``foreachBatch``: emitted rows to the sink, late and rejected events to the record, the greatest event
 time back into the clock.
 
-A bounded run (``follow=False``) freezes processing time at its start and runs until the input and the
-watermark's consequences are processed; a follow run moves the clock with wall time.  Tests drive the
+A bounded run (``follow=False``) freezes processing time at its start, runs until the input and the
+watermark's consequences are processed, then moves the clock once past the policy's intervals
+(:meth:`ContinuousRun.finish`); a follow run moves the clock with wall time.  Tests drive the
 clock by hand (:meth:`ContinuousRun.advance`).
 """
 
@@ -24,7 +25,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming import StreamingQuery
 
-from tiltframe.engine.continuous.clock import clock_stream, write_clock
+from tiltframe.engine.continuous.clock import clock_stream, read_clock, write_clock
 from tiltframe.engine.continuous.processor import (
     CHANGELOG_DELTA,
     DELTA,
@@ -230,9 +231,23 @@ class ContinuousRun:
         """Block until everything available (events, clock moves, watermark consequences) is processed."""
         assert self._query is not None
         self._query.processAllAvailable()
-        self._raise()
+        self.check()
 
-    def _raise(self) -> None:
+    def finish(self) -> None:
+        """End a bounded run: process the input, then move processing time past the query's longest
+        interval or timeout so that what the policy emits once time passes (the pending periodic rows,
+        windows whose TIMEOUT would run out) is emitted before the run ends.  Windows only the watermark
+        can close stay open, as they would in a follow run that receives no more events."""
+        self.process()
+        intervals = self._intervals()
+        if intervals:
+            now = read_clock(self.clock)["now"] or _wall_ms()
+            write_clock(self.clock, now=int(now) + 2 * max(intervals))
+            self.process()
+        self.stop()
+
+    def check(self) -> None:
+        """Raise the failure of the streaming query, if it failed."""
         if self._query is not None and self._query.exception() is not None:
             raise self._query.exception()  # type: ignore[misc]
 
@@ -243,7 +258,7 @@ class ContinuousRun:
     def await_termination(self, timeout: float) -> None:
         if self._query is not None:
             self._query.awaitTermination(timeout)
-        self._raise()
+        self.check()
 
     def stop(self) -> None:
         self._stop.set()
