@@ -49,7 +49,7 @@ counts must sum to the events fed; AFTER WINDOW CLOSE emits each window once; ti
 no rejected event; and in the bounded runs, whose micro-batches are the same on both sides, AFTER WINDOW
 CLOSE and ON UPDATE emit the same rows on both sides.
 
-    python bench/bench_continuous.py                         # about 5 minutes on 2 cores
+    python bench/bench_continuous.py                         # 4 to 5 minutes on 2 cores
     python bench/bench_continuous.py --events 1000000 --rate 4000 --duration 30
     python bench/bench_continuous.py --cases close --parts latency --duration 8     # a quick look
 """
@@ -551,7 +551,7 @@ def main() -> None:
     parser.add_argument("--parts", nargs="+", default=["latency", "throughput"], choices=["latency", "throughput"])
     parser.add_argument("--keys", type=int, default=100, help="symbols (groups per window)")
     parser.add_argument("--rate", type=int, default=1000, help="latency: events per second fed")
-    parser.add_argument("--duration", type=int, default=15, help="latency: seconds of feed per run")
+    parser.add_argument("--duration", type=int, default=12, help="latency: seconds of feed per run")
     parser.add_argument("--file-interval-ms", type=int, default=250, help="latency: one file every so many ms")
     parser.add_argument("--warmup-seconds", type=float, default=3.0,
                         help="latency: rows whose reference event arrived this early in the feed are left out")
