@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,18 +38,26 @@ def read_clock(path: str | Path) -> dict[str, int | None]:
     return {"now": data.get("now"), "max_event_ts": data.get("max_event_ts")}
 
 
+#: One lock for every clock file of this process: the follow run's ticker thread and the micro-batch
+#: callback both move a query's clock, and each update reads the file before replacing it.
+_WRITING = threading.Lock()
+
+
 def write_clock(path: str | Path, *, now: int | None = None, max_event_ts: int | None = None) -> None:
-    """Move the clock: ``now`` replaces processing time; ``max_event_ts`` only ever grows."""
+    """Move the clock: ``now`` replaces processing time; ``max_event_ts`` only ever grows.  The file is
+    replaced atomically, so the source never reads half a clock."""
     target = Path(path)
-    state = read_clock(target)
-    if now is not None:
-        state["now"] = now
-    if max_event_ts is not None:
-        current = state["max_event_ts"]
-        state["max_event_ts"] = max_event_ts if current is None else max(current, max_event_ts)
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(json.dumps(state), encoding="utf-8")
-    os.replace(tmp, target)
+    with _WRITING:
+        state = read_clock(target)
+        if now is not None:
+            state["now"] = now
+        if max_event_ts is not None:
+            current = state["max_event_ts"]
+            state["max_event_ts"] = max_event_ts if current is None else max(current, max_event_ts)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(state))
+        os.replace(tmp, target)
 
 
 class _ClockReader(DataSourceStreamReader):
