@@ -34,9 +34,7 @@ arrived in the first ``--warmup-seconds`` of the feed.  A last file holding one 
 ten windows past the others, closes every window; its group is left out everywhere.  A run ends once each
 side's latest row per group accounts for every event fed.  (tiltframe's clock ticker fails for a query
 without an interval, ``ContinuousRun._tick``; the bench then moves its clock to wall time with
-``ContinuousRun.advance`` at every trigger, as the ticker would.  And the ticker and foreachBatch write the
-clock file through the same temporary name, so a follow run can fail on the rename: it is run again, up to
-twice.  The report says when either happened.)
+``ContinuousRun.advance`` at every trigger, as the ticker would, and the report says so.)
 
 **Throughput** runs are bounded: ``--events`` events in files of ``--events-per-file`` (plus the closing
 file) are in the folder before the query starts and both sides read ``--files-per-trigger`` files per
@@ -113,11 +111,6 @@ CASES = {
                      False, "update", "newest"),
 }
 SIDES = ("tiltframe", "spark")
-#: In a follow run, tiltframe's ticker (or the bench's ClockKeeper) and its foreachBatch both write the clock
-#: file through the same temporary name (``clock.write_clock``); when they meet, one rename fails and the query
-#: stops.  Such a run is run again (at most RETRIES times) and the report says so.
-CLOCK_RACE = ".clock.json.tmp"
-RETRIES = 2
 
 
 # --- input -----------------------------------------------------------------------------------------------
@@ -526,11 +519,6 @@ def report(args: argparse.Namespace, lat_wl: Workload | None, tput_wl: Workload 
     if any(r.get("latency", {}).get("clock_kept") for by_side in results.values() for r in by_side.values()):
         print("note: tiltframe's clock ticker failed for a query without an interval (ContinuousRun._tick: min() "
               "of one float); the bench moved its clock to wall time with ContinuousRun.advance at every trigger")
-    retried = {f"{name}/{side}": r["latency"]["retries"] for name, by_side in results.items()
-               for side, r in by_side.items() if r.get("latency", {}).get("retries")}
-    if retried:
-        print("note: tiltframe follow runs run again after its clock-file race (clock.write_clock: the ticker and "
-              f"foreachBatch renaming the same temporary file): {retried}")
     print("totals checked: each side's final row of every group holds the exact count and avg of its events, "
           "the counts summing to the events fed" + ("; the bounded runs of both sides emit the same rows"
                                                     if tput_wl is not None else ""))
@@ -616,23 +604,13 @@ def main() -> None:
             truth = expected(lat_wl.events, case)
             for side in SIDES:
                 spark_trigger = args.periodic_trigger if case.name == "periodic" else args.trigger
-                retries = 0
-                while True:
-                    try:
-                        run = follow(side, spark, case, lat_wl, work / f"{case.name}-{side}-follow",
-                                     trigger=args.trigger, spark_trigger=spark_trigger,
-                                     interval=args.file_interval_ms / 1000, drain_timeout=args.drain_timeout)
-                        break
-                    except Exception as e:
-                        if CLOCK_RACE not in str(e) or retries >= RETRIES:
-                            raise
-                        retries += 1
-                        print(f"{case.name:8} {side:9} latency: the clock-file race failed the query; again",
-                              flush=True)
+                run = follow(side, spark, case, lat_wl, work / f"{case.name}-{side}-follow", trigger=args.trigger,
+                             spark_trigger=spark_trigger, interval=args.file_interval_ms / 1000,
+                             drain_timeout=args.drain_timeout)
                 check_rows(f"{case.name}/{side}/follow", run.rows, truth, case)
                 lat = latencies(run, lat_wl, case, args.warmup_seconds)
                 results[case.name][side]["latency"] = {**stats(lat), "batches": run.batches,
-                                                       "clock_kept": run.clock_kept, "retries": retries}
+                                                       "clock_kept": run.clock_kept}
                 print(f"{case.name:8} {side:9} latency: {len(run.rows):,} rows, {run.batches} batches, "
                       f"p50 {results[case.name][side]['latency']['p50']:.2f} s", flush=True)
         if tput_wl is not None:
