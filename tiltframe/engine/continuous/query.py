@@ -38,6 +38,7 @@ from tiltframe.engine.continuous.processor import (
     REASON,
     ContinuousProcessor,
     ProcessorConfig,
+    extra_columns,
 )
 from tiltframe.engine.continuous.states import TS, arg_column, layout_for, output_types
 from tiltframe.engine.events import EVENT_TS, SPARK_TYPES, type_events
@@ -45,8 +46,7 @@ from tiltframe.engine.events import RAW as TYPED_RAW
 from tiltframe.engine.events import REASON as TYPED_REASON
 from tiltframe.engine.expressions import to_column
 from tiltframe.engine.sinks import JsonLinesSink, Sink
-from tiltframe.errors import NotSupportedYet
-from tiltframe.spec.continuous import WINDOW_COLUMNS, ContinuousQuery, EmitPolicy, WindowKind
+from tiltframe.spec.continuous import WINDOW_COLUMNS, ContinuousQuery
 from tiltframe.spec.expressions import Attr, attributes_of
 from tiltframe.spec.model import AppSpec, AttrType
 
@@ -75,19 +75,7 @@ class ContinuousTotals:
 
 
 def check_supported(query: ContinuousQuery) -> None:
-    """Refuse, before Spark starts, what the engine does not run yet."""
-    what = None
-    if query.window.kind in (WindowKind.SESSION, WindowKind.COUNT):
-        what = f"{query.window.kind.value} windows"
-    elif query.emit.policy is EmitPolicy.AFTER_KEY_EXPIRE:
-        what = "EMIT AFTER KEY EXPIRE"
-    if what is not None:
-        pos = query.window.pos if query.window.kind in (WindowKind.SESSION, WindowKind.COUNT) else query.emit.pos
-        raise NotSupportedYet(
-            f"continuous query {query.name or ''}: {what} are not supported yet".replace("  ", " "),
-            line=pos.line if pos else None,
-            column=pos.column if pos else None,
-        )
+    """Refuse, before Spark starts, what the engine does not run yet (every validated query runs now)."""
 
 
 def query_id(app: AppSpec, query: ContinuousQuery) -> str:
@@ -162,6 +150,7 @@ class ContinuousRun:
             F.col(TYPED_REASON).alias(REASON),
             *keys,
             *(to_column(i.arg, stream).alias(arg_column(i.alias)) for i in query.aggregates if i.arg is not None),
+            *extra_columns(query, stream),
         )
         ticks = clock_stream(self.spark, self.clock, self.buckets)
         fields = {f.name: f.dataType for f in events.schema.fields}
