@@ -1,0 +1,239 @@
+"""The continuous-query processor without Spark (``continuous_sim.Sim`` calls it as the engine does):
+window and policy rules that need many steps or many examples, in milliseconds.  ``test_continuous.py``
+runs the main sequences on Spark."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from typing import Any
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.engine.continuous_sim import Sim
+
+S = "@eventTime('ts') define stream s (k string, v double, ts long, end_time long);\n"
+
+
+def e(k: Any, v: float, ts: Any, end_time: int | None = None) -> dict[str, Any]:
+    return {"k": k, "v": v, "ts": ts, "end_time": end_time}
+
+
+def test_periodic_repeat_window_changelog() -> None:
+    """REPEAT emits every open window at each boundary; in a changelog each repetition retracts the row
+    before; a window's final value when it closes, if it changed since."""
+    sim = Sim.of(
+        S + "SELECT k, window_start, count() AS n FROM tumble(s, 10s) GROUP BY k EMIT CHANGELOG PERIODIC 1s REPEAT;"
+    )
+    assert sim.step([e("a", 1, 1000)], now=500) == []
+    assert sim.step(now=1000) == [{"k": "a", "window_start": 0, "n": 1, "_tp_delta": 1}]
+    assert sim.step(now=2000) == [
+        {"k": "a", "window_start": 0, "n": 1, "_tp_delta": -1},
+        {"k": "a", "window_start": 0, "n": 1, "_tp_delta": 1},
+    ]
+    assert sim.step([e("a", 1, 2000)], now=2500) == []
+    assert sim.step([e("a", 1, 12_000)], now=2600) == [
+        {"k": "a", "window_start": 0, "n": 1, "_tp_delta": -1},
+        {"k": "a", "window_start": 0, "n": 2, "_tp_delta": 1},
+    ]
+    assert sim.step(now=3000) == [{"k": "a", "window_start": 10_000, "n": 1, "_tp_delta": 1}]
+
+
+def test_periodic_boundary_includes_the_events_of_its_micro_batch() -> None:
+    sim = Sim.of(S + "SELECT k, count() AS n FROM s GROUP BY k EMIT PERIODIC 1s;")
+    assert sim.step([e("a", 1, 1)], now=900) == []
+    assert sim.step([e("a", 1, 2)], now=1000) == [{"k": "a", "n": 2}]
+    assert sim.step([e("b", 1, 3)], now=2999) == [{"k": "b", "n": 1}]  # 2000 passed: one row, not two
+    assert sim.step(now=3000) == []
+
+
+def test_count_windows_on_update_changelog() -> None:
+    """An incomplete count window is a group like any other: ON UPDATE emits it as it grows."""
+    sim = Sim.of(
+        S + "SELECT k, window_start, window_end, count() AS n, sum(v) AS t FROM tumble(s, 3 events) GROUP BY k "
+        "EMIT CHANGELOG ON UPDATE;"
+    )
+    assert sim.step([e("a", i, 1000 * i) for i in range(4)], now=100) == [
+        {"k": "a", "window_start": 0, "window_end": 2000, "n": 3, "t": 3.0, "_tp_delta": 1},
+        {"k": "a", "window_start": 3000, "window_end": 3000, "n": 1, "t": 3.0, "_tp_delta": 1},
+    ]
+    assert sim.step([e("a", 1, 9000)]) == [
+        {"k": "a", "window_start": 3000, "window_end": 3000, "n": 1, "t": 3.0, "_tp_delta": -1},
+        {"k": "a", "window_start": 3000, "window_end": 9000, "n": 2, "t": 4.0, "_tp_delta": 1},
+    ]
+    # 500 fills the open window (its earliest time becomes 500); 600 opens the next one.
+    assert sim.step([e("a", 1, 500), e("a", 7, 600)]) == [
+        {"k": "a", "window_start": 500, "window_end": 9000, "n": 3, "t": 5.0, "_tp_delta": 1},
+        {"k": "a", "window_start": 600, "window_end": 600, "n": 1, "t": 7.0, "_tp_delta": 1},
+        {"k": "a", "window_start": 3000, "window_end": 9000, "n": 2, "t": 4.0, "_tp_delta": -1},
+    ]
+
+
+def test_count_windows_arrival_time() -> None:
+    sim = Sim.of(
+        "define stream c (k string);\n"
+        "SELECT k, window_start, window_end, count() AS n FROM tumble(c, 2 events) GROUP BY k;"
+    )
+    assert sim.step([{"k": "a"}], now=1000) == []
+    assert sim.step([{"k": "a"}, {"k": "a"}, {"k": "b"}], now=2000) == [
+        {"k": "a", "window_start": 1000, "window_end": 2000, "n": 2}
+    ]
+    assert sim.step([{"k": "b"}], now=3000) == [{"k": "b", "window_start": 2000, "window_end": 3000, "n": 2}]
+
+
+def test_after_key_expire_only() -> None:
+    """With ONLY, a key that times out without passing MAXSPAN is forgotten silently."""
+    sim = Sim.of(
+        S + "SELECT k, max(end_time) AS b, count() AS n FROM s GROUP BY k "
+        "EMIT CHANGELOG AFTER KEY EXPIRE IDENTIFIED BY end_time WITH ONLY MAXSPAN 500ms AND TIMEOUT 2s;"
+    )
+    assert sim.step([e("a", 1, 0, 100), e("a", 1, 0, 300), e("b", 1, 0, 300)], now=1000) == []
+    assert sim.step([e("a", 1, 0, 601)], now=1500) == [{"k": "a", "b": 601, "n": 3, "_tp_delta": 1}]
+    assert sim.step(now=4000) == []
+    assert sim.step([e("b", 1, 0, 300)], now=4100) == []  # b started anew: one event, no span yet
+    assert sim.step([e("b", 1, 0, 900)], now=4200) == [{"k": "b", "b": 900, "n": 2, "_tp_delta": 1}]
+
+
+def test_after_key_expire_without_timeout_keeps_short_keys() -> None:
+    sim = Sim.of(
+        S + "SELECT k, count() AS n FROM s GROUP BY k EMIT AFTER KEY EXPIRE IDENTIFIED BY end_time WITH MAXSPAN 1s;"
+    )
+    assert sim.step([e("a", 1, 0, 0), e("a", 1, 0, 1000)], now=1000) == []  # a span of 1s does not exceed 1s
+    assert sim.step(now=10**9) == []
+    assert sim.step([e("a", 1, 0, 1001)]) == [{"k": "a", "n": 3}]
+
+
+def test_session_timeout_ends_the_session() -> None:
+    sim = Sim.of(
+        S + "SELECT k, window_start, window_end, count() AS n FROM session(s, 2s) GROUP BY k "
+        "EMIT AFTER WINDOW CLOSE WITH DELAY 1m AND TIMEOUT 5s;"
+    )
+    assert sim.step([e("a", 1, 1000), e("a", 1, 2000)], now=0) == []
+    assert sim.step(now=5000) == [{"k": "a", "window_start": 1000, "window_end": 4000, "n": 2}]
+    # 3000 is on time (the watermark is a minute back) and within 2s of 2000: a new session all the same.
+    assert sim.step([e("a", 1, 3000)], now=6000) == []
+    assert sim.step(now=11_000) == [{"k": "a", "window_start": 3000, "window_end": 5000, "n": 1}]
+
+
+def test_hop_slide_longer_than_size_samples() -> None:
+    sim = Sim.of(S + "SELECT k, window_start, count() AS n FROM hop(s, 10s, 2s) GROUP BY k;")
+    # Windows [0, 2s) and [10s, 12s): 5000 is in none; the watermark 11500 closes the first.
+    assert sim.step([e("a", 1, 1000), e("a", 1, 5000), e("a", 1, 11_500)], now=0) == [
+        {"k": "a", "window_start": 0, "n": 1}
+    ]
+    assert sim.step([e("a", 1, 30_000)]) == [{"k": "a", "window_start": 10_000, "n": 1}]
+
+
+def test_missing_event_time_and_null_keys() -> None:
+    sim = Sim.of(S + "SELECT k, window_start, count() AS n FROM tumble(s, 1s) GROUP BY k;")
+    sim.step([e("a", 1, None), e(None, 1, 100), e(None, 1, 200)], now=0)
+    assert sim.step([e("a", 1, 5000)]) == [{"k": None, "window_start": 0, "n": 2}]
+    assert [(r["tf_out"], r["tf_reason"]) for r in sim.records] == [("rejected", "missing field 'ts'")]
+
+
+# --- sessions against an oracle ---------------------------------------------------------------------------
+
+GAP, MAX_LENGTH = 1000, 2500
+
+session_event = st.tuples(st.sampled_from("ab"), st.integers(0, 1500), st.integers(0, 4000), st.integers(0, 9))
+sessions_case = st.tuples(
+    st.lists(session_event, min_size=1, max_size=40),
+    st.lists(st.integers(1, 39), max_size=6),
+    st.sampled_from([None, MAX_LENGTH]),
+    st.sampled_from([1000, 3000]),
+)
+
+
+def session_oracle(events: pd.DataFrame, max_length: int | None) -> list[dict[str, Any]]:
+    """Sessions of the on-time events by their definition: per key, sorted times split where two are
+    ``GAP`` or more apart; with a max length, pieces of it counted from the session's first time."""
+    rows = []
+    for k, group in events.groupby("k"):
+        times = group.sort_values("ts")
+        ts, v = times["ts"].tolist(), times["v"].tolist()
+        session: list[int] = []
+        for i in range(len(ts) + 1):
+            if session and (i == len(ts) or ts[i] - ts[session[-1]] >= GAP):
+                start = ts[session[0]]
+                pieces: dict[int, list[int]] = {}
+                for j in session:
+                    pieces.setdefault((ts[j] - start) // max_length if max_length else 0, []).append(j)
+                for piece, members in pieces.items():
+                    end = ts[members[-1]] + GAP
+                    if max_length:
+                        end = min(end, start + (piece + 1) * max_length)
+                    total = sum(v[j] for j in members)
+                    rows.append(
+                        {"k": k, "window_start": ts[members[0]], "window_end": end, "n": len(members), "t": total}
+                    )
+                session = []
+            if i < len(ts):
+                session.append(i)
+    return sorted(rows, key=lambda r: (r["k"], r["window_start"]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(sessions_case)
+def test_sessions_match_their_definition(case) -> None:
+    """Out-of-order events, sessions extended on both sides, bridged, cut by max length: the rows closed
+    sessions emit (AFTER WINDOW CLOSE), and the view a changelog of ON UPDATE rows leaves, equal the
+    sessions of the on-time events."""
+    steps, cuts, max_length, delay = case
+    size = f", {max_length}ms" if max_length else ""
+    text = (
+        S + "SELECT k, window_start, window_end, count() AS n, sum(v) AS t "
+        f"FROM session(s, {GAP}ms{size}) GROUP BY k EMIT {{policy}} WITH DELAY {delay}ms AND TIMEOUT 1h;"
+    )
+    closed = Sim.of(text.format(policy="AFTER WINDOW CLOSE"))
+    updates = Sim.of(text.format(policy="CHANGELOG ON UPDATE"))
+    times = list(itertools.accumulate(moved for _, moved, _, _ in steps))
+    events = [e(k, float(v), t - lag) for (k, _, lag, v), t in zip(steps, times, strict=True)]
+    bounds = sorted({0, len(events), *(min(c, len(events)) for c in cuts)})
+    batches = [events[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+    rows: list[dict[str, Any]] = []
+    view: Counter[tuple[Any, ...]] = Counter()
+    on_time, greatest = [], None
+    for i, batch in enumerate(batches):
+        on_time += [x for x in batch if greatest is None or x["ts"] >= greatest - delay]
+        greatest = max([x["ts"] for x in batch] + ([greatest] if greatest is not None else []))
+        rows += closed.step(batch, now=i)
+        apply(view, updates.step(batch, now=i))
+    rows += closed.step(now=10**8)
+    apply(view, updates.step(now=10**8))
+    expected = session_oracle(pd.DataFrame(on_time), max_length)
+    assert sorted(rows, key=lambda r: (r["k"], r["window_start"])) == expected
+    assert sorted(view.elements()) == sorted(tuple(r.values()) for r in expected)
+    assert sum(r["tf_out"] == "late" for r in closed.records) == len(events) - len(on_time)
+
+
+def apply(view: Counter[tuple[Any, ...]], rows: list[dict[str, Any]]) -> None:
+    """Apply changelog rows to a multiset of rows; a retraction must remove a row that is there."""
+    for row in rows:
+        values = tuple(v for k, v in row.items() if k != "_tp_delta")
+        if row["_tp_delta"] < 0:
+            assert view[values] > 0, f"retracted a row that is not in the view: {row}"
+            view[values] -= 1
+            if not view[values]:
+                del view[values]
+        else:
+            view[values] += 1
+
+
+@pytest.mark.parametrize("delay", [0, 2000])
+def test_session_bridge_retracts_both_sessions(delay: int) -> None:
+    sim = Sim.of(
+        S + "SELECT k, window_start, window_end, count() AS n FROM session(s, 2s) GROUP BY k "
+        f"EMIT CHANGELOG ON UPDATE WITH DELAY {delay + 10_000}ms;"
+    )
+    assert sim.step([e("a", 1, 1000), e("a", 1, 4000)], now=0) == [
+        {"k": "a", "window_start": 1000, "window_end": 3000, "n": 1, "_tp_delta": 1},
+        {"k": "a", "window_start": 4000, "window_end": 6000, "n": 1, "_tp_delta": 1},
+    ]
+    assert sim.step([e("a", 1, 2500)]) == [
+        {"k": "a", "window_start": 1000, "window_end": 3000, "n": 1, "_tp_delta": -1},
+        {"k": "a", "window_start": 1000, "window_end": 6000, "n": 3, "_tp_delta": 1},
+        {"k": "a", "window_start": 4000, "window_end": 6000, "n": 1, "_tp_delta": -1},
+    ]
