@@ -24,7 +24,9 @@ from tiltframe.engine.continuous.processor import (
     RAW,
     REASON,
     ProcessorConfig,
+    _pack,
     _Step,
+    _unpack,
 )
 from tiltframe.engine.continuous.states import TS, arg_column, layout_for
 from tiltframe.lang import parse_app
@@ -94,10 +96,12 @@ class Sim:
                 part = pd.concat([part, pd.DataFrame({KIND: ["t"], NOW: [self.now], MAX_TS: [self.max_ts]})])
             if part.empty:
                 continue
-            meta, open_, emitted, sessions = self.states.get(bucket, ((None, None), None, None, None))
-            step = _Step(self.config, meta, open_, emitted, sessions)
+            meta, *tables = self.states.get(bucket, ((None, None), None, None, None))
+            step = _Step(self.config, meta, *(_unpack(t) for t in tables))
             outs.append(step.run(part.reset_index(drop=True)))
-            self.states[bucket] = (step.meta(), step.open, step.emitted, step.sessions)
+            # Tables go through Arrow as in Spark's state store (dtypes included).
+            packed = (None if t is None or t.empty else _pack(t) for t in (step.open, step.emitted, step.sessions))
+            self.states[bucket] = (step.meta(), *packed)
         outs = [o for o in outs if not o.empty]
         return pd.concat(outs, ignore_index=True) if outs else pd.DataFrame(columns=[OUT_KIND, TS, RAW, REASON])
 
