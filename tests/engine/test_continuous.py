@@ -90,6 +90,19 @@ def drop(folder: Path, events: list[dict[str, Any]], name: str) -> None:
     os.replace(tmp, folder / f"{name}.jsonl")
 
 
+def together(queries: list[Live], events: list[dict[str, Any]] = (), *, now: int | None = None) -> list[Any]:
+    """One step of several queries reading one folder: every clock moved, the file dropped once; the
+    rows of each."""
+    for q in queries:
+        if now is not None:
+            q.run.advance(now)
+    if events:
+        drop(queries[0].inbox, events, f"part-{len(os.listdir(queries[0].inbox)):04d}")
+    for q in queries:
+        q.run.process()
+    return [q.take() for q in queries]
+
+
 def plain(row: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in row.items():
@@ -138,26 +151,32 @@ def car(cid: str, speed: float, ts: int) -> dict[str, Any]:
 # --- AFTER WINDOW CLOSE ------------------------------------------------------------------------------------
 
 
-def test_after_window_close_with_delay_late_and_rejected_events(live) -> None:
-    """The seed's query (its GROUP BY ``widnow_end`` spelled right): one row per device and closed window;
-    the watermark is the greatest event time of earlier micro-batches minus 2s, across both buckets."""
-    q = live(
-        DEVICES + "SELECT device, max(cpu_usage) FROM tumble(device_utils, 5s) GROUP BY device, window_end "
-        "EMIT AFTER WINDOW CLOSE WITH DELAY 2s;",
-        now=10_000,
-    )
-    assert q.step([d("d1", 10, 1000), d("d2", 20, 2000), d("d1", 30, 4999)]) == []  # watermark 2999
-    # 3500 is on time (watermark 2999); the greatest time becomes 6000, the watermark 4000 < 5000.
-    assert q.step([d("d2", 50, 6000), d("d1", 99, 3500)]) == []
-    # 2500 is late (watermark 4000); 'x' is no double; 7000 moves the watermark to 5000: [0, 5s) closes.
-    rows = q.step([d("d3", 1, 7000), d("d1", 77, 2500), d("d2", "x", 7000)])
-    assert rows == [{"device": "d1", "max(cpu_usage)": 99.0}, {"device": "d2", "max(cpu_usage)": 20.0}]
-    assert q.step([d("d2", 5, 12_000)]) == [
-        {"device": "d2", "max(cpu_usage)": 50.0},
-        {"device": "d3", "max(cpu_usage)": 1.0},
+def test_after_window_close_with_and_without_delay_late_and_rejected_events(live, tmp_path: Path) -> None:
+    """The seed's two AFTER WINDOW CLOSE queries (their GROUP BY ``widnow_end`` spelled right) side by side
+    on the same events: one row per device and closed window; the watermark is the greatest event time of
+    earlier micro-batches (across both buckets) minus the delay, and what falls behind it is late."""
+    seed = DEVICES + "SELECT device, max(cpu_usage) FROM tumble(device_utils, 5s) GROUP BY device, window_end"
+    inbox = tmp_path / "events"
+    q = live(seed + " EMIT AFTER WINDOW CLOSE WITH DELAY 2s;", now=10_000, inbox=inbox)
+    q0 = live(seed + ";", now=10_000, inbox=inbox)
+    queries = [q, q0]
+
+    def top(*pairs: tuple[str, float]) -> list[dict[str, Any]]:
+        return [{"device": device, "max(cpu_usage)": value} for device, value in pairs]
+
+    # Watermarks after this step: 2999 with the delay, 4999 without.
+    assert together(queries, [d("d1", 10, 1000), d("d2", 20, 2000), d("d1", 30, 4999)]) == [[], []]
+    # 3500 is on time with the delay only; 6000 closes [0, 5s) without it (watermark 6000).
+    assert together(queries, [d("d2", 50, 6000), d("d1", 99, 3500)]) == [[], top(("d1", 30.0), ("d2", 20.0))]
+    # 2500 is late for both; 'x' is no double; with the delay, 7000 moves the watermark to 5000.
+    assert together(queries, [d("d3", 1, 7000), d("d1", 77, 2500), d("d2", "x", 7000)]) == [
+        top(("d1", 99.0), ("d2", 20.0)),
+        [],
     ]
-    assert q.step(now=99_000) == []  # processing time closes nothing without TIMEOUT
+    assert together(queries, [d("d2", 5, 12_000)]) == [top(("d2", 50.0), ("d3", 1.0))] * 2
+    assert together(queries, now=99_000) == [[], []]  # processing time closes nothing without TIMEOUT
     assert (q.run.totals.events_late, q.run.totals.events_rejected) == (1, 1)
+    assert (q0.run.totals.events_late, q0.run.totals.events_rejected) == (2, 1)
     records = sorted(q.records(), key=lambda r: r["kind"])
     assert [(r["kind"], r["event_time"], json.loads(r["event"])) for r in records] == [
         ("late", 2500, {"device": "d1", "cpu_usage": "77", "ts": "2500"}),  # events as read (text)
@@ -212,16 +231,24 @@ def test_after_window_close_hop(live) -> None:
 # --- PERIODIC ------------------------------------------------------------------------------------------------
 
 
-def test_periodic_global_default_two_seconds(live) -> None:
-    """The seed's global aggregation (with the GROUP BY it needs) and no EMIT: PERIODIC 2s, rows of the
-    groups that received events since their last row, nothing when nothing arrived."""
-    q = live(DEVICES + "SELECT device, count(*) FROM device_utils WHERE cpu_usage > 99 GROUP BY device;", now=10_000)
-    assert q.step([d("d1", 100, 1), d("d1", 50, 2), d("d2", 100, 3)]) == []
-    assert q.step(now=11_000) == []
-    assert q.step(now=12_000) == [{"device": "d1", "count()": 1}, {"device": "d2", "count()": 1}]
-    assert q.step(now=14_000) == []
-    assert q.step([d("d1", 99.5, 4)]) == []
-    assert q.step(now=16_500) == [{"device": "d1", "count()": 2}]
+def test_periodic_global_default_and_seed(live, tmp_path: Path) -> None:
+    """The seed's global aggregation (with the GROUP BY it needs), without EMIT (PERIODIC 2s) and with its
+    EMIT PERIODIC 5s: at each multiple of the interval, the groups that received events since their last
+    row; nothing when nothing arrived."""
+    seed = DEVICES + "SELECT device, count(*) FROM device_utils WHERE cpu_usage > 99 GROUP BY device"
+    inbox = tmp_path / "events"
+    queries = [live(seed + ";", now=10_000, inbox=inbox), live(seed + " EMIT PERIODIC 5s;", now=10_000, inbox=inbox)]
+
+    def counts(*pairs: tuple[str, int]) -> list[dict[str, Any]]:
+        return [{"device": device, "count()": n} for device, n in pairs]
+
+    assert together(queries, [d("d1", 100, 1), d("d1", 50, 2), d("d2", 100, 3)]) == [[], []]
+    assert together(queries, now=11_000) == [[], []]
+    assert together(queries, now=12_000) == [counts(("d1", 1), ("d2", 1)), []]
+    assert together(queries, now=14_000) == [[], []]
+    assert together(queries, [d("d1", 99.5, 4)]) == [[], []]
+    assert together(queries, now=16_500) == [counts(("d1", 2)), counts(("d1", 2), ("d2", 1))]
+    assert together(queries, now=20_000) == [[], []]
 
 
 def test_periodic_repeat_global(live) -> None:
@@ -254,19 +281,26 @@ def test_periodic_window_having(live) -> None:
 # --- ON UPDATE -----------------------------------------------------------------------------------------------
 
 
-def test_on_update_window_stream(live) -> None:
-    """The seed's ON UPDATE query: each micro-batch, the groups whose values changed."""
-    q = live(
+def test_on_update_window_stream_with_and_without_delay(live, tmp_path: Path) -> None:
+    """The seed's ON UPDATE query and its WITH DELAY 2s form: each micro-batch, the groups whose values
+    changed; the delay keeps a window open to an event the other query finds late."""
+    seed = (
         CARS + "SELECT window_start, cid, count() AS cnt FROM tumble(car_live_data, 5s) "
-        "WHERE cid IN ('c00033', 'c00022') GROUP BY window_start, cid EMIT ON UPDATE;",
-        now=10_000,
+        "WHERE cid IN ('c00033', 'c00022') GROUP BY window_start, cid EMIT ON UPDATE"
     )
-    rows = q.step([car("c00033", 10, 1000), car("c00022", 10, 2000), car("c00099", 10, 1500)])
-    assert rows == [{"window_start": 0, "cid": "c00022", "cnt": 1}, {"window_start": 0, "cid": "c00033", "cnt": 1}]
-    assert q.step([car("c00033", 10, 3000)]) == [{"window_start": 0, "cid": "c00033", "cnt": 2}]
-    assert q.step([car("c00033", 10, 6000)]) == [{"window_start": 5000, "cid": "c00033", "cnt": 1}]
-    assert q.step([car("c00022", 10, 4000)]) == []  # late: [0, 5s) closed
-    assert q.run.totals.events_late == 1
+    inbox = tmp_path / "events"
+    queries = [live(seed + ";", now=10_000, inbox=inbox), live(seed + " WITH DELAY 2s;", now=10_000, inbox=inbox)]
+
+    def cnt(start: int, cid: str, n: int) -> dict[str, Any]:
+        return {"window_start": start, "cid": cid, "cnt": n}
+
+    rows = together(queries, [car("c00033", 10, 1000), car("c00022", 10, 2000), car("c00099", 10, 1500)])
+    assert rows == [[cnt(0, "c00022", 1), cnt(0, "c00033", 1)]] * 2
+    assert together(queries, [car("c00033", 10, 3000)]) == [[cnt(0, "c00033", 2)]] * 2
+    assert together(queries, [car("c00033", 10, 6000)]) == [[cnt(5000, "c00033", 1)]] * 2
+    # The watermark is 6000 without the delay, 4000 with it.
+    assert together(queries, [car("c00022", 10, 4000)]) == [[], [cnt(0, "c00022", 2)]]
+    assert [q.run.totals.events_late for q in queries] == [1, 0]
 
 
 def test_on_update_with_batch_hop_changelog(live) -> None:

@@ -255,3 +255,36 @@ def test_null_and_integer_keys_on_update_changelog() -> None:
         {"id": None, "tag": "x", "c": 1, "_tp_delta": -1},
         {"id": None, "tag": "x", "c": 2, "_tp_delta": 1},
     ]
+
+
+def row(start: int, n: int) -> dict[str, Any]:
+    return {"window_start": start, "k": "a", "n": n}
+
+
+SEED_EMITS = {
+    "EMIT STREAM AFTER WINDOW CLOSE WITH DELAY 1s AND TIMEOUT 5s": [[], [], [], [row(0, 2)], [], [row(5000, 2)], []],
+    "EMIT STREAM PERIODIC 1s REPEAT WITH DELAY 1s AND TIMEOUT 5s": (
+        [[], [], [row(0, 2), row(5000, 1)], [], [row(5000, 2)], [row(5000, 2)], []]
+    ),
+    "EMIT ON UPDATE WITH DELAY 1s AND TIMEOUT 5s": [[row(0, 2)], [row(5000, 1)], [], [row(5000, 2)], [], [], []],
+    "EMIT ON UPDATE WITH BATCH 1s WITH DELAY 1s AND TIMEOUT 5s": (
+        [[], [], [row(0, 2), row(5000, 1)], [], [row(5000, 2)], [], []]
+    ),
+}
+
+
+@pytest.mark.parametrize("emit", SEED_EMITS)
+def test_seed_emit_examples(emit: str) -> None:
+    """The seed's four EMIT examples over one sequence: events at processing times 0, 500 and 1200, clock
+    moves to 1000 and 2000 (periodic boundaries), 6500 (TIMEOUT of the window last reached at 1200)."""
+    sim = Sim.of(S + f"SELECT window_start, k, count() AS n FROM tumble(s, 5s) GROUP BY window_start, k {emit};")
+    steps = [
+        sim.step([e("a", 1, 1000), e("a", 1, 2000)], now=0),
+        sim.step([e("a", 1, 5500)], now=500),  # watermark 4500: [0, 5s) stays open
+        sim.step(now=1000),
+        sim.step([e("a", 1, 6500)], now=1200),  # watermark 5500 closes [0, 5s)
+        sim.step(now=2000),
+        sim.step(now=6500),
+        sim.step(now=8000),
+    ]
+    assert steps == SEED_EMITS[emit]
