@@ -204,7 +204,7 @@ class ContinuousRun:
         return self
 
     def _tick(self) -> None:
-        step = max(0.1, min(_seconds(self.trigger_interval), *(ms / 1000 for ms in self._intervals())))
+        step = max(0.1, min([_seconds(self.trigger_interval), *(ms / 1000 for ms in self._intervals())]))
         while not self._stop.wait(step):
             write_clock(self.clock, now=_wall_ms())
 
