@@ -393,10 +393,6 @@ def run(
         from tiltframe.spec.validate import check_runnable
 
         check_runnable(spec)
-        from tiltframe.engine.continuous.query import check_supported
-
-        for cq in spec.continuous:
-            check_supported(cq)
         inputs = _pairs(input_, "--input")
         formats = _pairs(input_format, "--input-format")
         outputs = _pairs(output, "--output")

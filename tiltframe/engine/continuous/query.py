@@ -74,10 +74,6 @@ class ContinuousTotals:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
 
-def check_supported(query: ContinuousQuery) -> None:
-    """Refuse, before Spark starts, what the engine does not run yet (every validated query runs now)."""
-
-
 def query_id(app: AppSpec, query: ContinuousQuery) -> str:
     """Stable name of a query's checkpoint: its name and a digest of what shapes its state."""
     shape = repr((query, app.stream(query.stream)))
@@ -102,7 +98,6 @@ class ContinuousRun:
         buckets: int | None = None,
         manual_clock: bool = False,
     ) -> None:
-        check_supported(query)
         self.app, self.query, self.sink, self.name, self.spark = app, query, sink, name, spark
         self.follow, self.manual_clock = follow, manual_clock
         self.trigger_interval = trigger_interval
