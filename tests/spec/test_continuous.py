@@ -7,6 +7,7 @@ import dataclasses
 
 import pytest
 
+from tests.seed003 import SEED_GLOBAL_PERIODIC, SEED_ON_UPDATE, SEED_TUMBLE_DELAY_TYPO
 from tiltframe.errors import DefinitionError
 from tiltframe.lang import parse_app, parse_continuous
 from tiltframe.spec.continuous import ContinuousQuery, Emit, EmitPolicy, SqlItem, Window, WindowKind
@@ -48,11 +49,6 @@ def refused(sql: str, marker: str, fragment: str, *, occurrence: int = 0) -> Def
 
 # --- the seed's queries ---------------------------------------------------------------------------------
 
-SEED_GLOBAL_PERIODIC = """SELECT device, count(*)
-FROM device_utils
-WHERE cpu_usage > 99
-EMIT PERIODIC 5s"""
-
 
 def test_seed_global_periodic_as_written_misses_its_group_by() -> None:
     """The seed selects `device` without GROUP BY; SQL (and Timeplus) refuse that, and say how to fix it."""
@@ -83,16 +79,10 @@ def test_seed_tumble_defaults_to_after_window_close() -> None:
     assert q.emit == Emit(policy=EmitPolicy.AFTER_WINDOW_CLOSE)
 
 
-SEED_TYPO = """SELECT device, max(cpu_usage)
-FROM tumble(device_utils, 5s)
-GROUP BY device, widnow_end
-EMIT AFTER WINDOW CLOSE WITH DELAY 2s;"""
-
-
 def test_seed_typo_widnow_end() -> None:
-    error = refused(SEED_TYPO, "widnow_end", "unknown column 'widnow_end' — did you mean 'window_end'?")
+    error = refused(SEED_TUMBLE_DELAY_TYPO, "widnow_end", "unknown column 'widnow_end' — did you mean 'window_end'?")
     assert (error.line, error.column) == (3, 18)
-    assert valid(SEED_TYPO.replace("widnow_end", "window_end")).emit == Emit(
+    assert valid(SEED_TUMBLE_DELAY_TYPO.replace("widnow_end", "window_end")).emit == Emit(
         policy=EmitPolicy.AFTER_WINDOW_CLOSE, delay_ms=2_000
     )
 
@@ -113,17 +103,6 @@ def test_seed_periodic_repeat() -> None:
     q = valid("SELECT count() FROM t\nEMIT PERIODIC 3s REPEAT")
     assert q.emit == Emit(policy=EmitPolicy.PERIODIC, interval_ms=3_000, repeat=True)
     assert q.outputs == (("count()", Attr("_agg0")),)
-
-
-SEED_ON_UPDATE = """SELECT
-window_start, cid, count() AS cnt
-FROM
-tumble(car_live_data, 5s)
-WHERE
-cid IN ('c00033', 'c00022')
-GROUP BY
-window_start, cid
-EMIT ON UPDATE"""
 
 
 @pytest.mark.parametrize(
