@@ -5,11 +5,14 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from tests.seed003 import SEED_OTEL
 from tiltframe.cli.app import app
 
 runner = CliRunner()
@@ -131,3 +134,72 @@ def test_seed_typo_is_an_unknown_column(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "widnow_end" in result.output and "window_end" in result.output
     assert "line 4" in result.output or "4:18" in result.output
+
+
+# The seed's trace example as written (WITH ... SETTINGS ...), next to a list selected as it is, to CSV.
+OTEL_APP = f"""\
+@eventTime('end_time')
+define stream otel_traces (trace_id string, span_id string, parent_span_id string, name string,
+                           start_time long, end_time long, attributes string);
+
+@info(name='traces')
+{SEED_OTEL}
+
+@info(name='span_names')
+SELECT trace_id, group_array(name) AS names, count() AS spans FROM otel_traces GROUP BY trace_id
+EMIT AFTER KEY EXPIRE WITH MAXSPAN 500ms AND TIMEOUT 2s;
+"""
+
+
+def _spans(seed: int) -> pd.DataFrame:
+    """Traces of 1 to 5 spans (a root without a parent), shuffled; some span over 500 ms, some do not."""
+    rnd = random.Random(seed)
+    rows = []
+    for t in range(40):
+        base = 1_700_000_000_000 + rnd.randrange(0, 60_000)
+        for s in range(rnd.randint(1, 5)):
+            start = base + rnd.randrange(0, 400)
+            rows.append({
+                "trace_id": f"t{t:02d}", "span_id": f"s{t}-{s}", "parent_span_id": None if s == 0 else f"s{t}-0",
+                "name": rnd.choice(["GET /", "db", "cache", "naïve"]), "start_time": start,
+                "end_time": start + rnd.randrange(1, 600), "attributes": json.dumps({"n": s}),
+            })
+    rnd.shuffle(rows)
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.slow
+def test_seed_trace_query_through_tiltframe_run(tmp_path: Path, spark: object) -> None:
+    spans = _spans(7)
+    app_file = tmp_path / "otel.siddhi"
+    app_file.write_text(OTEL_APP, encoding="utf-8")
+    folder = _write(tmp_path / "spans", spans.astype(object).where(spans.notna(), None).to_dict("records"))
+    out = tmp_path / "out"
+    result = runner.invoke(app, [
+        "run", str(app_file), "--input", f"otel_traces={folder}", "--data-dir", str(tmp_path / "data"),
+        "--output", f"traces={out / 'traces'}", "--output", f"span_names=csv:{out / 'names'}",
+    ])
+    assert result.exit_code == 0, result.output
+    assert "continuous query traces: 40 rows emitted, 0 late events, 0 events rejected" in result.output
+
+    # The oracle: each trace's spans grouped by pandas; every key expires once (MAXSPAN or the final TIMEOUT).
+    oracle = spans.groupby("trace_id").agg(start_ts=("start_time", "min"), end_ts=("end_time", "max"))
+    emitted = [json.loads(r["event"]) for r in _rows(out / "traces")]
+    assert sorted(e["trace_id"] for e in emitted) == sorted(oracle.index)
+    for event in emitted:
+        expected = oracle.loc[event["trace_id"]]
+        assert (event["start_ts"], event["end_ts"]) == (expected.start_ts, expected.end_ts)
+        assert event["span_ms"] == expected.end_ts - expected.start_ts
+        got = sorted((json.loads(e) for e in event["trace_events"]), key=lambda e: e["span_id"])
+        mine = spans[spans.trace_id == event["trace_id"]].sort_values("span_id")
+        want = [
+            {k: (None if pd.isna(v) else v) for k, v in r.items() if k != "trace_id"} for r in mine.to_dict("records")
+        ]
+        assert got == want
+
+    names = pd.concat([pd.read_csv(f) for f in sorted((out / "names").glob("*.csv"))], ignore_index=True)
+    assert sorted(names.trace_id) == sorted(oracle.index)
+    for row in names.itertuples():
+        expected = spans[spans.trace_id == row.trace_id]
+        assert sorted(json.loads(row.names)) == sorted(expected.name)
+        assert row.spans == len(expected)

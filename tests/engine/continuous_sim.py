@@ -33,6 +33,7 @@ from tiltframe.lang import parse_app
 from tiltframe.retrieval.evaluate import evaluate
 from tiltframe.spec.continuous import ContinuousQuery, EmitPolicy
 from tiltframe.spec.model import AppSpec
+from tiltframe.store.layout import expression_type
 
 
 @dataclass
@@ -56,7 +57,7 @@ class Sim:
 
     def __post_init__(self) -> None:
         layout = layout_for(self.app, self.query)
-        self.config = ProcessorConfig(self.query, layout, self.query.output_names, _dtypes(self.query, layout))
+        self.config = ProcessorConfig(self.query, layout, self.query.output_names, _dtypes(self.app, self.query))
 
     def step(self, events: list[dict[str, Any]] | None = None, now: int | None = None) -> list[dict[str, Any]]:
         """New events and/or a new processing time, then everything that follows (the clock moved by the
@@ -123,7 +124,9 @@ class Sim:
         for item in self.query.aggregates:
             if item.arg is not None:
                 value = evaluate(item.arg, frame, None) if not frame.empty else []
-                out[arg_column(item.alias)] = pd.to_numeric(pd.Series(value, index=frame.index), errors="coerce")
+                series = pd.Series(value, index=frame.index, dtype=object)
+                numeric = expression_type(item.arg, stream).is_numeric
+                out[arg_column(item.alias)] = pd.to_numeric(series, errors="coerce") if numeric else series
         if self.query.emit.policy is EmitPolicy.AFTER_KEY_EXPIRE:
             out[IDENT] = frame[self.query.emit.identified_by or time_attr]
         key_text = out[list(self.query.keys)].astype(str).agg("|".join, axis=1) if self.query.keys else None
@@ -131,11 +134,11 @@ class Sim:
         return out.reset_index(drop=True)
 
 
-def _dtypes(query: ContinuousQuery, layout: Any) -> dict[str, str]:
+def _dtypes(app: AppSpec, query: ContinuousQuery) -> dict[str, str]:
     from tiltframe.engine.continuous.query import _PANDAS_DTYPES
     from tiltframe.engine.continuous.states import output_types
 
-    return {n: _PANDAS_DTYPES[t] for n, t in output_types(layout, query).items()}
+    return {n: _PANDAS_DTYPES[t] for n, t in output_types(app, query).items()}
 
 
 def _order(query: ContinuousQuery) -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from tiltframe.functions import scalars
 from tiltframe.spec.expressions import Attr, Binary, Call, Expr, Literal, Unary
 from tiltframe.spec.model import AttrType, StreamDef
 from tiltframe.store.layout import expression_type
@@ -42,7 +43,6 @@ def to_column(expr: Expr, stream: StreamDef) -> Column:
         }
         return simple[op](left, right)
     if isinstance(expr, Call):
-        msg = f"function {expr.name}() cannot be computed per event"
-        raise TypeError(msg)
+        return scalars.get(expr.name).spark(expr, [to_column(a, stream) for a in expr.args])
     msg = f"unsupported expression {expr!r}"
     raise TypeError(msg)

@@ -122,7 +122,22 @@ class CsvSink(BatchFileSink):
     extension = "csv"
 
     def write_file(self, fh: IO[bytes], rows: pd.DataFrame) -> None:
-        rows.to_csv(fh, index=False, lineterminator="\n", encoding="utf-8")
+        lists_as_json(rows).to_csv(fh, index=False, lineterminator="\n", encoding="utf-8")
+
+
+def lists_as_json(rows: pd.DataFrame) -> pd.DataFrame:
+    """List cells (``group_array``) as JSON arrays in text, for CSV fields and SQL columns."""
+
+    def listy(value: object) -> bool:
+        return isinstance(value, list | tuple | np.ndarray)
+
+    columns = [c for c in rows.columns if rows[c].dtype == object and any(map(listy, rows[c]))]
+    if not columns:
+        return rows
+    out = rows.copy()
+    for c in columns:
+        out[c] = [json.dumps(np.asarray(v).tolist(), ensure_ascii=False) if listy(v) else v for v in rows[c]]
+    return out
 
 
 class ParquetSink(BatchFileSink):
@@ -269,6 +284,7 @@ class StoreTableSink:
             if name in rows.columns:
                 msg = f"stream {stream} has a column {name!r}, which output table {self.table_name} keeps for itself"
                 raise StoreError(msg)
+        rows = lists_as_json(rows)
         with self._errors(f"write batch {batch_id} of stream {stream} to"):
             table = self._ensure_table(stream, rows) if len(rows) else self._existing_table()
             if table is None:  # an empty frame and no table yet: nothing to replace

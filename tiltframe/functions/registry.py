@@ -44,6 +44,8 @@ class Build(enum.Enum):
     HLL = "hll"
     KLL = "kll"
     DDS = "dds"
+    #: The non-null values themselves, as a list (Spark's ``collect_list``).
+    COLLECT = "collect"
 
 
 class Merge(enum.Enum):
@@ -63,6 +65,8 @@ class Merge(enum.Enum):
     HLL = "hll_union"
     KLL = "kll_merge"
     DDS = "dds_merge"
+    #: Lists concatenated.
+    CONCAT = "concat"
 
     @property
     def is_sketch(self) -> bool:
@@ -132,6 +136,9 @@ class AggregateFunction:
     outputs: Callable[[str, Mapping[str, Any]], tuple[str, ...]] | None = None
     #: Needs each event's arrival position (first/last break event-time ties by arrival).
     needs_arrival: bool = False
+    #: False for a state that grows with every event (``group_array``): continuous queries only, whose
+    #: groups end, never rollups, whose year buckets would hold every event of the year.
+    bounded: bool = True
 
     def check_arg(self, arg_type: AttrType | None, *, where: str) -> None:
         """Reject an argument the function cannot aggregate, naming the item."""
@@ -176,6 +183,10 @@ def _double(_: AttrType | None) -> AttrType:
 
 def _binary(_: AttrType | None) -> AttrType:
     return AttrType.BINARY
+
+
+def _array(_: AttrType | None) -> AttrType:
+    return AttrType.ARRAY
 
 
 def _only(suffix: str) -> Callable[[StateValues, Ops, Mapping[str, Any]], Any]:
@@ -461,5 +472,17 @@ register(
         aliases=("ddsketch",),
         doc="Approximate quantiles with a relative value error (Tremor's dds): a DDSketch, each estimate within "
             "relative_accuracy (default 1%) of the exact quantile; one output per quantile, kept under merges.",
+    )
+)
+
+
+# --- lists: every value, for continuous queries --------------------------------------------------------------
+
+register(
+    AggregateFunction(
+        "group_array", (State("ARRAY", Build.COLLECT, Merge.CONCAT, _array),), _only("ARRAY"), _array,
+        numeric_arg=False, aliases=("groupArray", "collect_list"), bounded=False,
+        doc="The non-null values of the argument as a list, in no guaranteed order (Timeplus group_array). Its "
+            "state grows with every event, so it is for continuous queries, whose groups close, not rollups.",
     )
 )

@@ -12,6 +12,7 @@ the EMIT clauses and that only one policy is given.  Names are checked against t
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Sequence
@@ -23,8 +24,17 @@ from tiltframe.errors import unknown
 from tiltframe.lang._annotations import RawAnnotation, continuous_options
 from tiltframe.lang._build import ParseTree, SpecBuilder, _kids, _present
 from tiltframe.lang.parser import NamesEverywhere, Vocabulary, syntax_error
-from tiltframe.spec.continuous import ContinuousQuery, Emit, EmitPolicy, SqlItem, Window, WindowKind
-from tiltframe.spec.expressions import Binary, Call, Expr, Pos, Unary
+from tiltframe.spec.continuous import (
+    ContinuousQuery,
+    Emit,
+    EmitPolicy,
+    Projection,
+    Setting,
+    SqlItem,
+    Window,
+    WindowKind,
+)
+from tiltframe.spec.expressions import Binary, Call, Expr, Pos, Unary, constant_value
 from tiltframe.spec.model import Annotation
 
 __all__ = ["INTERVAL_UNITS", "build_continuous"]
@@ -62,13 +72,6 @@ _POLICY_OF = {
 
 def _unsupported(word: str, expected: set[str]) -> str | None:
     """Messages for SQL this release does not take, instead of 'unexpected name'."""
-    if word == "with" and "SELECT" in expected:
-        return (
-            "WITH (a common table expression) is not supported yet in continuous queries; "
-            "write one SELECT ... FROM ... statement"
-        )
-    if word == "settings":
-        return "SETTINGS is not supported in continuous queries (Timeplus engine settings have no meaning here)"
     if word in ("join", "union"):
         return f"{word.upper()} is not supported yet in continuous queries: a query reads one stream"
     if word in ("order", "limit"):
@@ -136,12 +139,19 @@ def build_continuous(token: Token, source: str, annotations: Sequence[RawAnnotat
         raise syntax_error(source, exc, SQL) from None
     builder = SqlBuilder(source)
     options = continuous_options(annotations, builder.error)
-    return builder.continuous(
-        _kids(tree)[0],
-        name=options.get("name"),
-        text=str(token).strip(),
-        annotations=tuple(a.annotation for a in annotations),
-    )
+    with_clause, query, settings = _kids(tree)
+    common = {
+        "name": options.get("name"),
+        "text": str(token).strip(),
+        "annotations": tuple(a.annotation for a in annotations),
+    }
+    if with_clause is not None:
+        built = builder.with_query(with_clause, query, **common)
+    else:
+        built = builder.continuous(query, **common)
+    if settings is not None:
+        built = dataclasses.replace(built, settings=builder.settings(settings))
+    return built
 
 
 class SqlBuilder(SpecBuilder):
@@ -166,6 +176,55 @@ class SqlBuilder(SpecBuilder):
             annotations=annotations,
             pos=self.pos(tree),
         )
+
+    # --- WITH name AS (query) SELECT ... FROM name; SETTINGS --------------------------------------------------
+
+    def with_query(
+        self, tree: ParseTree, outer: ParseTree, *, name: str | None, text: str, annotations: tuple[Annotation, ...]
+    ) -> ContinuousQuery:
+        """The aggregation inside ``WITH``, with the query after it as its projection."""
+        first, *more = _kids(tree)
+        if more:
+            msg = (
+                "one WITH query is supported yet: aggregate in it and select from it, "
+                "as WITH g AS (SELECT ...) SELECT ... FROM g"
+            )
+            raise self.error(msg, self.pos(more[0]))
+        cte_name, query_tree = _kids(first)
+        cte = str(cte_name)
+        inner = self.continuous(query_tree, name=name, text=text, annotations=annotations)
+        select_clause, from_clause, where, group_by, having, emit = _kids(outer)
+        source = _kids(from_clause)[0]
+        if source.data != "stream_source" or str(_kids(source)[0]) != cte:
+            msg = f"the query after WITH {cte} AS (...) reads its rows: write FROM {cte}"
+            raise self.error(msg, self.pos(source))
+        for clause, word in ((group_by, "GROUP BY"), (having, "HAVING")):
+            if clause is not None:
+                msg = f"{word} over the rows of WITH {cte} is not supported yet: group and filter inside the WITH query"
+                raise self.error(msg, self.pos(clause))
+        emit_spec = inner.emit
+        if emit is not None:
+            if inner.emit.pos is not None:
+                msg = f"EMIT is given twice: once inside WITH {cte} AS (...) and once after it; keep one"
+                raise self.error(msg, self.pos(emit))
+            emit_spec = self.emit(emit)
+        items = _kids(select_clause)
+        select = () if [i.data for i in items] == ["select_star"] else tuple(self.select_item(i) for i in items)
+        projection = Projection(
+            cte, select, where=self.expr(_kids(where)[0]) if where is not None else None, pos=self.pos(outer)
+        )
+        return dataclasses.replace(inner, emit=emit_spec, projection=projection)
+
+    def settings(self, tree: ParseTree) -> tuple[Setting, ...]:
+        found: dict[str, Setting] = {}
+        for setting in _kids(tree):
+            name, comparator, value = _kids(setting)
+            if str(comparator) != "=":
+                raise self.error(f"write a setting as {name} = <value>", self.pos(comparator))
+            if str(name).lower() in found:
+                raise self.error(f"setting {name} is given twice", self.pos(name))
+            found[str(name).lower()] = Setting(str(name).lower(), constant_value(self.expr(value)), pos=self.pos(name))
+        return tuple(found.values())
 
     def select_item(self, tree: ParseTree) -> SqlItem:
         if tree.data == "select_star":

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from tiltframe.errors import QueryError
+from tiltframe.functions import scalars
 from tiltframe.spec.expressions import Attr, Binary, Call, Expr, Literal, Unary
 from tiltframe.spec.model import RetrievalQuery
 
@@ -64,6 +65,9 @@ def evaluate(
                 return np.trunc(result).astype("int64") if isinstance(result, pd.Series) else int(result)
             return result
         return _OPS[expr.op](left, right)
+    if isinstance(expr, Call) and query is None:  # continuous queries' scalar functions
+        values = [evaluate(a, frame, query, request) for a in expr.args]
+        return scalars.get(expr.name).pandas(expr, values, len(frame))
     if isinstance(expr, Call):
         msg = f"function {expr.name}() is not available in a retrieval"
         raise QueryError(msg)

@@ -59,6 +59,8 @@ def merge_rows(rows: pd.DataFrame, layout: AggregationLayout) -> pd.DataFrame:
         for s in columns:
             if s.merge.is_sketch:
                 spec[s.name] = _fold_values(s)
+            elif s.merge is Merge.CONCAT:
+                spec[s.name] = _concat
             elif s.merge in _PANDAS_MERGE:
                 spec[s.name] = _PANDAS_MERGE[s.merge]
     # Sorted by the event order, the last row of a group is its latest event.
@@ -87,6 +89,15 @@ def _pick_event(rows: pd.DataFrame, keys: list[str], order: list[str], *, latest
     ranked = ranked.sort_values(["_group", *order], na_position="first" if latest else "last", kind="stable")
     chosen = ranked.groupby("_group", sort=True).tail(1) if latest else ranked.groupby("_group", sort=True).head(1)
     return chosen.sort_values("_group").reset_index(drop=True)
+
+
+def _concat(values: pd.Series) -> list[Any]:
+    """Lists (or arrays, back from Arrow) joined, in row order."""
+    return [v for part in values if part is not None and not _missing(part) for v in part]
+
+
+def _missing(value: Any) -> bool:
+    return isinstance(value, float) and np.isnan(value)
 
 
 def _fold_values(state: StateColumn) -> Callable[[pd.Series], Any]:
@@ -127,8 +138,10 @@ def finalize(rows: pd.DataFrame, layout: AggregationLayout) -> pd.DataFrame:
     types = layout.output_types
     for alias, value in layout.finalized(rows, PandasOps()).items():
         values = np.asarray(value)
-        if values.dtype == object:  # read from sketches: NULL-able numbers
+        if values.dtype == object and types[alias].is_numeric:  # read from sketches: NULL-able numbers
             values = pd.array(values, dtype="Int64" if types[alias].is_integral else "Float64")
+        elif values.dtype.kind == "f" and types[alias].is_integral:  # a long min or max with NaN for NULL
+            values = pd.array(values, dtype="Int64")
         out[alias] = values
     for v in layout.values:
         out[v.name] = rows[v.name]

@@ -114,6 +114,27 @@ class SqlItem:
 
 
 @dataclass(frozen=True, slots=True)
+class Projection:
+    """``WITH <name> AS (<aggregation>) SELECT <items> FROM <name> [WHERE ...]``: the outer query, a select
+    list and a filter over the rows the aggregation emits (no ``select`` means ``SELECT *``).  Validation
+    folds it into the query's ``outputs`` and ``having``, so the engine computes it as each row is emitted."""
+
+    name: str
+    select: tuple[SqlItem, ...] = ()
+    where: Expr | None = None
+    pos: Pos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """``SETTINGS <name> = <value>`` after a query."""
+
+    name: str
+    value: str | int | float | bool
+    pos: Pos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
 class ContinuousQuery:
     """One continuous query.  The fields after ``annotations`` are set by validation:
 
@@ -121,8 +142,12 @@ class ContinuousQuery:
     - ``aggregates``: each distinct aggregate call as an :class:`AggregateItem` named ``_agg<i>``, its
       argument an expression over stream attributes;
     - ``outputs``: (output name, expression) in select order, the expressions over keys, window columns
-      and ``_agg<i>`` only;
-    - ``having``: rewritten the same way, and may also name outputs.
+      and ``_agg<i>`` only; with a ``projection``, its select items with the aggregation's names replaced;
+    - ``having``: rewritten the same way, and may also name outputs;
+    - ``filter``: a projection's WHERE, rewritten the same way (a row is emitted when both hold).
+
+    The fields before ``projection`` describe the aggregation, the one inside ``WITH ... AS (...)`` when
+    there is a projection.
     """
 
     stream: str
@@ -132,6 +157,8 @@ class ContinuousQuery:
     group_by: tuple[Expr, ...] = ()
     having: Expr | None = None
     emit: Emit = Emit()
+    projection: Projection | None = None
+    settings: tuple[Setting, ...] = ()
     name: str | None = None
     text: str = field(default="", compare=False, repr=False)
     annotations: tuple[Annotation, ...] = field(default=(), compare=False)
@@ -139,6 +166,7 @@ class ContinuousQuery:
     keys: tuple[str, ...] = ()
     aggregates: tuple[AggregateItem, ...] = ()
     outputs: tuple[tuple[str, Expr], ...] = ()
+    filter: Expr | None = None
 
     @property
     def output_names(self) -> tuple[str, ...]:

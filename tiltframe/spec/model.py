@@ -30,6 +30,8 @@ class AttrType(enum.Enum):
     BOOL = "bool"
     #: Sketch states only; streams cannot declare it.
     BINARY = "binary"
+    #: A list of values (``group_array``); streams cannot declare it.
+    ARRAY = "array"
 
     @property
     def is_numeric(self) -> bool:
@@ -43,7 +45,7 @@ class AttrType(enum.Enum):
     def named(cls, word: str, pos: Pos | None = None) -> AttrType:
         aliases = {"boolean": "bool", "integer": "int"}
         key = aliases.get(word.lower(), word.lower())
-        declarable = [m for m in cls if m is not cls.BINARY]
+        declarable = [m for m in cls if m not in (cls.BINARY, cls.ARRAY)]
         for member in declarable:
             if member.value == key:
                 return member

@@ -188,6 +188,12 @@ def _validate_item(agg: AggregationSpec, stream: StreamDef, item: object) -> Non
         return
     if isinstance(item, AggregateItem):
         fn = get(item.function)
+        if not fn.bounded:
+            msg = (
+                f"{item.function}() keeps every value, so a rollup's day and year buckets would grow without end; "
+                "use it in a continuous query, whose groups close"
+            )
+            raise _fail(msg, item.pos)
         if item.arg is not None:
             _check_plain(item.arg, stream, f"{item.function}(...) as {item.alias}")
             arg_type = expression_type(item.arg, stream)

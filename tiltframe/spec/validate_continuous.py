@@ -28,13 +28,16 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from tiltframe.errors import DefinitionError, unknown
-from tiltframe.functions import registry
+from tiltframe.functions import registry, scalars
 from tiltframe.functions.registry import AggregateFunction
 from tiltframe.spec.continuous import (
     WINDOW_COLUMNS,
     ContinuousQuery,
     Emit,
     EmitPolicy,
+    Projection,
+    Setting,
+    SqlItem,
     Window,
     WindowKind,
 )
@@ -49,9 +52,16 @@ from tiltframe.spec.expressions import (
     Unary,
     constant_value,
 )
-from tiltframe.spec.model import AggregateItem, AppSpec, AttrType, StreamDef
+from tiltframe.spec.model import AggregateItem, AppSpec, Attribute, AttrType, StreamDef
 
-__all__ = ["DEFAULT_PERIODIC_MS", "SQL_FUNCTION_ALIASES", "aggregate_function", "validate_continuous"]
+__all__ = [
+    "DEFAULT_PERIODIC_MS",
+    "SETTINGS",
+    "SQL_FUNCTION_ALIASES",
+    "aggregate_function",
+    "output_scope",
+    "validate_continuous",
+]
 
 #: Global aggregations emit every 2 seconds unless told otherwise (seed 003).
 DEFAULT_PERIODIC_MS = 2_000
@@ -84,7 +94,31 @@ def aggregate_function(name: str) -> AggregateFunction | None:
 
 
 def _function_names() -> list[str]:
-    return [*registry.names(), *SQL_FUNCTION_ALIASES]
+    return [*registry.names(), *SQL_FUNCTION_ALIASES, *scalars.names()]
+
+
+def _hash_table(value: Any) -> str | None:
+    return None if value in ("memory", "hybrid") else "'memory' or 'hybrid'"
+
+
+def _count(value: Any) -> str | None:
+    ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
+    return None if ok else "a whole number above 0"
+
+
+def _flag(value: Any) -> str | None:
+    return None if value in (True, False, 0, 1) else "true or false"
+
+
+#: The Timeplus SETTINGS a continuous query takes, each with a check of its value (the message says what
+#: it takes).  They tune how Timeplus holds its state; tiltframe always keeps the groups in Spark's
+#: RocksDB state store (memory-cached, spilled to disk: Timeplus's 'hybrid' table) and each key-hash bucket
+#: of groups apart, so they are checked and then change nothing (docs/continuous.md, "SETTINGS").
+SETTINGS: dict[str, Callable[[Any], str | None]] = {
+    "default_hash_table": _hash_table,
+    "max_hot_keys": _count,
+    "allow_independent_shard_processing": _flag,
+}
 
 
 def validate_continuous(app: AppSpec, query: ContinuousQuery) -> ContinuousQuery:
@@ -98,7 +132,33 @@ def validate_continuous(app: AppSpec, query: ContinuousQuery) -> ContinuousQuery
     except DefinitionError as exc:
         raise _fail(f"continuous query reads from {exc.message}", query.window.pos_of("stream")) from None
     window = _window(query.window, stream)
+    for setting in query.settings:
+        _setting(setting)
     return _Checker(query, stream, window).run()
+
+
+def _setting(setting: Setting) -> None:
+    check = SETTINGS.get(setting.name.lower())
+    if check is None:
+        raise _fail(unknown("setting", setting.name, SETTINGS), setting.pos)
+    wanted = check(setting.value)
+    if wanted is not None:
+        raise _fail(f"setting {setting.name} takes {wanted}, got {setting.value!r}", setting.pos)
+
+
+def output_scope(query: ContinuousQuery, stream: StreamDef) -> StreamDef:
+    """The columns an output expression of a validated ``query`` reads, with their types: the keys,
+    ``window_start``/``window_end`` (epoch ms) and each finalized aggregate (``_agg<i>``, or one column
+    per quantile)."""
+    from tiltframe.store.layout import expression_type  # the store builds on the spec
+
+    columns = {k: stream.attribute(k).type for k in query.keys}
+    columns.update(dict.fromkeys(WINDOW_COLUMNS, AttrType.LONG))
+    for item in query.aggregates:
+        fn = registry.get(item.function)
+        arg_type = expression_type(item.arg, stream) if item.arg is not None else None
+        columns.update(dict.fromkeys(fn.output_names(item.alias, fn.resolve(item.params)), fn.result_type(arg_type)))
+    return StreamDef("_outputs", tuple(Attribute(n, t) for n, t in columns.items()))
 
 
 def _time_column(stream: StreamDef, name: str, pos: Pos | None, what: str) -> None:
@@ -195,16 +255,33 @@ class _Checker:
                 f"(tumble, hop or session); this one only selects columns of {self.stream.name}"
             )
             raise _fail(msg, q.pos)
-        return dataclasses.replace(
+        outputs, row_filter = self.outputs, None
+        if q.projection is not None:
+            outputs, row_filter = self.project(q.projection)
+        validated = dataclasses.replace(
             q,
             window=self.window,
             where=where,
             emit=self.emit(q.emit),
             keys=self.keys,
             aggregates=tuple(self.aggregates),
-            outputs=tuple(self.outputs.items()),
+            outputs=tuple(outputs.items()),
             having=having,
+            filter=row_filter,
         )
+        self.typed(validated)
+        return validated
+
+    def typed(self, query: ContinuousQuery) -> None:
+        """Every output typed (a function given arguments it cannot take is refused here, at its place)."""
+        from tiltframe.store.layout import expression_type  # the store builds on the spec
+
+        scope = output_scope(query, self.stream)
+        for _, expr in query.outputs:
+            expression_type(expr, scope)
+        for clause, condition in (("HAVING", query.having), ("WHERE", query.filter)):
+            if condition is not None:
+                self.condition(condition, clause, scope)
 
     def group_by(self) -> tuple[str, ...]:
         keys: list[str] = []
@@ -243,7 +320,7 @@ class _Checker:
                     fn.output_names(alias, settings), fn.output_names(agg.alias, settings), strict=True
                 )
             ]
-        return [(name, self.grouped(expr, "SELECT", outputs=False))]
+        return [(name, self.grouped(expr, "SELECT", outputs=True))]
 
     def grouped(self, expr: Expr, clause: str, *, outputs: bool) -> Expr:
         """An expression over aggregates, keys and window columns (and output names in HAVING)."""
@@ -252,7 +329,7 @@ class _Checker:
         if isinstance(expr, Call):
             fn = aggregate_function(expr.name)
             if fn is None:
-                raise self.unknown_function(expr)
+                return self.scalar(expr, lambda e: self.grouped(e, clause, outputs=outputs))
             if fn.outputs is not None:
                 msg = (
                     f"{expr.name}() gives one column per quantile and cannot be part of an expression: select it "
@@ -281,6 +358,9 @@ class _Checker:
                 f"column '{attr.name}' in {clause} is neither in GROUP BY nor inside an aggregate function: "
                 f"add it to GROUP BY or aggregate it, such as max({attr.name})"
             )
+            raise _fail(msg, attr.pos)
+        if clause == "SELECT" and attr.name in {item.alias for item in self.query.select}:
+            msg = f"'{attr.name}' is the name of a select item further on: an item can use the names of those before it"
             raise _fail(msg, attr.pos)
         raise self.unknown_column(attr, extra=self.outputs if outputs else ())
 
@@ -330,14 +410,22 @@ class _Checker:
             return Attr(expr.name, pos=expr.pos)
         if isinstance(expr, Call):
             if aggregate_function(expr.name) is None:
-                raise self.unknown_function(expr)
+                return self.scalar(expr, lambda e: self.plain(e, where, aggregate_hint))
             inside = f"inside {where}" if where.startswith("the argument") else f"in {where}"
             msg = f"aggregate {expr.name}() cannot be used {inside}"
             raise _fail(f"{msg}, which {aggregate_hint}" if aggregate_hint else msg, expr.pos)
         return self.map_children(expr, lambda e: self.plain(e, where, aggregate_hint))
 
-    def condition(self, expr: Expr, clause: str) -> None:
-        """A true/false expression whose arithmetic is typed (comparisons do not type their operands)."""
+    def scalar(self, call: Call, inside: Callable[[Expr], Expr]) -> Expr:
+        """A scalar function call (json_encode written as json_object), its arguments mapped by ``inside``."""
+        if not scalars.is_scalar(call.name):
+            raise self.unknown_function(call)
+        canonical = scalars.canonical_call(call)
+        return Call(canonical.name, tuple(inside(a) for a in canonical.args), pos=call.pos)
+
+    def condition(self, expr: Expr, clause: str, scope: StreamDef | None = None) -> None:
+        """A true/false expression whose arithmetic is typed (comparisons do not type their operands), over
+        the stream's attributes or another ``scope``."""
         from tiltframe.store.layout import expression_type  # the store builds on the spec
 
         def typed(e: Expr) -> AttrType:
@@ -345,12 +433,48 @@ class _Checker:
                 typed(e.left), typed(e.right)
             elif isinstance(e, Unary):
                 typed(e.operand)
-            return expression_type(e, self.stream)
+            return expression_type(e, scope or self.stream)
 
         found = typed(expr)
         if found is not AttrType.BOOL:
             msg = f"{clause} needs a condition (true or false), such as cpu_usage > 99; got a {found.value} expression"
             raise _fail(msg, expr.pos)
+
+    # --- WITH name AS (...) SELECT ... FROM name [WHERE ...] ---------------------------------------------------
+
+    def project(self, projection: Projection) -> tuple[dict[str, Expr], Expr | None]:
+        """The outer query's outputs and WHERE, the aggregation's output names replaced by their expressions."""
+        items = projection.select or tuple(SqlItem(Attr(name)) for name in self.outputs)
+        outputs: dict[str, Expr] = {}
+        for item in items:
+            name = item.output_name
+            if _AGG_NAME.fullmatch(name):
+                raise _fail(f"'{name}' is a name tiltframe keeps for its aggregates; choose another", item.pos)
+            if name in outputs:
+                msg = f"output column '{name}' is selected twice; give one of them another name with AS"
+                raise _fail(msg, item.pos)
+            outputs[name] = self.over_rows(item.expr, projection)
+        where = projection.where
+        return outputs, self.over_rows(where, projection) if where is not None else None
+
+    def over_rows(self, expr: Expr, projection: Projection) -> Expr:
+        """An expression over the rows of the WITH query, as an expression over its keys and aggregates."""
+        if isinstance(expr, Attr):
+            if expr.qualifier not in (None, projection.name):
+                msg = f"'{expr}' names {expr.qualifier}, but the query reads the rows of {projection.name}"
+                raise _fail(msg, expr.pos)
+            if expr.name not in self.outputs:
+                raise _fail(unknown(f"column of {projection.name}", expr.name, self.outputs), expr.pos)
+            return self.outputs[expr.name]
+        if isinstance(expr, Call) and aggregate_function(expr.name) is not None:
+            msg = (
+                f"aggregating the rows of {projection.name} again is not supported yet: "
+                f"aggregate inside WITH {projection.name} AS (...)"
+            )
+            raise _fail(msg, expr.pos)
+        if isinstance(expr, Call):
+            return self.scalar(expr, lambda e: self.over_rows(e, projection))
+        return self.map_children(expr, lambda e: self.over_rows(e, projection))
 
     @staticmethod
     def map_children(expr: Expr, fn: Callable[[Expr], Expr]) -> Expr:

@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from tiltframe.functions import scalars
 from tiltframe.functions.registry import AggregateFunction, Merge, Ops, State, get
 from tiltframe.spec.durations import Granularity
-from tiltframe.spec.expressions import Attr, Binary, Expr, Literal, Unary
+from tiltframe.spec.expressions import Attr, Binary, Call, Expr, Literal, Unary
 from tiltframe.spec.model import AggregateItem, AggregationSpec, AppSpec, AttrType, StreamDef
 
 AGG_TIMESTAMP = "AGG_TIMESTAMP"
@@ -230,5 +231,7 @@ def expression_type(expr: Expr, stream: StreamDef) -> AttrType:
         msg = f"operator '{expr.op}' needs numbers, got {left.value} and {right.value} in {expr}"
         raise DefinitionError(msg, line=expr.pos.line if expr.pos else None,
                               column=expr.pos.column if expr.pos else None)
+    if isinstance(expr, Call):
+        return scalars.get(expr.name).result_type(expr, [expression_type(a, stream) for a in expr.args])
     msg = f"unsupported expression {expr}"
     raise TypeError(msg)

@@ -544,8 +544,10 @@ class _Step:
         for name, expr in self.query.outputs:
             values[name] = _column(evaluate(expr, scope, None), len(scope))
         keep = np.ones(len(values), dtype=bool)
-        if self.query.having is not None:
-            keep = pd.Series(_column(evaluate(self.query.having, scope, None), len(scope))).fillna(False).to_numpy(bool)
+        for condition in (self.query.having, self.query.filter):
+            if condition is not None:
+                holds = pd.Series(_column(evaluate(condition, scope, None), len(scope))).fillna(False)
+                keep &= holds.to_numpy(bool)
         values[MWS] = groups[WS].to_numpy()
         return values, keep
 
@@ -618,4 +620,10 @@ def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     a_null, b_null = pd.isna(a), pd.isna(b)
     left = np.where(a_null, None, a)
     right = np.where(b_null, None, b)
+    if any(isinstance(v, list | np.ndarray) for v in (*left[:1], *right[:1])):  # group_array lists
+        return np.array([_plain(x) == _plain(y) for x, y in zip(left, right, strict=True)], dtype=bool)
     return np.asarray(left == right, dtype=bool) | (a_null & b_null)
+
+
+def _plain(value: Any) -> Any:
+    return [_plain(v) for v in value] if isinstance(value, list | np.ndarray) else value

@@ -40,14 +40,14 @@ from tiltframe.engine.continuous.processor import (
     ProcessorConfig,
     extra_columns,
 )
-from tiltframe.engine.continuous.states import TS, arg_column, layout_for, output_types
+from tiltframe.engine.continuous.states import TS, arg_column, array_elements, layout_for, output_types
 from tiltframe.engine.events import EVENT_TS, SPARK_TYPES, type_events
 from tiltframe.engine.events import RAW as TYPED_RAW
 from tiltframe.engine.events import REASON as TYPED_REASON
 from tiltframe.engine.expressions import to_column
 from tiltframe.engine.sinks import JsonLinesSink, Sink
 from tiltframe.spec.continuous import WINDOW_COLUMNS, ContinuousQuery
-from tiltframe.spec.expressions import Attr, attributes_of
+from tiltframe.spec.expressions import Attr
 from tiltframe.spec.model import AppSpec, AttrType
 
 BUCKET = "tf_bucket"
@@ -60,6 +60,7 @@ _PANDAS_DTYPES = {
     AttrType.BOOL: "boolean",
     AttrType.STRING: "object",
     AttrType.BINARY: "object",
+    AttrType.ARRAY: "object",
 }
 
 
@@ -108,9 +109,13 @@ class ContinuousRun:
         self.totals = ContinuousTotals()
         self.buckets = buckets or int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
         self.layout = layout_for(app, query)
-        types = output_types(self.layout, query)
+        types = output_types(app, query)
         self.output_names = query.output_names
-        self.output_schema = types
+        elements = array_elements(app, query)
+        self.output_schema = {
+            n: T.ArrayType(SPARK_TYPES[elements[n]]) if t is AttrType.ARRAY else SPARK_TYPES[t]
+            for n, t in types.items()
+        }
         config = ProcessorConfig(
             query, self.layout, self.output_names, {n: _PANDAS_DTYPES[t] for n, t in types.items()}
         )
@@ -123,12 +128,11 @@ class ContinuousRun:
 
     def _build(self, raw: DataFrame, config: ProcessorConfig) -> DataFrame:
         query, stream = self.query, self.app.stream(self.query.stream)
-        used = {a.name for item in query.aggregates if item.arg is not None for a in attributes_of(item.arg)}
-        used |= set(query.keys)
-        if query.where is not None:
-            used |= {a.name for a in attributes_of(query.where)}
+        # Rejected when missing: the group keys and the column AFTER KEY EXPIRE measures spans by.  A null
+        # elsewhere is SQL's NULL: aggregates skip it, WHERE does not pass it, json_encode writes null.
+        required = {*query.keys, *([query.emit.identified_by] if query.emit.identified_by else [])}
         time_attr = query.window.time_attribute
-        typed = type_events(raw, stream, required=used, time_attribute=time_attr, arrival_ms=0)
+        typed = type_events(raw, stream, required=required, time_attribute=time_attr, arrival_ms=0)
         if query.where is not None:
             typed = typed.where(
                 F.col(TYPED_REASON).isNotNull() | F.coalesce(to_column(query.where, stream), F.lit(False))
@@ -166,7 +170,7 @@ class ContinuousRun:
                 T.StructField(TS, T.LongType()),
                 T.StructField(RAW, T.StringType()),
                 T.StructField(REASON, T.StringType()),
-                *(T.StructField(n, SPARK_TYPES[t]) for n, t in self.output_schema.items()),
+                *(T.StructField(n, t) for n, t in self.output_schema.items()),
             ]
         )
         return (

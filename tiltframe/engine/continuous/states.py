@@ -12,12 +12,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from tiltframe.functions import registry
 from tiltframe.functions.registry import Build
 from tiltframe.functions.sketches import BUILD
-from tiltframe.spec.continuous import WINDOW_END, WINDOW_START, ContinuousQuery
+from tiltframe.spec.continuous import ContinuousQuery
 from tiltframe.spec.durations import Granularity, Unit
-from tiltframe.spec.model import AggregationSpec, AppSpec, Attribute, AttrType, KeyItem, StreamDef
-from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout, expression_type
+from tiltframe.spec.expressions import Attr
+from tiltframe.spec.model import AggregationSpec, AppSpec, AttrType, KeyItem
+from tiltframe.spec.validate_continuous import output_scope
+from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AggregationLayout, expression_type
 
 #: Columns of the events the processor receives: event time (epoch ms) and arrival position.
 TS = "tf_ts"
@@ -42,15 +45,22 @@ def layout_for(app: AppSpec, query: ContinuousQuery) -> AggregationLayout:
     return AggregationLayout(spec, stream, "UTC")
 
 
-def output_types(layout: AggregationLayout, query: ContinuousQuery) -> dict[str, AttrType]:
+def output_types(app: AppSpec, query: ContinuousQuery) -> dict[str, AttrType]:
     """The type of each output column of ``query``, inferred like an aggregation's expressions over a
     stream of its keys, window columns and finalized aggregates."""
-    columns = dict(layout.output_types)
-    columns.pop(AGG_TIMESTAMP)
-    columns.pop(AGG_EVENT_TIMESTAMP)
-    columns.update({WINDOW_START: AttrType.LONG, WINDOW_END: AttrType.LONG})
-    scope = StreamDef("_outputs", tuple(Attribute(n, t) for n, t in columns.items()))
+    scope = output_scope(query, app.stream(query.stream))
     return {name: expression_type(expr, scope) for name, expr in query.outputs}
+
+
+def array_elements(app: AppSpec, query: ContinuousQuery) -> dict[str, AttrType]:
+    """The element type of each list output (a ``group_array`` selected as it is): its argument's type."""
+    stream = app.stream(query.stream)
+    items = {item.alias: item for item in query.aggregates}
+    return {
+        name: expression_type(items[expr.name].arg, stream)  # type: ignore[arg-type]
+        for name, expr in query.outputs
+        if isinstance(expr, Attr) and expr.name in items and not registry.get(items[expr.name].function).bounded
+    }
 
 
 def build_states(events: pd.DataFrame, layout: AggregationLayout, batch: int) -> pd.DataFrame:
@@ -73,6 +83,8 @@ def build_states(events: pd.DataFrame, layout: AggregationLayout, batch: int) ->
             values = grouped[arg].agg(build.value)
         elif build is Build.M2:
             values = grouped[arg].var(ddof=0) * grouped[arg].count()
+        elif build is Build.COLLECT:
+            values = grouped[arg].agg(lambda v: v.dropna().tolist())
         elif build in (Build.EARLIEST, Build.LATEST):
             values = _event_field(events, keys, arg, s.state.field or "value", batch, latest=build is Build.LATEST)
         else:
