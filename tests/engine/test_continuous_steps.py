@@ -5,6 +5,7 @@ runs the main sequences on Spark."""
 from __future__ import annotations
 
 import itertools
+import json
 from collections import Counter
 from typing import Any
 
@@ -14,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.engine.continuous_sim import Sim
+from tests.seed003 import SEED_OTEL
 
 S = "@eventTime('ts') define stream s (k string, v double, ts long, end_time long);\n"
 
@@ -288,3 +290,44 @@ def test_seed_emit_examples(emit: str) -> None:
         sim.step(now=8000),
     ]
     assert steps == SEED_EMITS[emit]
+
+
+OTEL = (
+    "@eventTime('end_time') define stream otel_traces (trace_id string, span_id string, parent_span_id string, "
+    "name string, start_time long, end_time long, attributes string);\n"
+)
+
+
+def span(trace: str, span_id: str, start: int, end: int, parent: str | None = None) -> dict[str, Any]:
+    return {"trace_id": trace, "span_id": span_id, "parent_span_id": parent, "name": "op", "start_time": start,
+            "end_time": end, "attributes": "{}"}
+
+
+def test_seed_trace_query_emits_each_trace_when_it_expires() -> None:
+    """The seed's WITH ... SETTINGS query: a trace whose end times span more than 500ms is emitted as soon as
+    they do; another after 2s of processing time without its events."""
+    sim = Sim.of(OTEL + SEED_OTEL)
+    assert sim.step([span("t1", "a", 0, 100), span("t1", "b", 50, 300, "a"), span("t2", "c", 10, 20)], now=1000) == []
+    [row] = sim.step([span("t1", "d", 200, 700, "a")], now=1500)
+    event = json.loads(row["event"])
+    assert {k: event[k] for k in ("trace_id", "start_ts", "end_ts", "span_ms")} == {
+        "trace_id": "t1", "start_ts": 0, "end_ts": 700, "span_ms": 700,
+    }
+    assert sorted(json.loads(s)["span_id"] for s in event["trace_events"]) == ["a", "b", "d"]
+    assert json.loads(event["trace_events"][0]) == {
+        "span_id": "a", "parent_span_id": None, "name": "op", "start_time": 0, "end_time": 100, "attributes": "{}",
+    }
+    assert sim.step(now=2999) == []
+    [row] = sim.step(now=3000)
+    assert json.loads(row["event"])["trace_id"] == "t2" and json.loads(row["event"])["span_ms"] == 10
+
+
+def test_with_query_filter_and_changelog() -> None:
+    """WHERE over the rows of a WITH query drops rows; a changelog row carries its delta."""
+    sim = Sim.of(
+        OTEL + "WITH g AS (SELECT trace_id, min(start_time) AS s, max(end_time) AS e, date_diff('ms', s, e) AS d "
+        "FROM otel_traces GROUP BY trace_id EMIT CHANGELOG AFTER KEY EXPIRE WITH MAXSPAN 1s AND TIMEOUT 1s) "
+        "SELECT trace_id, d FROM g WHERE d >= 100 SETTINGS default_hash_table='hybrid';"
+    )
+    sim.step([span("t1", "a", 0, 150), span("t2", "b", 0, 50)], now=0)
+    assert sim.step(now=1000) == [{"trace_id": "t1", "d": 150, "_tp_delta": 1}]

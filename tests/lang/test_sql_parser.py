@@ -19,10 +19,19 @@ from tests.seed003 import (
     SEED_TUMBLE_DEFAULT,
     SEED_TUMBLE_DELAY_TYPO,
 )
-from tiltframe.errors import DefinitionError, NotSupportedYet
+from tiltframe.errors import DefinitionError
 from tiltframe.lang import parse_app, parse_continuous
 from tiltframe.lang.parser import parse_sql
-from tiltframe.spec.continuous import ContinuousQuery, Emit, EmitPolicy, SqlItem, Window, WindowKind
+from tiltframe.spec.continuous import (
+    ContinuousQuery,
+    Emit,
+    EmitPolicy,
+    Projection,
+    Setting,
+    SqlItem,
+    Window,
+    WindowKind,
+)
 from tiltframe.spec.expressions import Attr, Binary, Call, ListLiteral, Literal, Unary
 from tiltframe.spec.model import AggregateItem, Annotation
 
@@ -124,14 +133,63 @@ def test_seed_timeout_note_query() -> None:
     assert q.select[1] == SqlItem(Call("count"), "count")
 
 
-def test_seed_otel_cte_is_not_supported_yet() -> None:
-    text = "define stream otel_traces (trace_id string, start_time long, end_time long);\n" + SEED_OTEL
-    with pytest.raises(NotSupportedYet) as caught:
-        parse_app(text)
-    error = caught.value
-    assert (error.line, error.column) == (2, 1)
-    assert "WITH (a common table expression) is not supported yet" in error.message
-    assert error.snippet is not None and error.snippet.splitlines()[0].endswith("WITH grouped AS(")
+def test_seed_otel_query_parses_into_an_aggregation_and_its_projection() -> None:
+    q = parse_sql(SEED_OTEL)
+    assert q.stream == "otel_traces" and q.window == Window(WindowKind.GLOBAL, "otel_traces")
+    assert [i.output_name for i in q.select] == ["trace_id", "start_ts", "end_ts", "span_ms", "trace_events"]
+    span = Call("date_diff", (Literal("ms", "string"), Attr("start_ts"), Attr("end_ts")))
+    assert q.select[3] == SqlItem(span, "span_ms")
+    assert q.group_by == (Attr("trace_id"),)
+    assert q.emit == Emit(EmitPolicy.AFTER_KEY_EXPIRE, identified_by="end_time", maxspan_ms=500, timeout_ms=2_000)
+    names = ("trace_id", "start_ts", "end_ts", "span_ms", "trace_events")
+    assert q.projection == Projection(
+        "grouped", (SqlItem(Call("json_encode", tuple(Attr(n) for n in names)), "event"),)
+    )
+    assert q.settings == (
+        Setting("default_hash_table", "hybrid"),
+        Setting("max_hot_keys", 1_000_000),
+        Setting("allow_independent_shard_processing", True),
+    )
+
+
+def test_with_query_forms() -> None:
+    star = parse_sql("WITH g AS (SELECT count() AS n FROM t) SELECT * FROM g WHERE n > 1")
+    assert star.projection == Projection("g", (), Binary(">", Attr("n"), Literal(1, "int")))
+    outer_emit = parse_sql("WITH g AS (SELECT count() AS n FROM t) SELECT n FROM g EMIT PERIODIC 1s")
+    assert outer_emit.emit == Emit(EmitPolicy.PERIODIC, interval_ms=1_000)
+    plain = parse_sql("SELECT count() FROM t EMIT PERIODIC 1s SETTINGS max_hot_keys = 10;")
+    assert plain.settings == (Setting("max_hot_keys", 10),) and plain.projection is None
+
+
+@pytest.mark.parametrize(
+    ("sql", "marker", "fragment"),
+    [
+        (
+            "WITH a AS (SELECT count() FROM t), b AS (SELECT count() FROM t) SELECT * FROM a",
+            "b AS",
+            "one WITH query is supported yet",
+        ),
+        ("WITH g AS (SELECT count() AS n FROM t) SELECT n FROM t", "t", "write FROM g"),
+        ("WITH g AS (SELECT count() AS n FROM t) SELECT n FROM tumble(g, 5s)", "tumble", "write FROM g"),
+        (
+            "WITH g AS (SELECT count() AS n FROM t) SELECT n FROM g GROUP BY n",
+            "GROUP",
+            "GROUP BY over the rows of WITH g is not supported yet",
+        ),
+        (
+            "WITH g AS (SELECT count() AS n FROM t EMIT PERIODIC 1s) SELECT n FROM g EMIT ON UPDATE",
+            "EMIT ON",
+            "EMIT is given twice",
+        ),
+        ("SELECT count() FROM t SETTINGS max_hot_keys > 1", ">", "write a setting as max_hot_keys = <value>"),
+        ("SELECT count() FROM t SETTINGS max_hot_keys = 1, MAX_HOT_KEYS = 2", "MAX_HOT", "given twice"),
+    ],
+)
+def test_with_and_settings_errors(sql: str, marker: str, fragment: str) -> None:
+    with pytest.raises(DefinitionError) as caught:
+        parse_sql(sql)
+    assert (caught.value.line, caught.value.column) == (1, sql.rindex(marker) + 1), str(caught.value)
+    assert fragment in caught.value.message
 
 
 # --- every EMIT form ------------------------------------------------------------------------------------
@@ -417,10 +475,9 @@ def test_function_constants_and_lists() -> None:
         ("SELECT count() FROM s WHERE a IN ()", 1, 35, "unexpected ')'"),
         ("SELECT count() FROM s WHERE a = 'x", 1, 33, "unterminated string"),
         ("SELECT count() AS 5 FROM s", 1, 19, "unexpected number 5 at line 1, column 19; expected a name"),
-        ("SELECT count() FROM s EMIT PERIODIC 1s SETTINGS a=1", 1, 40, "SETTINGS is not supported"),
         ("SELECT count() FROM s JOIN t", 1, 23, "JOIN is not supported yet"),
         ("SELECT count() FROM s LIMIT 5", 1, 23, "LIMIT is not supported in continuous queries"),
-        ("WITH x AS (SELECT 1) SELECT count() FROM x", 1, 1, "WITH (a common table expression) is not supported"),
+        ("WITH x AS (SELECT 1) SELECT count() FROM x", 1, 20, "expected 'as', ',' or 'from'"),
     ],
 )
 def test_syntax_errors(text: str, line: int, column: int, fragment: str) -> None:

@@ -143,9 +143,14 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _cells(values: pd.Series) -> Any:
+    """The values of a column, numpy scalars kept (a float32 is written as the float32 it is)."""
+    return values.to_numpy() if isinstance(values.dtype, np.dtype) else values.to_numpy(dtype=object)
+
+
 def _json_object_pandas(call: Call, values: Sequence[Any], rows: int) -> Any:
     keys = _keys(call)
-    columns = [v.to_numpy(dtype=object) if isinstance(v, pd.Series) else [v] * rows for v in values[1::2]]
+    columns = [_cells(v) if isinstance(v, pd.Series) else [v] * rows for v in values[1::2]]
     text = [
         json.dumps(dict(zip(keys, map(_plain, row), strict=True)), separators=(",", ":"), ensure_ascii=False)
         for row in zip(*columns, strict=True)
