@@ -32,9 +32,8 @@ receives a batch of rows, in the driver, after the rows are collected (no sink w
 p50 / p95 / max are over the rows emitted (each row one sample), leaving out rows whose reference event
 arrived in the first ``--warmup-seconds`` of the feed.  A last file holding one event of an extra symbol,
 ten windows past the others, closes every window; its group is left out everywhere.  A run ends once each
-side's latest row per group accounts for every event fed.  (tiltframe's clock ticker fails for a query
-without an interval, ``ContinuousRun._tick``; the bench then moves its clock to wall time with
-``ContinuousRun.advance`` at every trigger, as the ticker would, and the report says so.)
+side's latest row per group accounts for every event fed.  Before feeding, the bench checks that
+tiltframe's processing time follows wall time (its clock ticker runs); a clock that stands still fails the run.
 
 **Throughput** runs are bounded: ``--events`` events in files of ``--events-per-file`` (plus the closing
 file) are in the folder before the query starts and both sides read ``--files-per-trigger`` files per
@@ -241,19 +240,13 @@ class TiltframeSide:
     def ready(self) -> bool:
         return self.run.totals.batches > 0  # the first tick of the clock went through the processor
 
-    def keep_clock(self, trigger: str) -> ClockKeeper | None:
-        """Work around a failed clock ticker: in a follow run processing time must follow wall time; if it
-        stands still (``ContinuousRun._tick`` raises for a query without an interval: ``min()`` of one
-        float), move it with :meth:`ContinuousRun.advance` as the ticker would."""
+    def check_clock(self, trigger: str) -> None:
+        """In a follow run processing time follows wall time: the clock must move within two triggers."""
         from tiltframe.engine.continuous.clock import read_clock
 
         first = read_clock(self.run.clock)["now"]
         time.sleep(max(0.3, 2 * _seconds(trigger)))
-        if read_clock(self.run.clock)["now"] != first:
-            return None
-        keeper = ClockKeeper(self.run, max(0.1, _seconds(trigger)))
-        keeper.start()
-        return keeper
+        assert read_clock(self.run.clock)["now"] != first, "tiltframe's processing time stands still"
 
     def finish(self) -> None:
         self.run.finish()
@@ -271,18 +264,6 @@ class TiltframeSide:
     def verify(self, label: str) -> None:
         totals = self.run.totals
         assert totals.events_late == 0 == totals.events_rejected, (label, totals)
-
-
-class ClockKeeper(threading.Thread):
-    """Moves a follow run's processing time to wall time every ``step`` seconds (what its ticker does)."""
-
-    def __init__(self, run: Any, step: float) -> None:
-        super().__init__(name="clock-keeper", daemon=True)
-        self.continuous_run, self.step, self.stop_event = run, step, threading.Event()
-
-    def run(self) -> None:
-        while not self.stop_event.wait(self.step):
-            self.continuous_run.advance(time.time_ns() // 1_000_000)
 
 
 def _seconds(interval: str) -> float:
@@ -417,7 +398,6 @@ class Followed:
     arrivals: np.ndarray
     started: float
     batches: int
-    clock_kept: bool  # the bench moved tiltframe's clock (its ticker failed)
 
 
 def follow(side: str, spark: SparkSession, case: Case, wl: Workload, work: Path, *, trigger: str,
@@ -430,14 +410,15 @@ def follow(side: str, spark: SparkSession, case: Case, wl: Workload, work: Path,
     runner = make_side(side, spark, case, folder, work / "run", follow=True, trigger=trigger,
                        spark_trigger=spark_trigger, files_per_trigger=None)
     runner.start()
-    feeder, keeper = Feeder(staged, folder, interval), None
+    feeder = Feeder(staged, folder, interval)
     try:
         deadline = time.monotonic() + 120
         while not runner.ready():
             runner.check()
             assert time.monotonic() < deadline, f"{case.name}/{side}: the query did not start"
             time.sleep(0.05)
-        keeper = runner.keep_clock(trigger) if isinstance(runner, TiltframeSide) else None
+        if isinstance(runner, TiltframeSide):
+            runner.check_clock(trigger)
         time.sleep(1.0)  # let the query settle into its triggers
         feeder.start()
         feeder.join()
@@ -451,12 +432,10 @@ def follow(side: str, spark: SparkSession, case: Case, wl: Workload, work: Path,
             time.sleep(0.1)
     finally:
         feeder.stop_event.set()
-        if keeper is not None:
-            keeper.stop_event.set()
         runner.stop()
     runner.verify(f"{case.name}/{side}/follow")
     assert not np.isnan(feeder.arrivals).any()
-    return Followed(runner.rows.frame(), feeder.arrivals, feeder.started, runner.batches, keeper is not None)
+    return Followed(runner.rows.frame(), feeder.arrivals, feeder.started, runner.batches)
 
 
 def reference_files(rows: pd.DataFrame, events: pd.DataFrame, case: Case, n_files: int) -> np.ndarray:
@@ -516,9 +495,6 @@ def report(args: argparse.Namespace, lat_wl: Workload | None, tput_wl: Workload 
               f"{len(tput_wl.files) - 1} files of {args.events_per_file:,} + the closing file, "
               f"{args.files_per_trigger} per micro-batch, trigger {args.throughput_trigger}; wall time from "
               "building the query to its stop")
-    if any(r.get("latency", {}).get("clock_kept") for by_side in results.values() for r in by_side.values()):
-        print("note: tiltframe's clock ticker failed for a query without an interval (ContinuousRun._tick: min() "
-              "of one float); the bench moved its clock to wall time with ContinuousRun.advance at every trigger")
     print("totals checked: each side's final row of every group holds the exact count and avg of its events, "
           "the counts summing to the events fed" + ("; the bounded runs of both sides emit the same rows"
                                                     if tput_wl is not None else ""))
@@ -609,8 +585,7 @@ def main() -> None:
                              drain_timeout=args.drain_timeout)
                 check_rows(f"{case.name}/{side}/follow", run.rows, truth, case)
                 lat = latencies(run, lat_wl, case, args.warmup_seconds)
-                results[case.name][side]["latency"] = {**stats(lat), "batches": run.batches,
-                                                       "clock_kept": run.clock_kept}
+                results[case.name][side]["latency"] = {**stats(lat), "batches": run.batches}
                 print(f"{case.name:8} {side:9} latency: {len(run.rows):,} rows, {run.batches} batches, "
                       f"p50 {results[case.name][side]['latency']['p50']:.2f} s", flush=True)
         if tput_wl is not None:

@@ -28,6 +28,7 @@ from tiltframe.engine.continuous.processor import (
     _Step,
     _unpack,
 )
+from tiltframe.engine.continuous.query import row_order
 from tiltframe.engine.continuous.states import TS, arg_column, layout_for
 from tiltframe.lang import parse_app
 from tiltframe.retrieval.evaluate import evaluate
@@ -85,7 +86,8 @@ class Sim:
         columns = [*self.query.output_names, *([DELTA] if self.query.emit.changelog else [])]
         out = []
         for rows in batches:
-            rows = rows.sort_values(_order(self.query), kind="stable")[columns].rename(columns={DELTA: CHANGELOG_DELTA})
+            rows = rows.sort_values(row_order(self.query), kind="stable")[columns]
+            rows = rows.rename(columns={DELTA: CHANGELOG_DELTA})
             out += [_plain(r) for r in rows.to_dict("records")]
         return out
 
@@ -139,15 +141,6 @@ def _dtypes(app: AppSpec, query: ContinuousQuery) -> dict[str, str]:
     from tiltframe.engine.continuous.states import output_types
 
     return {n: _PANDAS_DTYPES[t] for n, t in output_types(app, query).items()}
-
-
-def _order(query: ContinuousQuery) -> list[str]:
-    from tiltframe.spec.continuous import WINDOW_COLUMNS
-    from tiltframe.spec.expressions import Attr
-
-    keys = set(query.keys) | set(WINDOW_COLUMNS)
-    order = [n for n, e in query.outputs if isinstance(e, Attr) and e.name in keys]
-    return [*order, *([DELTA] if query.emit.changelog else [])]
 
 
 def _plain(row: dict[str, Any]) -> dict[str, Any]:

@@ -403,10 +403,10 @@ def test_session_max_length_changelog(live) -> None:
         {"device": "d1", "window_start": 15_000, "window_end": 19_000, "n": 3, "_tp_delta": 1},
     ]
     assert q.step([d("d1", 1, 8500)]) == [
-        {"device": "d1", "window_start": 8500, "window_end": 13_500, "n": 5, "_tp_delta": 1},
         {"device": "d1", "window_start": 10_000, "window_end": 15_000, "n": 5, "_tp_delta": -1},
-        {"device": "d1", "window_start": 14_000, "window_end": 18_500, "n": 4, "_tp_delta": 1},
         {"device": "d1", "window_start": 15_000, "window_end": 19_000, "n": 3, "_tp_delta": -1},
+        {"device": "d1", "window_start": 8500, "window_end": 13_500, "n": 5, "_tp_delta": 1},
+        {"device": "d1", "window_start": 14_000, "window_end": 18_500, "n": 4, "_tp_delta": 1},
     ]
     assert q.step([d("d1", 1, 30_000)]) == [
         {"device": "d1", "window_start": 30_000, "window_end": 32_000, "n": 1, "_tp_delta": 1}

@@ -68,9 +68,9 @@ def test_count_windows_on_update_changelog() -> None:
     ]
     # 500 fills the open window (its earliest time becomes 500); 600 opens the next one.
     assert sim.step([e("a", 1, 500), e("a", 7, 600)]) == [
+        {"k": "a", "window_start": 3000, "window_end": 9000, "n": 2, "t": 4.0, "_tp_delta": -1},
         {"k": "a", "window_start": 500, "window_end": 9000, "n": 3, "t": 5.0, "_tp_delta": 1},
         {"k": "a", "window_start": 600, "window_end": 600, "n": 1, "t": 7.0, "_tp_delta": 1},
-        {"k": "a", "window_start": 3000, "window_end": 9000, "n": 2, "t": 4.0, "_tp_delta": -1},
     ]
 
 
@@ -236,8 +236,8 @@ def test_session_bridge_retracts_both_sessions(delay: int) -> None:
     ]
     assert sim.step([e("a", 1, 2500)]) == [
         {"k": "a", "window_start": 1000, "window_end": 3000, "n": 1, "_tp_delta": -1},
-        {"k": "a", "window_start": 1000, "window_end": 6000, "n": 3, "_tp_delta": 1},
         {"k": "a", "window_start": 4000, "window_end": 6000, "n": 1, "_tp_delta": -1},
+        {"k": "a", "window_start": 1000, "window_end": 6000, "n": 3, "_tp_delta": 1},
     ]
 
 
@@ -253,8 +253,8 @@ def test_null_and_integer_keys_on_update_changelog() -> None:
     ]
     assert sim.step([{"id": 1, "tag": None, "ts": 3}, {"id": None, "tag": "x", "ts": 4}]) == [
         {"id": 1, "tag": None, "c": 1, "_tp_delta": -1},
-        {"id": 1, "tag": None, "c": 2, "_tp_delta": 1},
         {"id": None, "tag": "x", "c": 1, "_tp_delta": -1},
+        {"id": 1, "tag": None, "c": 2, "_tp_delta": 1},
         {"id": None, "tag": "x", "c": 2, "_tp_delta": 1},
     ]
 

@@ -136,12 +136,18 @@ class Vocabulary:
 
 @functools.cache
 def _lark() -> Lark:
-    grammar = resources.files("tiltframe.lang").joinpath("grammar.lark").read_text(encoding="utf-8")
+    return build_lark("grammar.lark", ["app", "query_text", "continuous_text", "expr"])
+
+
+def build_lark(grammar_file: str, start: list[str]) -> Lark:
+    """A parser for a grammar of this package, as both languages use them: LALR(1) with the contextual
+    lexer (keywords reserved only where they can appear), positions kept, names offered everywhere."""
+    grammar = resources.files("tiltframe.lang").joinpath(grammar_file).read_text(encoding="utf-8")
     return Lark(
         grammar,
         parser="lalr",
         lexer="contextual",
-        start=["app", "query_text", "continuous_text", "expr"],
+        start=start,
         propagate_positions=True,
         maybe_placeholders=True,
         postlex=NamesEverywhere(),

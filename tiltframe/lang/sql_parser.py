@@ -16,14 +16,13 @@ import dataclasses
 import functools
 import re
 from collections.abc import Sequence
-from importlib import resources
 
 from lark import Lark, Token, Tree, UnexpectedInput
 
 from tiltframe.errors import unknown
 from tiltframe.lang._annotations import RawAnnotation, continuous_options
 from tiltframe.lang._build import ParseTree, SpecBuilder, _kids, _present
-from tiltframe.lang.parser import NamesEverywhere, Vocabulary, syntax_error
+from tiltframe.lang.parser import Vocabulary, build_lark, syntax_error
 from tiltframe.spec.continuous import (
     ContinuousQuery,
     Emit,
@@ -81,16 +80,7 @@ def _unsupported(word: str, expected: set[str]) -> str | None:
 
 @functools.cache
 def _lark() -> Lark:
-    grammar = resources.files("tiltframe.lang").joinpath("sql.lark").read_text(encoding="utf-8")
-    return Lark(
-        grammar,
-        parser="lalr",
-        lexer="contextual",
-        start="sql_text",
-        propagate_positions=True,
-        maybe_placeholders=True,
-        postlex=NamesEverywhere(),
-    )
+    return build_lark("sql.lark", ["sql_text"])
 
 
 SQL = Vocabulary(

@@ -264,7 +264,7 @@ class ContinuousRun:
         records = out[out[OUT_KIND].isin(["late", "rejected"])]
         if not rows.empty:
             columns = [*self.output_names, *([DELTA] if self.query.emit.changelog else [])]
-            rows = rows.sort_values(self._order(), kind="stable")[columns].reset_index(drop=True)
+            rows = rows.sort_values(row_order(self.query), kind="stable")[columns].reset_index(drop=True)
             rows = rows.rename(columns={DELTA: CHANGELOG_DELTA})
             self.sink.write(self.name, batch_id, rows)
         if not records.empty:
@@ -284,11 +284,15 @@ class ContinuousRun:
         if not reports.empty:
             write_clock(self.clock, max_event_ts=int(reports.max()))
 
-    def _order(self) -> list[str]:
-        """Emitted rows in window and key order; a retraction before the row that replaces it."""
-        keys = set(self.query.keys) | set(WINDOW_COLUMNS)
-        order = [n for n, e in self.query.outputs if isinstance(e, Attr) and e.name in keys]
-        return [*order, EMITTED_AT, *([DELTA] if self.query.emit.changelog else [])]
+
+
+def row_order(query: ContinuousQuery) -> list[str]:
+    """The order of the rows a micro-batch emits: by emission time; in a changelog, the retractions before
+    the insertions (a consumer applying rows in order never holds a moved session's old and new row at
+    once); then by window and key.  A stable sort keeps the processor's order for the rest."""
+    keys = set(query.keys) | set(WINDOW_COLUMNS)
+    order = [n for n, e in query.outputs if isinstance(e, Attr) and e.name in keys]
+    return [EMITTED_AT, *([DELTA] if query.emit.changelog else []), *order]
 
 
 def _wall_ms() -> int:
