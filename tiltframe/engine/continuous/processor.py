@@ -620,7 +620,7 @@ def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     a_null, b_null = pd.isna(a), pd.isna(b)
     left = np.where(a_null, None, a)
     right = np.where(b_null, None, b)
-    if any(isinstance(v, list | np.ndarray) for v in (*left[:1], *right[:1])):  # group_array lists
+    if any(isinstance(v, list | np.ndarray) for v in (*left, *right)):  # group_array lists
         return np.array([_plain(x) == _plain(y) for x, y in zip(left, right, strict=True)], dtype=bool)
     return np.asarray(left == right, dtype=bool) | (a_null & b_null)
 

@@ -285,7 +285,6 @@ class ContinuousRun:
             write_clock(self.clock, max_event_ts=int(reports.max()))
 
 
-
 def row_order(query: ContinuousQuery) -> list[str]:
     """The order of the rows a micro-batch emits: by emission time; in a changelog, the retractions before
     the insertions (a consumer applying rows in order never holds a moved session's old and new row at
