@@ -30,6 +30,7 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection, Engine
 
 from tiltframe.errors import DefinitionError, StoreError, UsageError, did_you_mean
+from tiltframe.functions.scalars import json_value
 
 
 class Sink(Protocol):
@@ -136,7 +137,7 @@ def lists_as_json(rows: pd.DataFrame) -> pd.DataFrame:
         return rows
     out = rows.copy()
     for c in columns:
-        out[c] = [json.dumps(np.asarray(v).tolist(), ensure_ascii=False) if listy(v) else v for v in rows[c]]
+        out[c] = [json.dumps(json_value(v), ensure_ascii=False) if listy(v) else v for v in rows[c]]
     return out
 
 

@@ -28,7 +28,7 @@ from tiltframe.spec.model import AttrType
 if TYPE_CHECKING:
     from pyspark.sql import Column
 
-__all__ = ["DATE_DIFF_UNITS", "ScalarFunction", "canonical_call", "get", "is_scalar", "names"]
+__all__ = ["DATE_DIFF_UNITS", "ScalarFunction", "canonical_call", "get", "is_scalar", "json_value", "names"]
 
 #: ``date_diff`` units in milliseconds, by every name it takes.
 DATE_DIFF_UNITS = {
@@ -130,10 +130,11 @@ def _json_object_spark(call: Call, columns: Sequence[Column]) -> Column:
     return F.to_json(F.struct(*fields), {"ignoreNullFields": "false"})
 
 
-def _plain(value: Any) -> Any:
-    """A cell as a JSON value: numpy scalars and arrays as Python ones, missing values as null."""
+def json_value(value: Any) -> Any:
+    """A cell as a JSON value: numpy scalars and arrays (a ``group_array`` list) as Python ones, missing
+    values as None."""
     if isinstance(value, np.ndarray | list | tuple):
-        return [_plain(v) for v in value]
+        return [json_value(v) for v in value]
     if value is None or value is pd.NA or (isinstance(value, float | np.floating) and np.isnan(value)):
         return None
     if isinstance(value, np.float32):
@@ -152,7 +153,7 @@ def _json_object_pandas(call: Call, values: Sequence[Any], rows: int) -> Any:
     keys = _keys(call)
     columns = [_cells(v) if isinstance(v, pd.Series) else [v] * rows for v in values[1::2]]
     text = [
-        json.dumps(dict(zip(keys, map(_plain, row), strict=True)), separators=(",", ":"), ensure_ascii=False)
+        json.dumps(dict(zip(keys, map(json_value, row), strict=True)), separators=(",", ":"), ensure_ascii=False)
         for row in zip(*columns, strict=True)
     ] if columns else ["{}"] * rows
     return pd.Series(text, dtype=object)

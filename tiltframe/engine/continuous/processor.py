@@ -64,6 +64,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 
 from tiltframe.engine.continuous.states import SEQ, TS, build_states
 from tiltframe.engine.events import parse_event_time
+from tiltframe.functions.scalars import json_value
 from tiltframe.retrieval.evaluate import evaluate
 from tiltframe.retrieval.merge import finalize, merge_rows
 from tiltframe.spec.continuous import WINDOW_END, WINDOW_START, ContinuousQuery, EmitPolicy, WindowKind
@@ -621,9 +622,5 @@ def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     left = np.where(a_null, None, a)
     right = np.where(b_null, None, b)
     if any(isinstance(v, list | np.ndarray) for v in (*left, *right)):  # group_array lists
-        return np.array([_plain(x) == _plain(y) for x, y in zip(left, right, strict=True)], dtype=bool)
+        return np.array([json_value(x) == json_value(y) for x, y in zip(left, right, strict=True)], dtype=bool)
     return np.asarray(left == right, dtype=bool) | (a_null & b_null)
-
-
-def _plain(value: Any) -> Any:
-    return [_plain(v) for v in value] if isinstance(value, list | np.ndarray) else value
