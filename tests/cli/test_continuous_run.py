@@ -12,50 +12,45 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from tests.seed003 import SEED_OTEL
+from tests.seed003 import (
+    SEED_GLOBAL_PERIODIC,
+    SEED_ON_UPDATE,
+    SEED_OTEL,
+    SEED_PERIODIC_HAVING,
+    SEED_REPEAT,
+    SEED_TUMBLE_DEFAULT,
+    SEED_TUMBLE_DELAY_TYPO,
+)
 from tiltframe.cli.app import app
 
 runner = CliRunner()
 
-# The seed's queries as written, with two changes: the first one gets the GROUP BY the seed forgot (its
-# `device` is not aggregated), and streams declare their event-time attribute.
-APP = """\
+# The seed's queries as written (tests/seed003.py), with these changes: the first one gets the GROUP BY the
+# seed forgot (its `device` is not aggregated), the typo `widnow_end` is fixed, the REPEAT example reads
+# car_live_data instead of `t`, and streams declare their event-time attribute.
+_HOT_DEVICES = SEED_GLOBAL_PERIODIC.replace("WHERE cpu_usage > 99\n", "WHERE cpu_usage > 99\nGROUP BY device\n")
+_TOTAL = SEED_REPEAT.replace(" FROM t\n", " FROM car_live_data\n")
+APP = f"""\
 @eventTime('ts') define stream device_utils (device string, cpu_usage double, ts long);
 @eventTime('ts') define stream car_live_data (cid string, speed double, ts long);
 
 @info(name='hot_devices')
-SELECT device, count(*) FROM device_utils WHERE cpu_usage > 99 GROUP BY device EMIT PERIODIC 5s;
+{_HOT_DEVICES};
 
 @info(name='max_cpu')
-SELECT device, max(cpu_usage) FROM tumble(device_utils, 5s) GROUP BY device, window_end;
+{SEED_TUMBLE_DEFAULT};
 
 @info(name='max_cpu_delayed')
-SELECT device, max(cpu_usage)
-FROM tumble(device_utils, 5s)
-GROUP BY device, window_end
-EMIT AFTER WINDOW CLOSE WITH DELAY 2s;
+{SEED_TUMBLE_DELAY_TYPO.replace("widnow_end", "window_end")}
 
 @info(name='busy_windows')
-SELECT window_start, count() AS cnt
-FROM tumble(car_live_data, 5s)
-GROUP BY window_start
-HAVING cnt > 300
-EMIT PERIODIC 1s;
+{SEED_PERIODIC_HAVING};
 
 @info(name='watched_cars')
-SELECT
-window_start, cid, count() AS cnt
-FROM
-tumble(car_live_data, 5s)
-WHERE
-cid IN ('c00033', 'c00022')
-GROUP BY
-window_start, cid
-EMIT ON UPDATE;
+{SEED_ON_UPDATE};
 
 @info(name='total')
-SELECT count() FROM car_live_data
-EMIT PERIODIC 3s REPEAT;
+{_TOTAL};
 """
 
 DEVICES = [
@@ -126,8 +121,7 @@ def test_seed_typo_is_an_unknown_column(tmp_path: Path) -> None:
     app_file = tmp_path / "typo.siddhi"
     app_file.write_text(
         "@eventTime('ts') define stream device_utils (device string, cpu_usage double, ts long);\n"
-        "SELECT device, max(cpu_usage)\nFROM tumble(device_utils, 5s)\nGROUP BY device, widnow_end\n"
-        "EMIT AFTER WINDOW CLOSE WITH DELAY 2s;\n",
+        + SEED_TUMBLE_DELAY_TYPO + "\n",
         encoding="utf-8",
     )
     result = runner.invoke(app, ["validate", str(app_file)])

@@ -88,7 +88,7 @@ class Sim:
         for rows in batches:
             rows = rows.sort_values(row_order(self.query), kind="stable")[columns]
             rows = rows.rename(columns={DELTA: CHANGELOG_DELTA})
-            out += [_plain(r) for r in rows.to_dict("records")]
+            out += [plain(r) for r in rows.to_dict("records")]
         return out
 
     def _batch(self, events: pd.DataFrame, *, tick: bool) -> pd.DataFrame:
@@ -143,7 +143,8 @@ def _dtypes(app: AppSpec, query: ContinuousQuery) -> dict[str, str]:
     return {n: _PANDAS_DTYPES[t] for n, t in output_types(app, query).items()}
 
 
-def _plain(row: dict[str, Any]) -> dict[str, Any]:
+def plain(row: dict[str, Any]) -> dict[str, Any]:
+    """A row with Python values: numpy numbers as int and float, every missing value as None."""
     out = {}
     for k, v in row.items():
         if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):

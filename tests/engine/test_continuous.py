@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
+from tests.engine.continuous_sim import plain
 from tiltframe.engine.continuous import ContinuousRun
 from tiltframe.engine.sinks import CallbackSink
 from tiltframe.engine.sources import FileInput, read_stream
@@ -101,20 +101,6 @@ def together(queries: list[Live], events: list[dict[str, Any]] = (), *, now: int
     for q in queries:
         q.run.process()
     return [q.take() for q in queries]
-
-
-def plain(row: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in row.items():
-        if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
-            out[key] = None
-        elif isinstance(value, np.integer):
-            out[key] = int(value)
-        elif isinstance(value, np.floating):
-            out[key] = float(value)
-        else:
-            out[key] = value
-    return out
 
 
 @pytest.fixture(scope="module")
