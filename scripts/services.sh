@@ -167,6 +167,9 @@ END
 SELECT 'CREATE DATABASE $DB OWNER $DB_USER'
 WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = '$DB')\gexec
 ALTER DATABASE $DB OWNER TO $DB_USER;
+-- DROP DATABASE ... WITH (FORCE) of the tests' scratch databases must be able to end an autovacuum
+-- worker that is still in the database; without this role PostgreSQL refuses.
+GRANT pg_signal_backend TO $DB_USER;
 SQL
 
 # --- MariaDB --------------------------------------------------------------------------------------
