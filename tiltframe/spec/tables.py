@@ -1,0 +1,255 @@
+"""Tables, pre-aggregated or raw, and one-shot SELECT queries over them (EventQL pre-aggregation).
+
+A table is declared with ``define table`` (docs/preaggregation.md).  With a ``preaggregate`` clause, the
+rows inserted into it are pre-aggregated per interval of one granularity by ``workers`` parallel workers,
+each getting rows round-robin; every interval then holds up to ``workers`` partial rows per combination of
+dimension values, and a SELECT merges them.  The pre-aggregation is the rollup machinery with one level:
+:meth:`TableSpec.as_aggregation` and :meth:`TableSpec.as_stream` give the :class:`AggregationSpec` and the
+input :class:`StreamDef` the engine runs, so a measure is exactly an aggregate of ``define aggregation``.
+
+Validation lives in :mod:`tiltframe.spec.validate_tables` (definitions) and
+:mod:`tiltframe.spec.validate_table_query` (queries); changes of a stored definition in
+:mod:`tiltframe.spec.table_changes`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tiltframe.errors import DefinitionError, unknown
+from tiltframe.functions import registry
+from tiltframe.spec.continuous import SqlItem
+from tiltframe.spec.durations import Granularity
+from tiltframe.spec.expressions import Attr, Expr, Pos
+from tiltframe.spec.model import (
+    AggregateItem,
+    AggregationSpec,
+    Annotation,
+    AppSpec,
+    Attribute,
+    AttrType,
+    KeyItem,
+    OrderItem,
+    StreamDef,
+)
+
+__all__ = [
+    "DEFAULT_WORKERS",
+    "STREAM_SUFFIX",
+    "WORKER_COLUMN",
+    "Measure",
+    "Preaggregation",
+    "TableApp",
+    "TableQuery",
+    "TableSpec",
+]
+
+#: Workers per table when ``@preaggregate(workers=...)`` does not say: enough to spread a hot key over
+#: the two to eight cores of a small cluster, few enough to keep the partial rows per interval low.
+DEFAULT_WORKERS = 4
+
+#: The column of a partial row that says which worker wrote it (0 ... workers - 1).  Users see it only in
+#: ``partials(Table)``; a table may not declare a column of that name.
+WORKER_COLUMN = "SHARD_ID"
+
+#: The input stream of table ``T`` is ``T_ROWS``: the aggregation takes the table's own name, and an app's
+#: stream and aggregation names must differ.
+STREAM_SUFFIX = "_ROWS"
+
+
+@dataclass(frozen=True, slots=True)
+class Measure:
+    """``function(column[, params...]) as alias``: one aggregated column of the pre-aggregated rows.
+
+    ``function`` is the registry's canonical name (``mean`` is stored as ``avg``), so two spellings of one
+    function are one measure; ``column`` is None for ``count()``.
+    """
+
+    function: str
+    column: str | None
+    alias: str
+    params: tuple[Any, ...] = ()
+    pos: Pos | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def aggregate(self) -> registry.AggregateFunction:
+        return registry.get(self.function)
+
+    def output_names(self) -> tuple[str, ...]:
+        """The columns a query sees: the alias, or one per quantile (``costQ_p50``, ...)."""
+        fn = self.aggregate
+        return fn.output_names(self.alias, fn.resolve(self.params))
+
+    def describe(self) -> str:
+        args = [self.column or "", *(_constant(p) for p in self.params)]
+        return f"{self.function}({', '.join(a for a in args if a)}) as {self.alias}"
+
+
+def _constant(value: Any) -> str:
+    if isinstance(value, tuple):
+        return f"[{', '.join(_constant(v) for v in value)}]"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Preaggregation:
+    """The pre-aggregation config of a table (EventQL section 4.2): one granularity, the number of
+    workers, the dimensions (columns queries group by) and the measures.
+
+    ``positions`` keeps where parts were written ("granularity", "workers", "time", "dimension:<name>"),
+    so validation can point at the part it refuses.
+    """
+
+    granularity: Granularity
+    measures: tuple[Measure, ...]
+    dimensions: tuple[str, ...] = ()
+    workers: int = DEFAULT_WORKERS
+    pos: Pos | None = field(default=None, compare=False, repr=False)
+    positions: tuple[tuple[str, Pos], ...] = field(default=(), compare=False, repr=False)
+
+    def pos_of(self, part: str) -> Pos | None:
+        return next((p for name, p in self.positions if name == part), self.pos)
+
+    def measure(self, alias: str) -> Measure:
+        for m in self.measures:
+            if m.alias == alias:
+                return m
+        raise DefinitionError(unknown("measure", alias, [m.alias for m in self.measures]))
+
+
+@dataclass(frozen=True, slots=True)
+class TableSpec:
+    """``define table Name (col type, ...) [preaggregate by <time> every <duration> ...]``.
+
+    ``time_column`` is the table's time (epoch ms) column, the key of its intervals; a raw table (no
+    ``preaggregation``) has none.
+    """
+
+    name: str
+    columns: tuple[Attribute, ...]
+    time_column: str | None = None
+    preaggregation: Preaggregation | None = None
+    annotations: tuple[Annotation, ...] = field(default=(), compare=False)
+    pos: Pos | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def stream_name(self) -> str:
+        return f"{self.name}{STREAM_SUFFIX}"
+
+    def has(self, name: str) -> bool:
+        return any(c.name == name for c in self.columns)
+
+    def column(self, name: str, pos: Pos | None = None) -> Attribute:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise DefinitionError(
+            unknown(f"column of table {self.name}", name, [c.name for c in self.columns]),
+            line=pos.line if pos else None,
+            column=pos.column if pos else None,
+        )
+
+    def measure_types(self) -> dict[str, AttrType]:
+        """Every measure output a query sees, with the type of its merged value."""
+        out: dict[str, AttrType] = {}
+        for m in self.preaggregation.measures if self.preaggregation else ():
+            arg_type = self.column(m.column).type if m.column is not None else None
+            out.update(dict.fromkeys(m.output_names(), m.aggregate.result_type(arg_type)))
+        return out
+
+    def as_stream(self) -> StreamDef:
+        """The stream of rows inserted into the table (``<Name>_ROWS``), with the table's columns."""
+        return StreamDef(self.stream_name, self.columns, event_time=self.time_column, pos=self.pos)
+
+    def as_aggregation(self) -> AggregationSpec:
+        """The rollup with one level that pre-aggregates the table: named like the table, reading
+        :meth:`as_stream`, grouped by the dimensions, one aggregate per measure."""
+        pre = self.preaggregation
+        if pre is None:
+            raise DefinitionError(f"table {self.name} is not pre-aggregated", line=_line(self.pos),
+                                  column=_column(self.pos))
+        keys = tuple(KeyItem(d, pos=pre.pos_of(f"dimension:{d}")) for d in pre.dimensions)
+        aggregates = tuple(
+            AggregateItem(
+                m.function, Attr(m.column, pos=m.pos) if m.column is not None else None, m.alias,
+                pos=m.pos, params=m.params,
+            )
+            for m in pre.measures
+        )
+        return AggregationSpec(
+            name=self.name,
+            source=self.stream_name,
+            select=(*keys, *aggregates),
+            granularities=(pre.granularity,),
+            group_by=pre.dimensions,
+            time_attribute=self.time_column,
+            pos=self.pos,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TableApp:
+    """An app with its tables, until :class:`AppSpec` carries them itself."""
+
+    app: AppSpec
+    tables: tuple[TableSpec, ...] = ()
+
+    def table(self, name: str, pos: Pos | None = None) -> TableSpec:
+        for t in self.tables:
+            if t.name == name:
+                return t
+        raise DefinitionError(
+            unknown("table", name, [t.name for t in self.tables]), line=_line(pos), column=_column(pos)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TableQuery:
+    """``SELECT <items> FROM <Table | partials(Table)> [WHERE] [GROUP BY] [HAVING] [ORDER BY] [LIMIT]``.
+
+    As parsed: ``select`` (empty for ``SELECT *``), ``partials`` (``FROM partials(T)``), the clauses as
+    written.  Validation (:func:`tiltframe.spec.validate_table_query.validate_table_query`) fills in the
+    rest, so the engine never re-reads the text:
+
+    - ``merged``: the partial rows are merged by ``keys`` (a pre-aggregated table read without
+      ``partials``); otherwise the stored rows are read as they are;
+    - ``keys``: the columns rows are merged by: the time column (interval start) and every dimension when
+      there is no GROUP BY (the default aggregation clause), else the GROUP BY columns;
+    - ``measures``: the aliases of the measures the query reads, in table order;
+    - ``outputs``: ``(name, expression)`` in select order, over the keys and the measures' output columns
+      (and, for partial rows, the time column, the dimensions and ``SHARD_ID``); qualifiers dropped;
+    - ``output_types``: the type of each output;
+    - ``where`` (rows before merging), ``having`` (merged rows, output names replaced by their expressions)
+      and ``order_by`` (over output names).  Without ORDER BY, rows come ordered by the keys.
+    """
+
+    table: str
+    select: tuple[SqlItem, ...] = ()
+    partials: bool = False
+    where: Expr | None = None
+    group_by: tuple[Expr, ...] = ()
+    having: Expr | None = None
+    order_by: tuple[OrderItem, ...] = ()
+    limit: int | None = None
+    text: str = field(default="", compare=False, repr=False)
+    pos: Pos | None = field(default=None, compare=False, repr=False)
+    #: Where the table name was written.
+    table_pos: Pos | None = field(default=None, compare=False, repr=False)
+    merged: bool = False
+    keys: tuple[str, ...] = ()
+    measures: tuple[str, ...] = ()
+    outputs: tuple[tuple[str, Expr], ...] = ()
+    output_types: tuple[tuple[str, AttrType], ...] = ()
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.outputs)
+
+
+def _line(pos: Pos | None) -> int | None:
+    return pos.line if pos else None
+
+
+def _column(pos: Pos | None) -> int | None:
+    return pos.column if pos else None
