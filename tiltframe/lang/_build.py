@@ -8,7 +8,7 @@ here are :class:`DefinitionError` at the position of the offending node, with a 
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lark import Token, Tree
 
@@ -45,6 +45,9 @@ from tiltframe.spec.model import (
     StreamDef,
 )
 
+if TYPE_CHECKING:  # tables build on this module
+    from tiltframe.spec.tables import TableSpec
+
 ParseTree = Tree[Token]
 Node = ParseTree | Token
 
@@ -70,6 +73,8 @@ class SpecBuilder:
         self.text = text
         self.known_aggregations = set(known_aggregations)
         self.known_streams: set[str] = set()
+        #: ``define table`` statements, which AppSpec does not carry yet (see parser.parse_tables).
+        self.tables: list[TableSpec] = []
 
     # --- errors and positions ---------------------------------------------------------------------------
 
@@ -112,6 +117,10 @@ class SpecBuilder:
                 self.known_aggregations.add(aggregations[-1].name)
             elif body.data == "continuous_query":
                 continuous.append(self.continuous_query(body, annotations))
+            elif body.data == "table_def":
+                from tiltframe.lang._tables import build_table  # it builds on this module
+
+                self.tables.append(build_table(self, body, annotations))
             else:
                 queries.append(self.query(body, annotations))
         by_name = {a.name.lower(): a for a in app_annotations}
@@ -171,24 +180,26 @@ class SpecBuilder:
         name, *attribute_defs = _kids(tree)
         refuse_on_stream(annotations, str(name), self.error)
         options = stream_options(annotations, self.error)
-        attributes = []
-        for attribute_def in attribute_defs:
-            attr_name, type_token = _kids(attribute_def)
-            type_pos = self.pos(type_token)
-            if str(type_token).lower() == "object":
-                msg = (
-                    f"attribute type 'object' (of {attr_name}) is not supported; "
-                    "expected one of: bool, double, float, int, long, string"
-                )
-                raise self.error(msg, type_pos)
-            try:
-                attr_type = AttrType.named(str(type_token), type_pos)
-            except DefinitionError as exc:
-                raise self.error(exc.message, type_pos) from None
-            attributes.append(Attribute(str(attr_name), attr_type, pos=self.pos(attr_name)))
+        attributes = [self.attribute_def(a) for a in attribute_defs]
         return StreamDef(
             str(name), tuple(attributes), tuple(a.annotation for a in annotations), pos=self.pos(tree), **options
         )
+
+    def attribute_def(self, attribute_def: ParseTree) -> Attribute:
+        """``name type`` of a stream or a table."""
+        attr_name, type_token = _kids(attribute_def)
+        type_pos = self.pos(type_token)
+        if str(type_token).lower() == "object":
+            msg = (
+                f"attribute type 'object' (of {attr_name}) is not supported; "
+                "expected one of: bool, double, float, int, long, string"
+            )
+            raise self.error(msg, type_pos)
+        try:
+            attr_type = AttrType.named(str(type_token), type_pos)
+        except DefinitionError as exc:
+            raise self.error(exc.message, type_pos) from None
+        return Attribute(str(attr_name), attr_type, pos=self.pos(attr_name))
 
     # --- define aggregation -----------------------------------------------------------------------------
 

@@ -31,9 +31,18 @@ from tiltframe.lang._build import SpecBuilder, snippet
 from tiltframe.spec.continuous import ContinuousQuery
 from tiltframe.spec.expressions import Expr
 from tiltframe.spec.model import AppSpec, RetrievalQuery
+from tiltframe.spec.tables import TableApp, TableQuery
 from tiltframe.spec.validate import validate_app
 
-__all__ = ["parse_app", "parse_continuous", "parse_expression", "parse_query", "parse_sql"]
+__all__ = [
+    "parse_app",
+    "parse_continuous",
+    "parse_expression",
+    "parse_query",
+    "parse_sql",
+    "parse_table_query",
+    "parse_tables",
+]
 
 # Readable names of the grammar's terminals; keyword and punctuation terminals are shown as written.
 _TERMINAL_WORDS = {
@@ -58,6 +67,7 @@ _EXPRESSION_IN_CLAUSE = {
     "WITHIN": "a time (a date string, a long or an attribute)",
     "PER": 'a duration (a string such as "days" or an attribute)',
     "ORDER": "an expression to order by",
+    "MEASURES": "a measure (an aggregate such as sum(clicked) as clicks)",
 }
 _NAME_IN_CLAUSE = {
     "EVERY": "a duration (sec, min, hour, day, month or year)",
@@ -67,6 +77,8 @@ _NAME_IN_CLAUSE = {
     "JOIN": "a stream or aggregation name",
     "INTO": "a stream name",
     "STREAM": "an attribute name",
+    "TABLE": "a column name",
+    "DIMENSIONS": "a column name",
 }
 
 
@@ -86,7 +98,7 @@ class NamesEverywhere(PostLex):
 def _siddhi_name_phrase(clause: str | None, stack: list[object]) -> str | None:
     """A name inside ``define stream``: an attribute, or after one its type."""
     top = getattr(stack[-1], "type", None) if stack else None
-    if clause == "STREAM" and top == "IDENTIFIER":
+    if clause in ("STREAM", "TABLE") and top == "IDENTIFIER":
         return "a type (string, int, long, float, double or bool)"
     return None
 
@@ -177,7 +189,54 @@ def parse_app(text: str) -> AppSpec:
     builder = SpecBuilder(text)
     tree = _parse(text, "app")
     with _snippets(text):
-        return validate_app(builder.app(tree))
+        app = builder.app(tree)
+        if builder.tables:  # until AppSpec carries them, an app with tables must not run without them
+            table = builder.tables[0]
+            msg = (
+                f"define table {table.name}: tables are parsed and checked (tiltframe.lang.parser.parse_tables), "
+                "but not stored or queried yet"
+            )
+            line, column = (table.pos.line, table.pos.column) if table.pos else (None, None)
+            raise NotSupportedYet(msg, line=line, column=column)
+        return validate_app(app)
+
+
+def parse_tables(text: str) -> TableApp:
+    """Parse a whole app that may define tables (``define table``): the app validated as
+    :func:`parse_app` does, and each table by :func:`~tiltframe.spec.validate_tables.validate_tables`.
+
+    Raises:
+        DefinitionError: at the line and column of the first problem.
+    """
+    from tiltframe.spec.tables import TableApp
+    from tiltframe.spec.validate_tables import validate_tables
+
+    builder = SpecBuilder(text)
+    tree = _parse(text, "app")
+    with _snippets(text):
+        app = validate_app(builder.app(tree))
+        return TableApp(app, validate_tables(app, builder.tables))
+
+
+def parse_table_query(text: str, tables: TableApp) -> TableQuery:
+    """Parse one ``SELECT ... FROM <table | partials(table)> [WHERE] [GROUP BY] [HAVING] [ORDER BY] [LIMIT]``
+    and validate it against the tables of ``tables`` (docs/preaggregation.md).
+
+    Example:
+        >>> t = parse_tables("define table T (time long, site string, clicked int) "
+        ...                  "preaggregate by time every min dimensions site measures sum(clicked) as clicks;")
+        >>> q = parse_table_query("SELECT site, clicks FROM T GROUP BY site", t)
+        >>> q.keys, q.measures, q.output_names
+        (('site',), ('clicks',), ('site', 'clicks'))
+
+    Raises:
+        DefinitionError: a syntax error or an invalid reference, at its line and column.
+    """
+    from tiltframe.lang._tables import build_table_query
+    from tiltframe.spec.validate_table_query import validate_table_query
+
+    with _snippets(text):
+        return validate_table_query(tables, build_table_query(text))
 
 
 def parse_query(text: str, *, aggregations: Collection[str] = ()) -> RetrievalQuery:
@@ -414,6 +473,6 @@ def _describe_expected(expected: set[str], stack: list[object], vocab: Vocabular
 
 def _name_phrase(clause: str | None, stack: list[object], vocab: Vocabulary) -> str:
     top = getattr(stack[-1], "type", None) if stack else None
-    if top in ("AS", "STREAM", "AGGREGATION"):
+    if top in ("AS", "STREAM", "AGGREGATION", "TABLE"):
         return "a name"
     return vocab.name_phrase(clause, stack) or vocab.name_in_clause.get(clause or "", "a name")

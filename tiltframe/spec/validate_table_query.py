@@ -1,0 +1,408 @@
+"""Validation of SELECT queries over tables: the default aggregation clause of EventQL pre-aggregation.
+
+A pre-aggregated table holds up to ``workers`` partial rows per interval and dimension values.  A query
+sees it as if it held one row per interval and dimension values, each measure merged by its own function:
+
+- without GROUP BY and without aggregate calls, rows are merged by the time column (the interval start)
+  and every dimension (the seed's default aggregation clause);
+- with GROUP BY (columns among the time column and the dimensions), a measure named anywhere stands for
+  its value merged over the group: ``clicks / impressions`` is the group's click rate;
+- ``f(m)``, where ``m`` is a measure declared with ``f`` itself (``sum(clicks)`` for ``sum(clicked) as
+  clicks``; ``sum`` also for a ``count()``), is ``m`` merged over the group, and without GROUP BY makes the
+  whole table one group, as in SQL; any other aggregate call is refused, with the measure to name instead;
+- WHERE filters rows before they are merged, so it reads the time column and the dimensions only;
+  HAVING filters merged rows; ORDER BY reads output columns.
+
+``FROM partials(T)`` reads the stored partial rows as they are (each measure finalized on its own row,
+plus ``SHARD_ID``, the worker that wrote it), and a raw table's rows are read as they are.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import NoReturn
+
+from tiltframe.errors import DefinitionError, unknown
+from tiltframe.functions import registry, scalars
+from tiltframe.spec.continuous import SqlItem
+from tiltframe.spec.expressions import (
+    Attr,
+    Binary,
+    Call,
+    Expr,
+    ListLiteral,
+    Literal,
+    Pos,
+    Unary,
+    attributes_of,
+)
+from tiltframe.spec.model import Attribute, AttrType, OrderItem, StreamDef
+from tiltframe.spec.tables import WORKER_COLUMN, Measure, TableApp, TableQuery, TableSpec
+from tiltframe.spec.validate_continuous import aggregate_function
+
+__all__ = ["validate_table_query"]
+
+
+def _fail(message: str, pos: Pos | None) -> NoReturn:
+    raise DefinitionError(message, line=pos.line if pos else None, column=pos.column if pos else None)
+
+
+def validate_table_query(tables: TableApp, query: TableQuery) -> TableQuery:
+    """Check ``query`` against its table and fill in what the engine reads (see :class:`TableQuery`).
+
+    Raises:
+        DefinitionError: at the line and column of the offending token, with a suggestion where one helps.
+    """
+    table = tables.table(query.table, query.table_pos)
+    if query.partials and table.preaggregation is None:
+        msg = f"table {table.name} is not pre-aggregated, so it has no partial rows: read FROM {table.name}"
+        _fail(msg, query.table_pos)
+    return _Checker(table, query).run()
+
+
+class _Checker:
+    """One validation: the table's columns as the query sees them, and the measures it reads."""
+
+    def __init__(self, table: TableSpec, query: TableQuery) -> None:
+        self.table = table
+        self.query = query
+        pre = table.preaggregation
+        self.merged = pre is not None and not query.partials
+        self.measures: tuple[Measure, ...] = pre.measures if pre is not None else ()
+        #: measure output name -> measure (an alias of a one-output measure is its output name)
+        self.measure_of = {name: m for m in self.measures for name in m.output_names()}
+        self.measure_types = table.measure_types()
+        #: the time column and the dimensions: what a pre-aggregated row is keyed by
+        self.row_keys: dict[str, AttrType] = {}
+        if pre is not None and table.time_column is not None:
+            self.row_keys[table.time_column] = AttrType.LONG
+            self.row_keys.update({d: table.column(d).type for d in pre.dimensions})
+        if pre is None:
+            self.row_columns = {c.name: c.type for c in table.columns}
+        elif query.partials:
+            time_column = next(iter(self.row_keys))
+            self.row_columns = {time_column: AttrType.LONG, WORKER_COLUMN: AttrType.INT}
+            self.row_columns.update(self.row_keys)
+            self.row_columns.update(self.measure_types)
+        else:
+            self.row_columns = dict(self.row_keys)
+        self.keys: tuple[str, ...] = ()
+        self.aggregated = False  # an aggregate call f(m) was written
+
+    # --- the whole query ------------------------------------------------------------------------------------
+
+    def run(self) -> TableQuery:
+        q = self.query
+        if not self.merged:
+            for clause, word in ((q.group_by, "GROUP BY"), (q.having, "HAVING")):
+                if clause:
+                    first = clause[0] if isinstance(clause, tuple) else clause
+                    _fail(f"{word} needs merged rows: {self.unmerged_reason()}", first.pos)
+        where = self.where(q.where) if q.where is not None else None
+        self.aggregated = self.merged and any(self.has_aggregate(e) for e in self.written_exprs())
+        self.keys = self.group_by() if self.merged else ()
+        outputs = self.select()
+        having = self.having(q.having, outputs) if q.having is not None else None
+        order = tuple(self.order_item(o, outputs) for o in q.order_by)
+        if q.limit is not None and q.limit < 0:
+            _fail(f"LIMIT must not be negative, got {q.limit}", q.pos)
+        scope = self.scope()
+        output_types = tuple((name, self.typed(expr, scope)) for name, expr in outputs.items())
+        if having is not None:
+            self.condition(having, scope, "HAVING")
+        read = (*outputs.values(), *([having] if having is not None else []))
+        used = {a.name for e in read for a in attributes_of(e)}
+        measures = tuple(m.alias for m in self.measures if any(n in used for n in m.output_names()))
+        return dataclasses.replace(
+            q,
+            where=where,
+            having=having,
+            order_by=order,
+            merged=self.merged,
+            keys=self.keys,
+            measures=measures,
+            outputs=tuple(outputs.items()),
+            output_types=output_types,
+        )
+
+    def written_exprs(self) -> tuple[Expr, ...]:
+        q = self.query
+        return (*(i.expr for i in q.select), *([q.having] if q.having is not None else []))
+
+    def unmerged_reason(self) -> str:
+        if self.query.partials:
+            return f"partials({self.table.name}) reads the partial rows as they are; read FROM {self.table.name}"
+        return (
+            f"table {self.table.name} is not pre-aggregated, so its rows are read as they are; aggregate them "
+            "in a continuous query, or pre-aggregate the table"
+        )
+
+    def scope(self) -> StreamDef:
+        """The columns output expressions read, with their types."""
+        merged = {k: self.row_keys[k] for k in self.keys} | self.measure_types
+        columns = merged if self.merged else self.row_columns
+        return StreamDef("_columns", tuple(Attribute(n, t) for n, t in columns.items()))
+
+    @staticmethod
+    def typed(expr: Expr, scope: StreamDef) -> AttrType:
+        from tiltframe.store.layout import expression_type  # the store builds on the spec
+
+        return expression_type(expr, scope)
+
+    def condition(self, expr: Expr, scope: StreamDef, clause: str) -> None:
+        found = self.typed(expr, scope)
+        if found is not AttrType.BOOL:
+            _fail(f"{clause} takes a condition (such as clicks > 10), got '{expr}' of type {found.value}", expr.pos)
+
+    # --- clauses --------------------------------------------------------------------------------------------
+
+    def where(self, expr: Expr) -> Expr:
+        """A condition over each stored row before rows are merged."""
+        where = self.rewrite(expr, lambda a, _clause: self.where_column(a), "WHERE")
+        self.condition(where, StreamDef("_rows", tuple(Attribute(n, t) for n, t in self.row_columns.items())),
+                       "WHERE")
+        return where
+
+    def where_column(self, attr: Attr) -> Expr:
+        name = attr.name
+        if name in self.row_columns:
+            return Attr(name, pos=attr.pos)
+        if name in self.measure_of or self.is_multi_measure(name):
+            msg = (
+                f"WHERE filters rows before they are merged, and measure '{name}' has a value only once they are: "
+                f"filter on the time column or a dimension, or move the condition to HAVING"
+            )
+            _fail(msg, attr.pos)
+        raise self.unknown_column(attr, "WHERE")
+
+    def group_by(self) -> tuple[str, ...]:
+        q = self.query
+        if not q.group_by:
+            return () if self.aggregated else tuple(self.row_keys)
+        keys: list[str] = []
+        for expr in q.group_by:
+            if not isinstance(expr, Attr):
+                choices = ", ".join(self.row_keys)
+                _fail(f"GROUP BY takes columns ({choices}), got '{expr}'", expr.pos)
+            self.qualifier(expr)
+            if expr.name in keys:
+                _fail(f"column '{expr.name}' is listed twice in GROUP BY", expr.pos)
+            if expr.name not in self.row_keys:
+                if expr.name in self.measure_of or self.is_multi_measure(expr.name):
+                    msg = (
+                        f"'{expr.name}' is a measure, merged over each group; GROUP BY takes the time column and "
+                        f"dimensions ({', '.join(self.row_keys)})"
+                    )
+                    _fail(msg, expr.pos)
+                raise self.unknown_column(expr, "GROUP BY")
+            keys.append(expr.name)
+        return tuple(keys)
+
+    def select(self) -> dict[str, Expr]:
+        outputs: dict[str, Expr] = {}
+        if not self.query.select:
+            names = [*self.keys, *self.measure_types] if self.merged else list(self.row_columns)
+            return {n: Attr(n) for n in names}
+        for item in self.query.select:
+            for name, expr in self.select_item(item):
+                if name in outputs:
+                    _fail(f"output column '{name}' is selected twice; give one of them another name with AS", item.pos)
+                outputs[name] = expr
+        return outputs
+
+    def select_item(self, item: SqlItem) -> list[tuple[str, Expr]]:
+        """One output, or one per quantile for a quantile measure selected on its own."""
+        expr = item.expr
+        if isinstance(expr, Attr) and self.is_multi_measure(expr.name):
+            self.qualifier(expr)
+            measure = self.multi_measure(expr.name)
+            alias = item.alias or measure.alias
+            fn = measure.aggregate
+            settings = fn.resolve(measure.params)
+            return [
+                (out, Attr(column))
+                for out, column in zip(fn.output_names(alias, settings), measure.output_names(), strict=True)
+            ]
+        return [(item.output_name, self.rewrite(item.expr, self.output_column, "SELECT"))]
+
+    def having(self, expr: Expr, outputs: dict[str, Expr]) -> Expr:
+        def column(attr: Attr, _clause: str) -> Expr:
+            if attr.name not in self.row_keys and attr.name not in self.measure_of and attr.name in outputs:
+                return outputs[attr.name]
+            return self.output_column(attr, "HAVING")
+
+        return self.rewrite(expr, column, "HAVING")
+
+    def order_item(self, item: OrderItem, outputs: dict[str, Expr]) -> OrderItem:
+        def column(attr: Attr) -> Expr:
+            self.qualifier(attr)
+            if attr.name not in outputs:
+                msg = (
+                    f"ORDER BY {attr.name}: only selected columns order the result "
+                    f"(selected: {', '.join(outputs)}); select {attr.name} to order by it"
+                )
+                _fail(msg, attr.pos)
+            return Attr(attr.name, pos=attr.pos)
+
+        return OrderItem(self.rewrite(item.expr, lambda a, _clause: column(a), "ORDER BY"), item.ascending)
+
+    # --- names ----------------------------------------------------------------------------------------------
+
+    def output_column(self, attr: Attr, clause: str) -> Expr:
+        """A column of SELECT or HAVING: a key, a measure (merged over the group) or, unmerged, any row column."""
+        name = attr.name
+        if not self.merged:
+            if name in self.row_columns:
+                return Attr(name, pos=attr.pos)
+            raise self.unknown_column(attr, clause)
+        if name in self.keys:
+            return Attr(name, pos=attr.pos)
+        if name in self.measure_of:
+            return Attr(name, pos=attr.pos)
+        if self.is_multi_measure(name):
+            outs = self.multi_measure(name).output_names()
+            msg = (
+                f"measure '{name}' gives one column per quantile ({', '.join(outs)}): name one of them, or select "
+                f"{name} on its own"
+            )
+            _fail(msg, attr.pos)
+        if name in self.row_keys:
+            if self.query.group_by:
+                msg = (
+                    f"column '{name}' in {clause} is not in GROUP BY: add it to GROUP BY, or drop it (rows are merged "
+                    f"per {', '.join(self.keys)})"
+                )
+            else:
+                msg = (
+                    f"column '{name}' in {clause} is neither in GROUP BY nor a measure: with an aggregate call and no "
+                    f"GROUP BY the whole table is one group; add GROUP BY {name}"
+                )
+            _fail(msg, attr.pos)
+        raise self.unknown_column(attr, clause)
+
+    def is_multi_measure(self, name: str) -> bool:
+        return any(m.alias == name and m.output_names() != (name,) for m in self.measures)
+
+    def multi_measure(self, name: str) -> Measure:
+        return next(m for m in self.measures if m.alias == name)
+
+    def qualifier(self, attr: Attr) -> None:
+        if attr.qualifier is not None and attr.qualifier != self.table.name:
+            _fail(f"'{attr}' names {attr.qualifier}, but the query reads table {self.table.name}", attr.pos)
+
+    def unknown_column(self, attr: Attr, clause: str) -> DefinitionError:
+        table = self.table
+        if table.has(attr.name) and attr.name not in self.row_columns:
+            users = [m.alias for m in self.measures if m.column == attr.name]
+            measured = f"; its measures: {', '.join(users)}" if users else ""
+            msg = (
+                f"column '{attr.name}' of table {table.name} is not kept by its pre-aggregation: it is neither the "
+                f"time column nor a dimension{measured}"
+            )
+            return DefinitionError(msg, line=_line(attr.pos), column=_col(attr.pos))
+        if self.merged:
+            choices = [*(self.row_keys if clause == "WHERE" else self.keys), *self.measure_of]
+            if clause != "WHERE":
+                choices += [m.alias for m in self.measures]
+        else:
+            choices = list(self.row_columns)
+        return DefinitionError(
+            unknown(f"column of {table.name}", attr.name, choices), line=_line(attr.pos), column=_col(attr.pos)
+        )
+
+    # --- expressions ----------------------------------------------------------------------------------------
+
+    def has_aggregate(self, expr: Expr) -> bool:
+        if isinstance(expr, Call) and aggregate_function(expr.name) is not None:
+            return True
+        children: tuple[Expr, ...] = ()
+        if isinstance(expr, Unary):
+            children = (expr.operand,)
+        elif isinstance(expr, Binary):
+            children = (expr.left, expr.right)
+        elif isinstance(expr, Call):
+            children = expr.args
+        return any(self.has_aggregate(c) for c in children)
+
+    def measure_call(self, call: Call) -> Measure | None:
+        """The measure ``m`` of ``f(m)`` when ``f`` is ``m``'s own function (or sum of a count), else None."""
+        fn = aggregate_function(call.name)
+        if fn is None or len(call.args) != 1 or not isinstance(call.args[0], Attr):
+            return None
+        arg = call.args[0]
+        measure = next((m for m in self.measures if m.alias == arg.name), None)
+        if measure is None:
+            return None
+        own = fn.name == measure.function or (fn.name == "sum" and measure.function == "count")
+        return measure if own else None
+
+    def aggregate(self, call: Call, clause: str) -> Expr:
+        """``f(m)`` as the merged measure ``m``; any other aggregate call refused with what to write."""
+        if not self.merged:
+            _fail(f"aggregate {call.name}() in {clause}: {self.unmerged_reason()}", call.pos)
+        measure = self.measure_call(call)
+        if measure is not None:
+            arg = call.args[0]
+            assert isinstance(arg, Attr)
+            self.qualifier(arg)
+            if self.is_multi_measure(arg.name):
+                msg = (
+                    f"{call.name}({arg.name}) gives one column per quantile: select {arg.name} on its own, or name "
+                    f"one of {', '.join(measure.output_names())}"
+                )
+                _fail(msg, call.pos)
+            return Attr(arg.name, pos=arg.pos)
+        names = [a.name for arg in call.args for a in attributes_of(arg)]
+        named = next((m for n in names for m in self.measures if n in (m.alias, *m.output_names())), None)
+        if named is not None:
+            msg = (
+                f"{call.name}({named.alias}) is not available: measure {named.alias} is {named.describe()}, merged "
+                f"over each group by {named.function}; write {named.alias} for its merged value"
+            )
+        else:
+            msg = (
+                f"aggregate {call.name}() over '{', '.join(names) or call.name}': a SELECT over a table merges "
+                f"its measures ({', '.join(m.alias for m in self.measures)}); write a measure's name, or declare a "
+                "measure for it"
+            )
+        _fail(msg, call.pos)
+
+    def rewrite(self, expr: Expr, column: Callable[[Attr, str], Expr], clause: str) -> Expr:
+        """``expr`` with each column resolved by ``column`` and each call checked; qualifiers dropped."""
+
+        def walk(e: Expr) -> Expr:
+            if isinstance(e, Attr):
+                self.qualifier(e)
+                return column(e, clause)
+            if isinstance(e, Literal):
+                return e
+            if isinstance(e, Unary):
+                return Unary(e.op, walk(e.operand), pos=e.pos)
+            if isinstance(e, Binary):
+                return Binary(e.op, walk(e.left), walk(e.right), pos=e.pos)
+            if isinstance(e, ListLiteral):
+                _fail(f"a list such as {e} is only a constant of an aggregate function", e.pos)
+            if aggregate_function(e.name) is not None:
+                if clause == "WHERE":
+                    _fail(f"aggregate {e.name}() in WHERE, which filters rows before they are merged; use HAVING",
+                          e.pos)
+                return self.aggregate(e, clause)
+            if not scalars.is_scalar(e.name):
+                choices = [*scalars.names(), *registry.names()]
+                _fail(unknown("function", e.name, choices), e.pos)
+            try:
+                call = scalars.canonical_call(e)
+            except DefinitionError as exc:
+                _fail(exc.message, e.pos)
+            return Call(call.name, tuple(walk(a) for a in call.args), pos=call.pos)
+
+        return walk(expr)
+
+
+def _line(pos: Pos | None) -> int | None:
+    return pos.line if pos else None
+
+
+def _col(pos: Pos | None) -> int | None:
+    return pos.column if pos else None
