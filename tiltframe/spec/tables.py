@@ -49,8 +49,9 @@ __all__ = [
 #: the two to eight cores of a small cluster, few enough to keep the partial rows per interval low.
 DEFAULT_WORKERS = 4
 
-#: The column of a partial row that says which worker wrote it (0 ... workers - 1).  Users see it only in
-#: ``partials(Table)``; a table may not declare a column of that name.
+#: The column of a partial row that says which worker wrote it: the store's shard column (a string), as
+#: each worker writes its partial rows like a shard of the rollup.  Users see it only in ``partials(Table)``;
+#: a table may not declare a column of that name.
 WORKER_COLUMN = "SHARD_ID"
 
 #: The input stream of table ``T`` is ``T_ROWS``: the aggregation takes the table's own name, and an app's

@@ -82,7 +82,7 @@ class _Checker:
             self.row_columns = {c.name: c.type for c in table.columns}
         elif query.partials:
             time_column = next(iter(self.row_keys))
-            self.row_columns = {time_column: AttrType.LONG, WORKER_COLUMN: AttrType.INT}
+            self.row_columns = {time_column: AttrType.LONG, WORKER_COLUMN: AttrType.STRING}
             self.row_columns.update(self.row_keys)
             self.row_columns.update(self.measure_types)
         else:
