@@ -56,9 +56,16 @@ def start(
     outputs: Mapping[str, Sink] | None = None,
     on_batch: Callable[[BatchReport], None] | None = None,
     max_files_per_trigger: int | None = None,
+    shard_id: str | None = None,
+    partition_by_id: bool = False,
 ) -> Run:
-    """Start the app's streaming queries and return the handle (``wait()`` / ``stop()``)."""
+    """Start the app's streaming queries and return the handle (``wait()`` / ``stop()``).
+
+    ``shard_id`` names this deployment among the writers of aggregations partitioned by shard
+    (``@PartitionById``, or every aggregation that does not say when ``partition_by_id``).
+    """
     from tiltframe.engine.runner import Run
+    from tiltframe.engine.shards import Deployment
 
     run_ = Run(
         app,
@@ -69,6 +76,7 @@ def start(
         outputs=outputs,
         on_batch=on_batch,
         max_files_per_trigger=max_files_per_trigger,
+        deployment=Deployment(shard_id, partition_by_id),
     )
     return run_.start()
 
@@ -82,6 +90,8 @@ def run(
     outputs: Mapping[str, Sink] | None = None,
     on_batch: Callable[[BatchReport], None] | None = None,
     max_files_per_trigger: int | None = None,
+    shard_id: str | None = None,
+    partition_by_id: bool = False,
 ) -> RunResult:
     """Process everything available on ``inputs`` (files or DataFrames) and return the totals."""
     handle = start(
@@ -92,6 +102,8 @@ def run(
         outputs=outputs,
         on_batch=on_batch,
         max_files_per_trigger=max_files_per_trigger,
+        shard_id=shard_id,
+        partition_by_id=partition_by_id,
     )
     try:
         return handle.wait()
@@ -169,6 +181,33 @@ def purge(
             purger = Purger(layout, stores.for_aggregation(layout.spec))
             results[name] = purger.purge() if purger.retention.enabled else None
         return results
+    finally:
+        stores.close()
+
+
+def migrate(
+    app: AppSpec, *, data_dir: str | Path | None = None, shard_id: str | None = None, partition_by_id: bool = False
+) -> dict[str, list[str]]:
+    """Upgrade the stored tables of every aggregation partitioned by shard that were made without shards:
+    they gain a ``SHARD_ID`` key column and their rows become ``shard_id``'s (the deployment that wrote
+    them, which then keeps that id).  Returns the tables changed per aggregation; running it again
+    changes nothing.  Stop the pipelines that write these tables first."""
+    from tiltframe.engine.shards import Deployment, claim_shard
+
+    deployment = Deployment(shard_id, partition_by_id)
+    directory = data_dir or default_data_dir()
+    stores = StoreRegistry(directory)
+    try:
+        changed: dict[str, list[str]] = {}
+        for agg in app.aggregations:
+            layout = AggregationLayout.of(app, agg.name, partition_by_default=partition_by_id)
+            if not layout.partitioned:
+                continue
+            shard = deployment.shard_for(agg)
+            changed[agg.name] = stores.for_aggregation(agg).add_shards(layout, shard)
+            if changed[agg.name]:
+                claim_shard(directory, shard)
+        return changed
     finally:
         stores.close()
 

@@ -152,22 +152,7 @@ def test_validate_query_directly() -> None:
         )
 
 
-# --- the gate for features that are parsed but not built yet ----------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("annotation", "named"),
-    [
-        ("@PartitionById", "@PartitionById"),
-        ("@PartitionById(enable='true')", "@PartitionById"),
-    ],
-)
-def test_not_supported_yet(annotation: str, named: str) -> None:
-    app = parse_app(STREAM + annotation + "\n" + AGG)  # parses and validates ...
-    with pytest.raises(NotSupportedYet, match=re.escape(named)) as excinfo:
-        check_runnable(app)  # ... but does not run
-    assert "not supported yet" in excinfo.value.message
-    assert excinfo.value.line == 3  # the `define aggregation` line, after the annotation
+# --- what a run refuses -------------------------------------------------------------------------------------
 
 
 def test_unknown_store_not_supported_yet() -> None:
@@ -188,12 +173,13 @@ def test_unknown_store_not_supported_yet() -> None:
         "@BufferSize('3')\n@IgnoreEventsOlderThanBuffer('true')",
         "@allowedLateness('10 min')",
         "@PartitionById(enable='false')",
+        "@PartitionById",
         "@store(type='rdbms', jdbc.url='jdbc:sqlite:rollups.db')",
         "@store(type='rdbms', jdbc.url='jdbc:mysql://localhost:3306/TestDB', username='root', password='root')",
         "@timezone('Asia/Kolkata')",
     ],
     ids=["plain", "purge disabled", "purge", "retention", "ignore false", "buffer", "lateness", "partition false",
-         "sqlite store", "mysql store", "time zone"],
+         "partition", "sqlite store", "mysql store", "time zone"],
 )
 def test_runnable(annotation: str) -> None:
     check_runnable(parse_app(STREAM + annotation + "\n" + AGG))

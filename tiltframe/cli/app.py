@@ -161,6 +161,26 @@ DataDirOpt = Annotated[
 ]
 
 
+ShardOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--shard-id",
+        help="This deployment's shard, for aggregations partitioned by shard (@PartitionById) "
+        "\\[default: $TILTFRAME_SHARD_ID, or shard_id in the config file].",
+        show_default=False,
+    ),
+]
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        help="A TOML file with shard_id and partition_by_id (partition every aggregation that does not say) "
+        "\\[default: $TILTFRAME_CONFIG].",
+        show_default=False,
+    ),
+]
+
+
 def _data_dir(value: Path | None) -> Path:
     return value if value is not None else api.default_data_dir()
 
@@ -381,6 +401,8 @@ def run(
         str | None,
         typer.Option("--master", help="Spark master \\[default: $TILTFRAME_SPARK_MASTER or local\\[*]]."),
     ] = None,
+    shard_id: ShardOpt = None,
+    config: ConfigOpt = None,
 ) -> None:
     """Aggregate the input streams into the store and run the continuous queries (everything available, or
     --follow until Ctrl-C)."""
@@ -397,6 +419,9 @@ def run(
         formats = _pairs(input_format, "--input-format")
         outputs = _pairs(output, "--output")
         _check_run_options(spec, inputs, formats, outputs)
+        from tiltframe.engine.shards import load_deployment
+
+        deployment = load_deployment(shard_id, config)
         directory = _data_dir(data_dir)
         if not inputs:
             err.print("note: no --input given; the aggregations receive no events")
@@ -433,6 +458,8 @@ def run(
                 outputs=sinks,
                 on_batch=progress.on_batch,
                 max_files_per_trigger=max_files_per_trigger,
+                shard_id=deployment.shard_id,
+                partition_by_id=deployment.partition_by_id,
             )
             try:
                 result, interrupted = wait_interruptibly(handle, progress)
@@ -572,6 +599,8 @@ def _print_info(
 ) -> None:
     out.rule(f"[bold]{info.name}[/] (from {agg.source}, zone {info.zone}, spec {info.spec_hash})")
     out.print(f"store: {store_location(spec, agg, data_dir)}")
+    if info.shards:
+        out.print(f"shards: {', '.join(info.shards)} (rows merged on read)")
     tables = Table(title="tables", title_justify="left")
     for name, justify in (
         ("table", "left"),
@@ -672,6 +701,30 @@ def purge(
             else:
                 table.add_row(layout.table_name(g), "all (kept forever)", "0")
         out.print(table)
+
+
+# --- migrate ------------------------------------------------------------------------------------------
+
+
+@app.command()
+def migrate(app_file: AppArg, data_dir: DataDirOpt = None, shard_id: ShardOpt = None, config: ConfigOpt = None) -> None:
+    """Upgrade stored tables to what the app needs: tables of an aggregation now partitioned by shard gain
+    a SHARD_ID key column, their rows becoming this deployment's shard's.  Safe to run again."""
+    from tiltframe.engine.shards import load_deployment
+
+    with handle_errors():
+        spec = api.load_app(app_file)
+        deployment = load_deployment(shard_id, config)
+        changed = api.migrate(spec, data_dir=_data_dir(data_dir), shard_id=deployment.shard_id,
+                              partition_by_id=deployment.partition_by_id)
+    out = stdout_console()
+    if not changed:
+        out.print("no aggregation is partitioned by shard; nothing to migrate")
+    for name, tables in changed.items():
+        if tables:
+            out.print(f"{name}: added SHARD_ID to {', '.join(tables)} (existing rows: shard {deployment.shard_id})")
+        else:
+            out.print(f"{name}: up to date")
 
 
 # --- validate -----------------------------------------------------------------------------------------

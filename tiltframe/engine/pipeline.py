@@ -97,10 +97,13 @@ class AggregationPipeline:
         *,
         on_batch: Callable[[BatchReport], None] | None = None,
         purger: Purger | None = None,
+        shard_id: str | None = None,
     ) -> None:
         self.layout = layout
         self.store = store
         self.pipeline_id = pipeline_id
+        #: The ``SHARD_ID`` this pipeline writes under (partitioned layouts only).
+        self.shard_id = shard_id
         self.on_batch = on_batch
         self.purger = purger
         self.totals = PipelineTotals()
@@ -133,7 +136,7 @@ class AggregationPipeline:
             self._report(report)
             return report
         t0 = time.perf_counter()
-        state = self.store.pipeline_state(layout, self.pipeline_id)
+        state = self.store.pipeline_state(layout, self.pipeline_id, self.shard_id)
         typed = self._typed(raw, int(time.time() * 1000))
         events = arrange(typed, layout, state)
         records = policy_records(events, layout) if needs_latest(layout, state) else None
@@ -152,7 +155,7 @@ class AggregationPipeline:
             after = self._state_after(state, stats, levels[layout.spec.finest])
             stream = pa.array([layout.stream.name] * recorded.num_rows, pa.string())
             batch = BatchWrite(self.pipeline_id, batch_id, stats, levels,
-                               recorded.append_column("stream", stream), after)
+                               recorded.append_column("stream", stream), after, self.shard_id)
             written = self.store.write_batch(layout, batch)
         else:
             written = False

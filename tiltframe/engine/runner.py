@@ -25,6 +25,7 @@ from tiltframe.engine.events import REASON, type_events
 from tiltframe.engine.pipeline import AggregationPipeline, pipeline_id_for
 from tiltframe.engine.reports import BatchReport, PipelineTotals
 from tiltframe.engine.session import get_session
+from tiltframe.engine.shards import Deployment, claim_shard
 from tiltframe.engine.sinks import ConsoleSink, Sink
 from tiltframe.engine.sources import FileInput, read_stream
 from tiltframe.errors import UsageError
@@ -73,6 +74,7 @@ class Run:
         max_files_per_trigger: int | None = None,
         trigger_interval: str = "1 second",
         stores: StoreRegistry | None = None,
+        deployment: Deployment | None = None,
     ) -> None:
         check_runnable(app)
         unknown = [name for name in inputs if name not in {s.name for s in app.streams}]
@@ -95,16 +97,23 @@ class Run:
         self._queries: list[StreamingQuery] = []
         self._lock = threading.Lock()
         self.pipelines: dict[str, AggregationPipeline] = {}
+        self.deployment = deployment or Deployment()
+        written = [agg for agg in app.aggregations if agg.source in self.inputs]
+        layouts = {agg.name: AggregationLayout.of(app, agg.name, partition_by_default=self.deployment.partition_by_id)
+                   for agg in written}
+        shards = {agg.name: self.deployment.shard_for(agg) for agg in written if layouts[agg.name].partitioned}
+        for shard in set(shards.values()):
+            claim_shard(self.data_dir, shard)
         for agg in app.aggregations:
-            if agg.source not in self.inputs:
+            if agg.name not in layouts:
                 logger.info("stream %s has no input; aggregation %s is only read", agg.source, agg.name)
                 continue
-            layout = AggregationLayout.of(app, agg.name)
+            layout = layouts[agg.name]
             store = self.stores.for_aggregation(agg)
             store.ensure_schema(layout)
             checkpoint = self.checkpoint_dir(layout)
             pipeline = AggregationPipeline(layout, store, pipeline_id_for(checkpoint, layout), on_batch=on_batch,
-                                           purger=Purger(layout, store))
+                                           purger=Purger(layout, store), shard_id=shards.get(agg.name))
             self.pipelines[agg.name] = pipeline
             self.result.aggregations[agg.name] = pipeline.totals
         self.continuous: list[ContinuousRun] = []

@@ -12,7 +12,7 @@ import dataclasses
 import re
 from collections import Counter
 
-from tiltframe.errors import DefinitionError, NotSupportedYet, QueryError
+from tiltframe.errors import DefinitionError, QueryError
 from tiltframe.functions.registry import get, is_aggregate
 from tiltframe.spec.durations import Granularity, Unit
 from tiltframe.spec.expressions import Attr, Expr, Literal, Pos, attributes_of, calls_of, output_name
@@ -401,30 +401,14 @@ def _side_of(attr: Attr, q: RetrievalQuery) -> str:
     return "aggregation"
 
 
-# --- the gate for features of later releases ----------------------------------------------------------
-
-_LATER = {
-    "partition_by_id": "@PartitionById (shards merged on read)",
-}
+# --- what a run needs beyond a valid definition -------------------------------------------------------
 
 
 def check_runnable(app: AppSpec) -> None:
-    """Refuse, with a clear message, any annotation whose behaviour this release does not have."""
+    """Refuse, with a clear message, stores this release cannot open."""
     for agg in app.aggregations:
-        for attr, what in _LATER.items():
-            value = getattr(agg, attr)
-            if value is not None and value is not False:
-                raise _not_yet(agg, what)
         store = agg.store
         if store is not None:
             from tiltframe.store.registry import check_store_spec
 
             check_store_spec(store)
-
-
-def _not_yet(agg: AggregationSpec, what: str) -> NotSupportedYet:
-    msg = (
-        f"aggregation {agg.name} uses {what}, which is not supported yet: it is parsed, but tiltframe "
-        f"will not run a definition whose policy it would silently ignore; remove the annotation to run"
-    )
-    return NotSupportedYet(msg, line=agg.pos.line if agg.pos else None, column=agg.pos.column if agg.pos else None)

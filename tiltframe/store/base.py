@@ -77,7 +77,8 @@ class BatchWrite:
 
     ``levels`` maps each granularity to its partial rows (columns as in the layout); ``rejected`` has
     the columns of :data:`REJECTED_COLUMNS` (strings) and :data:`REJECTED_TIMES` (longs), any may be
-    null.  ``state`` is the pipeline's state after this batch.
+    null.  ``state`` is the pipeline's state after this batch.  ``shard_id`` is the writing deployment's,
+    required when the layout is partitioned.
     """
 
     pipeline_id: str
@@ -86,6 +87,7 @@ class BatchWrite:
     levels: Mapping[Granularity, pa.Table] = field(default_factory=dict)
     rejected: pa.Table | None = None
     state: PipelineState = field(default_factory=PipelineState)
+    shard_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +128,8 @@ class AggregationInfo:
     #: Recorded events by kind (``moved`` included), most frequent first.
     recorded_by_kind: tuple[tuple[str, int], ...] = ()
     purges: tuple[PurgeInfo, ...] = ()
+    #: The shards whose rows the tables hold (empty when they are not partitioned).
+    shards: tuple[str, ...] = ()
 
 
 class Store(Protocol):
@@ -140,13 +144,21 @@ class Store(Protocol):
 
     def is_committed(self, layout: AggregationLayout, pipeline_id: str, batch_id: int) -> bool: ...
 
-    def pipeline_state(self, layout: AggregationLayout, pipeline_id: str) -> PipelineState:
+    def pipeline_state(
+        self, layout: AggregationLayout, pipeline_id: str, shard_id: str | None = None
+    ) -> PipelineState:
         """The state left by the last committed batch of ``pipeline_id``; for a pipeline without one,
-        the recovery point of the tables (their latest finest bucket), if they hold data."""
+        the recovery point of the tables (their latest finest bucket, of ``shard_id``'s rows when
+        partitioned), if they hold data."""
         ...
 
     def write_batch(self, layout: AggregationLayout, batch: BatchWrite) -> bool:
         """Merge ``batch`` into the tables; False (and no change) if that batch was already committed."""
+        ...
+
+    def add_shards(self, layout: AggregationLayout, shard_id: str) -> list[str]:
+        """Give tables made before ``layout`` was partitioned a ``SHARD_ID`` key column, their rows
+        becoming ``shard_id``'s; returns the tables changed."""
         ...
 
     def latest_event_ts(self, layout: AggregationLayout) -> int | None:

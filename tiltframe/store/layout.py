@@ -11,7 +11,12 @@ group-by attributes       one column each, in ``group by`` order (primary key)
 ``AGG_COUNT``             number of events aggregated into the bucket
 ``<alias>_<STATE>``       partial states of aggregates, e.g. ``avgPrice_SUM``, ``avgPrice_COUNT``
 ``<alias>``               value of a non-aggregate item for the latest event of the bucket
+``SHARD_ID``              the writing deployment (primary key), only with ``@PartitionById``
 ========================  =================================================================
+
+With shards, each deployment writes its own partial row of a bucket and key; readers see the columns
+without ``SHARD_ID`` and merge the rows that repeat a bucket and key (``retrieval.merge``), so a query
+never needs to know whether the tables are partitioned.
 
 The latest event of a bucket is the one with the greatest ``(event time, batch, seq)``: greatest event
 time, and on a tie the later arrival.
@@ -36,6 +41,7 @@ AGG_EVENT_TIMESTAMP = "AGG_EVENT_TIMESTAMP"
 AGG_ARRIVAL_BATCH = "AGG_ARRIVAL_BATCH"
 AGG_ARRIVAL_SEQ = "AGG_ARRIVAL_SEQ"
 AGG_COUNT = "AGG_COUNT"
+SHARD_ID = "SHARD_ID"
 #: The event count every table keeps: ``AGG_COUNT``, built and merged like ``count()``.
 EVENT_COUNT = AggregateItem("count", None, "AGG")
 RESERVED_PREFIX = "AGG_"
@@ -78,11 +84,23 @@ class AggregationLayout:
     spec: AggregationSpec
     stream: StreamDef
     zone: str
+    #: Rows carry the ``SHARD_ID`` of the deployment that wrote them (Siddhi's ``@PartitionById``).
+    partitioned: bool = False
 
     @classmethod
-    def of(cls, app: AppSpec, name: str) -> AggregationLayout:
+    def of(cls, app: AppSpec, name: str, *, partition_by_default: bool = False) -> AggregationLayout:
+        """The layout of aggregation ``name``; ``partition_by_default`` is the deployment's setting for
+        aggregations that do not say (``@PartitionById(enable='false')`` always opts out)."""
         agg = app.aggregation(name)
-        return cls(agg, app.stream(agg.source), app.zone_of(agg))
+        partitioned = partition_by_default if agg.partition_by_id is None else agg.partition_by_id
+        layout = cls(agg, app.stream(agg.source), app.zone_of(agg), partitioned)
+        if partitioned and SHARD_ID in layout.column_types:
+            from tiltframe.errors import DefinitionError
+
+            msg = f"aggregation {agg.name} is partitioned by shard, so it cannot have a column named {SHARD_ID}"
+            raise DefinitionError(msg, line=agg.pos.line if agg.pos else None,
+                                  column=agg.pos.column if agg.pos else None)
+        return layout
 
     @property
     def name(self) -> str:
@@ -122,11 +140,13 @@ class AggregationLayout:
     def finalized(self, columns: Mapping[str, Any], ops: Ops) -> dict[str, Any]:
         """Each aggregate output's final value by its name, from ``columns`` (state column name to a
         pandas Series, a Spark column or an SQL expression) and the target's ``ops``.  An output the
-        target cannot compute (a sketch read in SQL) is left out."""
+        target cannot compute (a sketch read in SQL, or one whose states ``columns`` lacks) is left out."""
         out: dict[str, Any] = {}
         groups = {g[0].item: g for g in self.state_groups}
         for item in self.spec.aggregates:
             fn = get(item.function)
+            if any(s.name not in columns for s in groups[item]):
+                continue
             states = {s.state.suffix: columns[s.name] for s in groups[item]}
             settings = self.settings(item)
             names = fn.output_names(item.alias, settings)
@@ -166,8 +186,23 @@ class AggregationLayout:
         return (AGG_TIMESTAMP, *(k.name for k in self.keys))
 
     @property
+    def stored_key_names(self) -> tuple[str, ...]:
+        """The primary key of the tables: the bucket, the keys and, with shards, ``SHARD_ID``."""
+        return (*self.key_names, SHARD_ID) if self.partitioned else self.key_names
+
+    @property
+    def stored_column_types(self) -> dict[str, AttrType]:
+        """The columns of the tables: :attr:`column_types`, and ``SHARD_ID`` after the keys with shards."""
+        if not self.partitioned:
+            return self.column_types
+        cols = self.column_types
+        names = list(cols)
+        at = len(self.key_names)
+        return {**{n: cols[n] for n in names[:at]}, SHARD_ID: AttrType.STRING, **{n: cols[n] for n in names[at:]}}
+
+    @property
     def column_types(self) -> dict[str, AttrType]:
-        """Every stored column in table order with its type."""
+        """Every column of a merged row in table order with its type (what readers see)."""
         cols: dict[str, AttrType] = {AGG_TIMESTAMP: AttrType.LONG}
         cols.update({k.name: k.type for k in self.keys})
         cols.update(dict.fromkeys(self.order_columns, AttrType.LONG))

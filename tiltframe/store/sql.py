@@ -49,6 +49,7 @@ from tiltframe.store.layout import (
     AGG_COUNT,
     AGG_EVENT_TIMESTAMP,
     AGG_TIMESTAMP,
+    SHARD_ID,
     AggregationLayout,
 )
 
@@ -123,6 +124,14 @@ def _sql_type(t: AttrType, *, key: bool) -> sa.types.TypeEngine[Any]:
     return sa.Boolean()
 
 
+def _columns(layout: AggregationLayout) -> list[sa.Column[Any]]:
+    """The columns of one table of ``layout``, the primary key marked (a shard id is short text)."""
+    keys = set(layout.stored_key_names)
+    return [sa.Column(c, sa.String(255) if c == SHARD_ID else _sql_type(t, key=c in keys), primary_key=c in keys,
+                      autoincrement=False)
+            for c, t in layout.stored_column_types.items()]
+
+
 # --- dialect-specific parts ------------------------------------------------------------------------------
 
 MAX_IDENTIFIER_LENGTH = {"sqlite": 1024, "postgresql": 63, "mysql": 64, "mariadb": 64}
@@ -179,7 +188,7 @@ def upsert_statement(
         msg = f"no upsert for SQL dialect {dialect!r}"
         raise StoreError(msg)
     ins = module.insert(table).values(rows)
-    keys = [table.c[k] for k in layout.key_names]
+    keys = [table.c[k] for k in layout.stored_key_names]
     return ins.on_conflict_do_update(index_elements=keys, set_=merge_assignments(layout, table, ins.excluded))
 
 
@@ -221,16 +230,36 @@ class SqlOps:
 def view_ddl(dialect: sa.Dialect, layout: AggregationLayout, table: sa.Table, name: str) -> str:
     """``CREATE VIEW`` of one table's final values: the bucket, the keys, each aggregate by its name (avg
     as sum / count, finalized by the registry like everywhere else), the latest-event values, the event
-    count and the latest event time.  Plain SQL, for BI tools."""
-    c = table.c
+    count and the latest event time.  Plain SQL, for BI tools.
+
+    With shards, the view first merges the shards' rows with ``GROUP BY``; only sums, minimums and
+    maximums merge that way, so aggregates built on other states (stdev, first/last, sketches) and the
+    latest-event values are left out of it (``tiltframe query`` merges them all).
+    """
+    c = (_merged_in_sql(layout, table) if layout.partitioned else table).c
     columns = [c[AGG_TIMESTAMP], *(c[k.name] for k in layout.keys)]
     columns += [value.label(alias) for alias, value in layout.finalized(c, SqlOps()).items()]
-    columns += [c[v.name] for v in layout.values]
+    columns += [] if layout.partitioned else [c[v.name] for v in layout.values]
     columns += [c[AGG_COUNT], c[AGG_EVENT_TIMESTAMP]]
     body = sa.select(*columns).compile(dialect=dialect, compile_kwargs={"literal_binds": True})
     quoted = dialect.identifier_preparer.quote(name)
     create = "CREATE VIEW IF NOT EXISTS" if dialect.name == "sqlite" else "CREATE OR REPLACE VIEW"
     return f"{create} {quoted} AS {body}"
+
+
+_SQL_MERGE = {Merge.SUM: sa.func.sum, Merge.MIN: sa.func.min, Merge.MAX: sa.func.max}
+
+
+def _merged_in_sql(layout: AggregationLayout, table: sa.Table) -> sa.Subquery:
+    """The shards' rows of each bucket and key merged by ``GROUP BY``: the states whose whole group merges
+    with a plain SQL aggregate, and the latest event time."""
+    c = table.c
+    keys = [c[k] for k in layout.key_names]
+    states = [s for group in layout.state_groups if group[0].function.combine is None
+              and all(s.merge in _SQL_MERGE for s in group) for s in group]
+    return (sa.select(*keys, *(_SQL_MERGE[s.merge](c[s.name]).label(s.name) for s in states),
+                      sa.func.max(c[AGG_EVENT_TIMESTAMP]).label(AGG_EVENT_TIMESTAMP))
+            .group_by(*keys).subquery("merged"))
 
 
 # --- portable merge expressions --------------------------------------------------------------------------
@@ -294,16 +323,22 @@ def _merge(kind: Merge, old: Any, new: Any) -> Any:
 # --- Arrow preparation -----------------------------------------------------------------------------------
 
 
-def prepare_rows(layout: AggregationLayout, data: pa.Table) -> pa.Table:
-    """The layout's columns in table order and Arrow types, sorted by primary key (faster B-tree work)."""
-    types = layout.column_types
+def prepare_rows(layout: AggregationLayout, data: pa.Table, shard_id: str | None = None) -> pa.Table:
+    """The table's columns in order and Arrow types (with the writer's ``SHARD_ID`` when partitioned),
+    sorted by primary key (faster B-tree work)."""
+    if layout.partitioned:
+        if shard_id is None:
+            msg = f"aggregation {layout.name} is partitioned by shard, but the batch has no shard id"
+            raise StoreError(msg)
+        data = data.append_column(SHARD_ID, pa.array([shard_id] * data.num_rows, pa.string()))
+    types = layout.stored_column_types
     missing = [c for c in types if c not in data.column_names]
     if missing:
         got = ", ".join(data.column_names)
         msg = f"rows for {layout.name} lack the columns {', '.join(missing)} (got {got})"
         raise StoreError(msg)
     data = data.select(list(types))
-    for k in layout.key_names:
+    for k in layout.stored_key_names:
         if data.column(k).null_count:
             msg = f"rows for {layout.name} hold NULL in key column {k}; keys are never NULL"
             raise StoreError(msg)
@@ -312,7 +347,7 @@ def prepare_rows(layout: AggregationLayout, data: pa.Table) -> pa.Table:
         data = data.cast(target)
     if data.num_rows < 2:
         return data
-    sort_keys = [_sort_key(data.column(k)) for k in reversed(layout.key_names)]
+    sort_keys = [_sort_key(data.column(k)) for k in reversed(layout.stored_key_names)]
     return data.take(pa.array(np.lexsort(sort_keys))).combine_chunks()
 
 
@@ -375,8 +410,8 @@ class SqlStore:
         self.url = engine.url.render_as_string(hide_password=True)
         dialect = engine.dialect.name
         self.capabilities = Capabilities(max_identifier_length=MAX_IDENTIFIER_LENGTH.get(dialect, 63))
-        self._tables_cache: dict[tuple[str, str], dict[Granularity, sa.Table]] = {}
-        self._ready: set[tuple[str, str]] = set()
+        self._tables_cache: dict[tuple[str, str, bool], dict[Granularity, sa.Table]] = {}
+        self._ready: set[tuple[str, str, bool]] = set()
         self._statements: dict[tuple[str, str, int], tuple[str, list[int] | None]] = {}
 
     @classmethod
@@ -412,19 +447,11 @@ class SqlStore:
     # --- schema ---------------------------------------------------------------------------------------
 
     def _tables(self, layout: AggregationLayout) -> dict[Granularity, sa.Table]:
-        key = (layout.name, layout.spec_hash)
+        key = (layout.name, layout.spec_hash, layout.partitioned)
         if key not in self._tables_cache:
             md = sa.MetaData()
-            keys = set(layout.key_names)
-            levels = {
-                g: sa.Table(
-                    layout.table_name(g), md,
-                    *(sa.Column(c, _sql_type(t, key=c in keys), primary_key=c in keys, autoincrement=False)
-                      for c, t in layout.column_types.items()),
-                    sqlite_with_rowid=False,
-                )
-                for g in layout.spec.granularities
-            }
+            levels = {g: sa.Table(layout.table_name(g), md, *_columns(layout), sqlite_with_rowid=False)
+                      for g in layout.spec.granularities}
             self._tables_cache[key] = levels
         return self._tables_cache[key]
 
@@ -440,7 +467,7 @@ class SqlStore:
 
     def ensure_schema(self, layout: AggregationLayout) -> None:
         """Create the tables of ``layout`` and register it, or check that the stored ones match its spec."""
-        key = (layout.name, layout.spec_hash)
+        key = (layout.name, layout.spec_hash, layout.partitioned)
         if key in self._ready:
             return
         self._require_writable()
@@ -458,8 +485,25 @@ class SqlStore:
                 self._check_same_spec(layout, row)
             for g, table in self._tables(layout).items():
                 table.create(conn, checkfirst=True)
+                self._check_partitioning(conn, layout, table)
                 conn.exec_driver_sql(view_ddl(conn.dialect, layout, table, view_name(layout, g)))
         self._ready.add(key)
+
+    def _check_partitioning(self, conn: Connection, layout: AggregationLayout, table: sa.Table) -> None:
+        """Tables made before ``@PartitionById`` lack ``SHARD_ID``: point to ``tiltframe migrate``, never
+        write rows that would merge with another shard's."""
+        has_shards = SHARD_ID in _primary_key(conn, table.name)
+        if has_shards == layout.partitioned:
+            return
+        if layout.partitioned:
+            msg = (f"aggregation {layout.name} is partitioned by shard (@PartitionById), but its table "
+                   f"{table.name} in {self.url} was created without a {SHARD_ID} column; upgrade the tables "
+                   f"once with: tiltframe migrate APP --shard-id ID (ID: the shard that wrote the existing rows)")
+        else:
+            msg = (f"the tables of aggregation {layout.name} in {self.url} are partitioned by shard ({table.name} "
+                   f"has a {SHARD_ID} column), but this deployment does not partition {layout.name}; add "
+                   f"@PartitionById to the aggregation and give a shard id")
+        raise StoreError(msg)
 
     def _check_shared_tables(self, conn: Connection) -> None:
         """A store made by an earlier tiltframe lacks columns; say so instead of failing mid-batch."""
@@ -502,9 +546,12 @@ class SqlStore:
             b.aggregation == layout.name, b.pipeline_id == pipeline_id, b.batch_id == batch_id)
         return conn.execute(query).first() is not None
 
-    def pipeline_state(self, layout: AggregationLayout, pipeline_id: str) -> PipelineState:
+    def pipeline_state(
+        self, layout: AggregationLayout, pipeline_id: str, shard_id: str | None = None
+    ) -> PipelineState:
         """The state after the last committed batch of ``pipeline_id``, or, for a pipeline that has none,
-        the recovery point: the latest bucket of the finest table (None when it is empty)."""
+        the recovery point: the latest bucket of the finest table (None when it is empty); with shards,
+        of the rows of ``shard_id`` only, since other shards' events are not this pipeline's replays."""
         self.ensure_schema(layout)
         b = _BATCHES.c
         finest = self._tables(layout)[layout.spec.finest]
@@ -515,7 +562,10 @@ class SqlStore:
                 .order_by(b.batch_id.desc()).limit(1)).first()
             if last is not None:
                 return PipelineState(last.latest_event_ts, last.recovery_bucket)
-            stored = conn.execute(sa.select(sa.func.max(finest.c[AGG_TIMESTAMP]))).scalar()
+            latest = sa.select(sa.func.max(finest.c[AGG_TIMESTAMP]))
+            if layout.partitioned:
+                latest = latest.where(finest.c[SHARD_ID] == shard_id)
+            stored = conn.execute(latest).scalar()
         return PipelineState(None, stored)
 
     def write_batch(self, layout: AggregationLayout, batch: BatchWrite) -> bool:
@@ -524,7 +574,7 @@ class SqlStore:
         if self.is_committed(layout, batch.pipeline_id, batch.batch_id):
             return False  # cheap early exit for replays; checked again inside the write transaction
         tables = self._tables(layout)
-        levels = [(tables[layout.spec.granularity(g)], prepare_rows(layout, data))
+        levels = [(tables[layout.spec.granularity(g)], prepare_rows(layout, data, batch.shard_id))
                   for g, data in batch.levels.items()]
         with self._errors("write a batch of", layout), self._write(layout) as conn:
             if self._committed(conn, layout, batch.pipeline_id, batch.batch_id):
@@ -536,6 +586,45 @@ class SqlStore:
             self._insert_rejected(conn, layout, batch)
             self._record_commit(conn, layout, batch, rows)
         return True
+
+    # --- migrating -----------------------------------------------------------------------------------
+
+    def add_shards(self, layout: AggregationLayout, shard_id: str) -> list[str]:
+        """Give the tables of a partitioned ``layout`` that were made without shards a ``SHARD_ID`` key
+        column, their rows becoming ``shard_id``'s; returns the tables changed (none on a second run).
+
+        SQLite cannot change a primary key, so its tables are copied into new ones in one transaction.
+        PostgreSQL changes them in place in one transaction.  MySQL commits each DDL statement, so every
+        step is checked before it is taken and an interrupted migration completes when run again.
+        """
+        if not layout.partitioned:
+            msg = f"aggregation {layout.name} is not partitioned by shard; there is nothing to migrate"
+            raise StoreError(msg)
+        self._require_writable()
+        if not self._exists():
+            return []
+        changed: list[str] = []
+        with self._errors("migrate", layout), self._write(layout) as conn:
+            inspector = sa.inspect(conn)
+            if not inspector.has_table(AGGREGATIONS):
+                return []
+            row = conn.execute(sa.select(_AGGREGATIONS).where(_AGGREGATIONS.c.name == layout.name)).first()
+            if row is None:
+                return []
+            self._check_same_spec(layout, row)
+            present = set(inspector.get_table_names())
+            quote = conn.dialect.identifier_preparer.quote
+            for g, table in self._tables(layout).items():
+                if table.name not in present or SHARD_ID in _primary_key(conn, table.name):
+                    continue
+                conn.exec_driver_sql(f"DROP VIEW IF EXISTS {quote(view_name(layout, g))}")
+                if conn.dialect.name == "sqlite":
+                    _copy_with_shard(conn, layout, table, shard_id)
+                else:
+                    _alter_with_shard(conn, layout, table, shard_id)
+                conn.exec_driver_sql(view_ddl(conn.dialect, layout, table, view_name(layout, g)))
+                changed.append(table.name)
+        return changed
 
     # --- purging -------------------------------------------------------------------------------------
 
@@ -562,7 +651,9 @@ class SqlStore:
         The instants never move back, and a batch never writes a bucket before them again, so a purged
         bucket cannot come back holding only the events that arrived after it was purged.
         """
-        self.ensure_schema(layout)
+        # Not ``ensure_schema``: deleting by bucket start is the same with or without shards, so whoever
+        # purges need not know whether the tables are partitioned.
+        self._require_writable()
         tables = self._tables(layout)
         deleted: dict[Granularity, int] = {}
         with self._errors("purge", layout), self._write(layout) as conn:
@@ -603,12 +694,12 @@ class SqlStore:
             return data
         from tiltframe.functions.sketches import MERGE
 
-        keys = list(layout.key_names)
+        keys = list(layout.stored_key_names)
         ts = table.c[AGG_TIMESTAMP]
         bounds = pc.min_max(data.column(AGG_TIMESTAMP)).as_py()
         query = sa.select(*(table.c[k] for k in keys), *(table.c[s.name] for s in sketches)).where(
             ts >= bounds["min"], ts <= bounds["max"])
-        types = layout.column_types
+        types = layout.stored_column_types
         stored = _frame(_fetch_all(conn, query), {c: types[c] for c in (*keys, *(s.name for s in sketches))})
         if stored.empty:
             return data
@@ -704,13 +795,15 @@ class SqlStore:
         start_ms: int | None = None,
         end_ms: int | None = None,
     ) -> pd.DataFrame:
-        """Stored partial rows with ``start_ms <= AGG_TIMESTAMP < end_ms``, in primary-key order."""
+        """Stored partial rows with ``start_ms <= AGG_TIMESTAMP < end_ms``, in primary-key order, without
+        ``SHARD_ID``: shards' rows of one bucket and key follow each other, to be merged by the reader."""
         table = self._tables(layout)[layout.spec.granularity(granularity)]
         types = layout.column_types
         with self._errors("read", layout), self._read(layout) as (conn, _):
             if not sa.inspect(conn).has_table(table.name):
                 return _frame([], types)
-            query = sa.select(*table.c).order_by(*(table.c[k] for k in layout.key_names))
+            query = sa.select(*(table.c[c] for c in types)).order_by(
+                *(table.c[k] for k in layout.key_names))
             if start_ms is not None:
                 query = query.where(table.c[AGG_TIMESTAMP] >= start_ms)
             if end_ms is not None:
@@ -741,6 +834,12 @@ class SqlStore:
                     count, first, last = conn.execute(
                         sa.select(sa.func.count(), sa.func.min(ts), sa.func.max(ts))).one()
                 tables.append(TableInfo(t.name, str(g), count, first, last))
+            finest = self._tables(layout)[layout.spec.finest].name
+            shards: list[str] = []
+            if finest in present and SHARD_ID in _primary_key(conn, finest):
+                shards = [str(v) for v in conn.execute(
+                    sa.select(sa.column(SHARD_ID)).select_from(sa.table(finest)).distinct().order_by(
+                        sa.column(SHARD_ID))).scalars()]
             counts = (b.events_read, b.events_aggregated, b.events_rejected, b.events_moved)
             totals = conn.execute(
                 sa.select(sa.func.count(), *(sa.func.coalesce(sa.func.sum(c), 0) for c in counts),
@@ -762,6 +861,7 @@ class SqlStore:
             recorded_by_kind=tuple((str(x), int(n)) for x, n in kinds),
             purges=tuple(PurgeInfo(f"{layout.name}_{g}", int(b), int(n), int(at))
                          for g, b, n, at in sorted(purges, key=lambda p: order.get(p[0], len(order)))),
+            shards=tuple(shards),
         )
 
     # --- connections ----------------------------------------------------------------------------------
@@ -819,6 +919,40 @@ class SqlStore:
             cause = getattr(e, "orig", None) or e
             msg = f"could not {action} aggregation {layout.name} in {self.url}: {cause}"
             raise StoreError(msg) from e
+
+
+def _primary_key(conn: Connection, table: str) -> list[str]:
+    return list(sa.inspect(conn).get_pk_constraint(table)["constrained_columns"])
+
+
+def _copy_with_shard(conn: Connection, layout: AggregationLayout, table: sa.Table, shard_id: str) -> None:
+    """SQLite: the rows of ``table`` moved into a new table of the partitioned layout, as ``shard_id``'s."""
+    before = f"{table.name}__before_shards"
+    quote = conn.dialect.identifier_preparer.quote
+    conn.exec_driver_sql(f"ALTER TABLE {quote(table.name)} RENAME TO {quote(before)}")
+    table.create(conn)
+    names = list(layout.column_types)
+    old = sa.table(before, *(sa.column(n) for n in names))
+    conn.execute(sa.insert(table).from_select(
+        [*names, SHARD_ID], sa.select(*old.c, sa.literal(shard_id, sa.String()).label(SHARD_ID))))
+    conn.exec_driver_sql(f"DROP TABLE {quote(before)}")
+
+
+def _alter_with_shard(conn: Connection, layout: AggregationLayout, table: sa.Table, shard_id: str) -> None:
+    """PostgreSQL and MySQL: add ``SHARD_ID``, fill it, and make it part of the primary key."""
+    quote = conn.dialect.identifier_preparer.quote
+    name, shard = quote(table.name), quote(SHARD_ID)
+    if SHARD_ID not in {c["name"] for c in sa.inspect(conn).get_columns(table.name)}:
+        conn.exec_driver_sql(f"ALTER TABLE {name} ADD COLUMN {shard} VARCHAR(255) NULL")
+    conn.execute(sa.update(table).where(table.c[SHARD_ID].is_(None)).values({SHARD_ID: shard_id}))
+    key = ", ".join(quote(k) for k in layout.stored_key_names)
+    if conn.dialect.name == "postgresql":
+        constraint = sa.inspect(conn).get_pk_constraint(table.name)["name"]
+        conn.exec_driver_sql(f"ALTER TABLE {name} ALTER COLUMN {shard} SET NOT NULL")
+        conn.exec_driver_sql(f"ALTER TABLE {name} DROP CONSTRAINT {quote(constraint)}, ADD PRIMARY KEY ({key})")
+    else:
+        conn.exec_driver_sql(f"ALTER TABLE {name} MODIFY {shard} VARCHAR(255) NOT NULL, DROP PRIMARY KEY, "
+                             f"ADD PRIMARY KEY ({key})")
 
 
 #: PostgreSQL merges bind ``$1, $2, ...`` (see ``_merge_cursor``).
