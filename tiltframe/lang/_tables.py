@@ -144,7 +144,12 @@ def _unsupported(word: str, _expected: set[str]) -> str | None:
 TABLE_SQL: Vocabulary = dataclasses.replace(
     SQL,
     lark=_lark,
-    expression_in_clause={**SQL.expression_in_clause, "ORDER": "an expression to order by"},
+    expression_in_clause={
+        **SQL.expression_in_clause,
+        "WHERE": "a condition on the time column or dimensions (such as site = 'a.com')",
+        "HAVING": "a condition (such as clicks > 10)",
+        "ORDER": "an expression to order by",
+    },
     name_in_clause={"FROM": "a table name or partials(<table>)"},
     unsupported=_unsupported,
 )

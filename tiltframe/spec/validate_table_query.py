@@ -301,12 +301,12 @@ class _Checker:
                 f"time column nor a dimension{measured}"
             )
             return DefinitionError(msg, line=_line(attr.pos), column=_col(attr.pos))
-        if self.merged:
-            choices = [*(self.row_keys if clause == "WHERE" else self.keys), *self.measure_of]
-            if clause != "WHERE":
-                choices += [m.alias for m in self.measures]
-        else:
+        if not self.merged or clause == "WHERE":
             choices = list(self.row_columns)
+        elif clause == "GROUP BY":
+            choices = list(self.row_keys)
+        else:
+            choices = [*self.keys, *self.measure_of, *(m.alias for m in self.measures)]
         return DefinitionError(
             unknown(f"column of {table.name}", attr.name, choices), line=_line(attr.pos), column=_col(attr.pos)
         )
@@ -334,8 +334,7 @@ class _Checker:
         measure = next((m for m in self.measures if m.alias == arg.name), None)
         if measure is None:
             return None
-        own = fn.name == measure.function or (fn.name == "sum" and measure.function == "count")
-        return measure if own else None
+        return measure if fn.name == _own_function(measure) else None
 
     def aggregate(self, call: Call, clause: str) -> Expr:
         """``f(m)`` as the merged measure ``m``; any other aggregate call refused with what to write."""
@@ -358,7 +357,8 @@ class _Checker:
         if named is not None:
             msg = (
                 f"{call.name}({named.alias}) is not available: measure {named.alias} is {named.describe()}, merged "
-                f"over each group by {named.function}; write {named.alias} for its merged value"
+                f"over each group by its own function; write {named.alias} (or {_own_function(named)}({named.alias})) "
+                "for its merged value"
             )
         else:
             msg = (
@@ -398,6 +398,12 @@ class _Checker:
             return Call(call.name, tuple(walk(a) for a in call.args), pos=call.pos)
 
         return walk(expr)
+
+
+def _own_function(measure: Measure) -> str:
+    """The aggregate whose call over ``measure`` means the merged measure: its own function, but sum for a
+    count (``count(m)`` would read as a count of rows)."""
+    return "sum" if measure.function == "count" else measure.function
 
 
 def _line(pos: Pos | None) -> int | None:
