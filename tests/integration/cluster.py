@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -140,6 +141,33 @@ def spark_submit(
     out = subprocess.run(submit_command(master, cli_args, conf), env=spark_env(), capture_output=True, text=True,
                          timeout=timeout)
     return check_submitted(out)
+
+
+def spark_submit_together(
+    master: str, runs: list[list[str]], logs: Path, *, conf: Mapping[str, str] | None = None, timeout: float = 900
+) -> list[subprocess.CompletedProcess[str]]:
+    """Several ``tiltframe`` command lines as concurrent Spark applications; waits for all, fails the test
+    if one fails.  Their output goes to files under ``logs`` (a pipe nobody reads would stall a driver)."""
+    logs.mkdir(parents=True, exist_ok=True)
+    started = []
+    for i, cli_args in enumerate(runs):
+        command = submit_command(master, cli_args, conf)
+        with (logs / f"submit{i}.out").open("w") as out, (logs / f"submit{i}.err").open("w") as err:
+            started.append((command, subprocess.Popen(command, env=spark_env(), stdout=out, stderr=err,
+                                                       start_new_session=True)))
+    deadline = time.monotonic() + timeout
+    try:
+        for _, proc in started:
+            proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        for _, proc in started:
+            if proc.poll() is None:  # the driver's Python process too: the whole session goes
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    return [check_submitted(subprocess.CompletedProcess(command, proc.returncode,
+                                                        (logs / f"submit{i}.out").read_text(),
+                                                        (logs / f"submit{i}.err").read_text()))
+            for i, (command, proc) in enumerate(started)]
 
 
 _SUMMARY_ROW = re.compile(r"^\s*(micro-batches|events read|events aggregated|events rejected)\s+([\d,]+)", re.M)
