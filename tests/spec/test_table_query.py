@@ -272,6 +272,11 @@ def test_order_by_reads_selected_columns() -> None:
             "ORDER BY clicks: only selected columns order the result (selected: site); select clicks to order by it")
 
 
+def test_order_by_takes_no_aggregate_call() -> None:
+    refused("SELECT site, clicks FROM AdImpressions GROUP BY site ORDER BY sum(clicks)", "sum",
+            "ORDER BY reads selected columns: select sum(clicks) AS <name> and order by that name")
+
+
 def test_limit_is_a_whole_number() -> None:
     refused("SELECT site FROM AdImpressions LIMIT 2.5", "2.5", "LIMIT must be a whole number, got '2.5'")
 

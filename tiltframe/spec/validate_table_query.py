@@ -387,6 +387,8 @@ class _Checker:
                 if clause == "WHERE":
                     _fail(f"aggregate {e.name}() in WHERE, which filters rows before they are merged; use HAVING",
                           e.pos)
+                if clause == "ORDER BY":
+                    _fail(f"ORDER BY reads selected columns: select {e} AS <name> and order by that name", e.pos)
                 return self.aggregate(e, clause)
             if not scalars.is_scalar(e.name):
                 choices = [*scalars.names(), *registry.names()]
