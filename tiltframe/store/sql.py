@@ -324,9 +324,12 @@ def _merge(kind: Merge, old: Any, new: Any) -> Any:
 
 
 def prepare_rows(layout: AggregationLayout, data: pa.Table, shard_id: str | None = None) -> pa.Table:
-    """The table's columns in order and Arrow types (with the writer's ``SHARD_ID`` when partitioned),
-    sorted by primary key (faster B-tree work)."""
-    if layout.partitioned:
+    """The table's columns in order and Arrow types, sorted by primary key (faster B-tree work).
+
+    Partitioned rows carry their writer's ``SHARD_ID``: the rows' own column (the workers of a
+    pre-aggregated table), else ``shard_id`` (the deployment's shard).
+    """
+    if layout.partitioned and SHARD_ID not in data.column_names:  # else each row names its writer (a worker)
         if shard_id is None:
             msg = f"aggregation {layout.name} is partitioned by shard, but the batch has no shard id"
             raise StoreError(msg)
