@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
-from pyspark import SparkConf
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 #: Settings for sessions tiltframe creates; tuned for small clusters and laptops.
@@ -38,7 +38,10 @@ def get_session(master: str | None = None, *, app_name: str = "tiltframe") -> Sp
         return active
     cores = os.cpu_count() or 2
     builder = SparkSession.builder.appName(app_name)
-    # Under spark-submit the master comes from its command line; only choose one when nobody did.
+    # Under spark-submit the master comes from its command line; only choose one when nobody did.  The
+    # submitted conf is on the JVM spark-submit started: connect to it first, or SparkConf() is empty.
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):
+        SparkContext._ensure_initialized()
     if master is not None or not SparkConf().contains("spark.master"):
         builder = builder.master(master or os.environ.get("TILTFRAME_SPARK_MASTER", "local[*]"))
     conf = dict(DEFAULT_CONF)
