@@ -12,7 +12,7 @@ through Spark into per-granularity tables, and query them back with ``within ...
 
 from __future__ import annotations
 
-from tiltframe.api import default_data_dir, inspect, load_app, migrate, purge, query, rejected, run, start
+from tiltframe.api import default_data_dir, insert, inspect, load_app, migrate, purge, query, rejected, run, start
 from tiltframe.errors import (
     DefinitionError,
     EventRejected,
@@ -32,6 +32,7 @@ __all__ = [
     "TiltframeError",
     "UsageError",
     "default_data_dir",
+    "insert",
     "inspect",
     "load_app",
     "migrate",

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
 
-    from tiltframe.engine.reports import BatchReport
+    from tiltframe.engine.reports import BatchReport, PipelineTotals
     from tiltframe.engine.runner import InputLike, Run, RunResult
     from tiltframe.engine.sinks import Sink
     from tiltframe.store.purge import PurgeResult
@@ -109,6 +109,25 @@ def run(
         return handle.wait()
     finally:
         handle.close()
+
+
+def insert(
+    app: AppSpec,
+    table: str,
+    rows: DataFrame | pd.DataFrame | str | Path,
+    *,
+    data_dir: str | Path | None = None,
+    spark: SparkSession | None = None,
+    preaggregate: bool = True,
+) -> PipelineTotals:
+    """Insert rows (a Spark or pandas DataFrame, or a CSV / JSON Lines / Parquet file or folder) into a
+    pre-aggregated table; ``preaggregate=False`` stores each row as it is (EventQL's INSERT_NOPREAGGR).
+    Queries answer the same either way."""
+    from tiltframe.engine.inserts import insert_rows
+    from tiltframe.engine.session import get_session
+
+    return insert_rows(app, table, rows, data_dir=data_dir or default_data_dir(), spark=spark or get_session(),
+                       preaggregate=preaggregate)
 
 
 def _as_query(app: AppSpec, query: str | RetrievalQuery) -> RetrievalQuery:

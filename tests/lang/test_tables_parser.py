@@ -7,11 +7,11 @@ import re
 
 import pytest
 
-from tiltframe.errors import DefinitionError, NotSupportedYet
-from tiltframe.lang.parser import parse_app, parse_tables
+from tiltframe.errors import DefinitionError
+from tiltframe.lang.parser import parse_app
 from tiltframe.spec.durations import Granularity, Unit
 from tiltframe.spec.model import Attribute, AttrType
-from tiltframe.spec.tables import DEFAULT_WORKERS, Measure, Preaggregation, TableApp, TableSpec
+from tiltframe.spec.tables import DEFAULT_WORKERS, Measure, Preaggregation, TableSpec
 
 #: The seed's ad network: impressions per site, pre-aggregated per minute.
 AD_NETWORK = """@preaggregate(workers='4')
@@ -33,7 +33,7 @@ LARK_WORDS = re.compile(r"IDENTIFIER|COMMA|SEMICOLON|LPAR|RPAR|\$END|__ANON|Toke
 
 
 def table(text: str) -> TableSpec:
-    (found,) = parse_tables(text).tables
+    (found,) = parse_app(text).tables
     return found
 
 
@@ -44,7 +44,7 @@ def table_with(clause: str, *, annotation: str = "") -> TableSpec:
 def refused(text: str, marker: str, fragment: str, *, occurrence: int = 0) -> DefinitionError:
     """The error of ``text`` is at (the ``occurrence``-th) ``marker`` and says ``fragment``."""
     with pytest.raises(DefinitionError) as caught:
-        parse_tables(text)
+        parse_app(text)
     error = caught.value
     offset = -1
     for _ in range(occurrence + 1):
@@ -66,9 +66,11 @@ def clause_refused(clause: str, marker: str, fragment: str, *, annotation: str =
 
 
 def test_seed_ad_network() -> None:
-    app = parse_tables(AD_NETWORK)
-    assert isinstance(app, TableApp)
-    assert app.app.streams == () and app.app.aggregations == ()
+    app = parse_app(AD_NETWORK)
+    # The table adds its input stream and its one-level rollup to the app, so they run like any other.
+    assert [s.name for s in app.streams] == ["AdImpressions_ROWS"]
+    assert [(a.name, a.source, a.workers) for a in app.aggregations] == [("AdImpressions", "AdImpressions_ROWS", 4)]
+    assert app.input_stream("AdImpressions") == "AdImpressions_ROWS"
     assert app.tables == (
         TableSpec(
             "AdImpressions",
@@ -163,7 +165,7 @@ def test_measure_parameters_are_the_registry_functions_constants() -> None:
 
 
 def test_tables_beside_streams_aggregations_and_continuous_queries() -> None:
-    app = parse_tables(
+    app = parse_app(
         "define stream Trades (symbol string, price double, ts long);\n"
         "define aggregation TradeAgg from Trades select symbol, sum(price) as total group by symbol "
         "aggregate by ts every sec ... min;\n"
@@ -172,8 +174,8 @@ def test_tables_beside_streams_aggregations_and_continuous_queries() -> None:
         + "SELECT symbol, count() AS n FROM tumble(Trades, ts, 5s) GROUP BY symbol, window_end;\n"
     )
     assert [t.name for t in app.tables] == ["Raw", "AdImpressions"]
-    assert [a.name for a in app.app.aggregations] == ["TradeAgg"]
-    assert len(app.app.continuous) == 1
+    assert [a.name for a in app.aggregations] == ["TradeAgg", "AdImpressions"]
+    assert len(app.continuous) == 1
     assert app.table("Raw").preaggregation is None
 
 
@@ -181,14 +183,6 @@ def test_a_column_may_be_named_like_a_keyword_of_the_clause() -> None:
     t = table("define table T (time long, measures string, every int) preaggregate by time every min "
               "dimensions measures measures sum(every) as total;")
     assert t.preaggregation is not None and t.preaggregation.dimensions == ("measures",)
-
-
-def test_parse_app_refuses_tables_until_they_run() -> None:
-    text = "define stream S (x int);\n" + AD_NETWORK
-    with pytest.raises(NotSupportedYet) as caught:
-        parse_app(text)
-    assert (caught.value.line, caught.value.column) == (3, 1)
-    assert "define table AdImpressions" in str(caught.value)
 
 
 # --- refusals of the clause ---------------------------------------------------------------------------------

@@ -9,12 +9,12 @@ import re
 import pytest
 
 from tiltframe.errors import DefinitionError
-from tiltframe.lang.parser import parse_sql, parse_table_query, parse_tables
+from tiltframe.lang.parser import parse_app, parse_sql, parse_table_query
 from tiltframe.spec.expressions import Attr, Binary, Call, Literal
 from tiltframe.spec.model import AttrType, OrderItem
 from tiltframe.spec.tables import TableQuery
 
-TABLES = parse_tables(
+TABLES = parse_app(
     """@preaggregate(workers='4')
 define table AdImpressions (time long, site string, clicked int, cost double, user string, country string)
     preaggregate by time every min

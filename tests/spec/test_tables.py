@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from tiltframe.errors import DefinitionError
-from tiltframe.lang.parser import parse_tables
+from tiltframe.lang.parser import parse_app
 from tiltframe.spec.durations import Granularity, Unit
 from tiltframe.spec.expressions import Attr
 from tiltframe.spec.model import AggregateItem, AppSpec, Attribute, AttrType, KeyItem, StreamDef
@@ -35,7 +35,7 @@ COLUMNS = (
 
 
 def ad_table() -> TableSpec:
-    return parse_tables(AD_NETWORK).tables[0]
+    return parse_app(AD_NETWORK).tables[0]
 
 
 def python_table(**changes: object) -> TableSpec:
@@ -56,7 +56,7 @@ def refused(clause: str, marker: str, fragment: str, *, columns: str = COLUMNS_T
             before: str = "") -> DefinitionError:
     text = f"{before}define table T {columns} {clause};"
     with pytest.raises(DefinitionError) as caught:
-        parse_tables(text)
+        parse_app(text)
     error = caught.value
     offset = -1
     for _ in range(occurrence + 1):
@@ -99,7 +99,7 @@ def test_the_compiled_pair_is_a_valid_app() -> None:
 
 
 def test_a_raw_table_has_no_rollup() -> None:
-    raw = parse_tables("define table Raw (time long, x int);").tables[0]
+    raw = parse_app("define table Raw (time long, x int);").tables[0]
     with pytest.raises(DefinitionError, match="table Raw is not pre-aggregated"):
         raw.as_aggregation()
     assert raw.as_stream() == StreamDef("Raw_ROWS", (Attribute("time", AttrType.LONG), Attribute("x", AttrType.INT)))
@@ -123,7 +123,7 @@ def test_python_built_equals_parsed() -> None:
     text = f"define table AdImpressions {COLUMNS_TEXT} preaggregate by time every min dimensions site " \
            "measures count() as impressions, sum(clicked) as clicks, avg(cost) as avgCost;"
     built = python_table()
-    assert parse_tables(text).tables[0] == built
+    assert parse_app(text).tables[0] == built
     assert validate_table(built) is built
 
 
@@ -166,7 +166,7 @@ def test_numeric_functions_need_numeric_columns(function: str) -> None:
 @pytest.mark.parametrize("function", ["cardinality_approx", "first", "last"])
 def test_other_functions_take_any_column(function: str) -> None:
     text = f"define table T {COLUMNS_TEXT} preaggregate by time every min measures {function}(site) as m;"
-    assert parse_tables(text).tables[0].preaggregation is not None
+    assert parse_app(text).tables[0].preaggregation is not None
 
 
 def test_unbounded_functions_are_refused() -> None:
@@ -195,7 +195,7 @@ def test_measure_names_are_unique_including_quantile_outputs() -> None:
 
 def test_a_measure_may_be_named_like_its_column() -> None:
     text = f"define table T {COLUMNS_TEXT} preaggregate by time every min measures sum(clicked) as clicked;"
-    assert parse_tables(text).tables[0].measure_types() == {"clicked": AttrType.LONG}
+    assert parse_app(text).tables[0].measure_types() == {"clicked": AttrType.LONG}
 
 
 def test_reserved_names() -> None:
@@ -220,7 +220,7 @@ def test_names_are_unique_across_the_app() -> None:
     refused("", "define table", "'T_ROWS' (the input stream of table T) is also the name of a stream",
             columns="(x int)", before="define stream T_ROWS (x int);\n")
     with pytest.raises(DefinitionError, match="'T' is also the name of a table"):
-        parse_tables("define table T (x int); define table T (y int);")
+        parse_app("define table T (x int); define table T (y int);")
 
 
 def test_python_specs_get_the_same_checks() -> None:
@@ -268,7 +268,7 @@ def test_mean_and_avg_are_one_measure() -> None:
     stored = python_table()
     text = f"define table AdImpressions {COLUMNS_TEXT} preaggregate by time every min dimensions site " \
            "measures COUNT() as impressions, SUM(clicked) as clicks, MEAN(cost) as avgCost;"
-    assert not plan_change(stored, parse_tables(text).tables[0]).changed
+    assert not plan_change(stored, parse_app(text).tables[0]).changed
 
 
 def test_measures_added_and_removed() -> None:
@@ -384,16 +384,16 @@ def test_granularity_change_only_on_an_empty_table() -> None:
 
 
 def test_granularity_refusal_points_at_every() -> None:
-    stored = parse_tables(AD_NETWORK).tables[0]
-    new = parse_tables(AD_NETWORK.replace("every min", "every hour")).tables[0]
+    stored = parse_app(AD_NETWORK).tables[0]
+    new = parse_app(AD_NETWORK.replace("every min", "every hour")).tables[0]
     with pytest.raises(DefinitionError) as caught:
         plan_change(stored, new)
     assert (caught.value.line, caught.value.column) == (3, 32)
 
 
 def test_column_type_change_only_on_an_empty_table() -> None:
-    stored = parse_tables(AD_NETWORK).tables[0]
-    new = parse_tables(AD_NETWORK.replace("clicked int", "clicked long")).tables[0]
+    stored = parse_app(AD_NETWORK).tables[0]
+    new = parse_app(AD_NETWORK.replace("clicked int", "clicked long")).tables[0]
     with pytest.raises(DefinitionError, match="column clicked of table AdImpressions is int in the stored rows and "
                                               "long here") as caught:
         plan_change(stored, new)

@@ -238,7 +238,7 @@ def _check_run_options(
     outputs: dict[str, str],
 ) -> None:
     """Fail fast (before Spark starts) on names and paths that cannot work."""
-    streams = [s.name for s in spec.streams]
+    streams = [s.name for s in spec.streams] + [t.name for t in spec.tables]
     for name in inputs:
         if name not in streams:
             msg = f"--input: {unknown('stream', name, streams)}"
@@ -425,8 +425,9 @@ def run(
         directory = _data_dir(data_dir)
         if not inputs:
             err.print("note: no --input given; the aggregations receive no events")
+        fed = {spec.input_stream(name) for name in inputs}
         for agg in spec.aggregations:
-            if agg.source not in inputs and inputs:
+            if agg.source not in fed and inputs:
                 err.print(
                     f"note: stream {agg.source} has no --input; aggregation {agg.name} receives no events"
                 )
@@ -701,6 +702,35 @@ def purge(
             else:
                 table.add_row(layout.table_name(g), "all (kept forever)", "0")
         out.print(table)
+
+
+# --- insert -------------------------------------------------------------------------------------------
+
+
+@app.command()
+def insert(
+    app_file: AppArg,
+    table: Annotated[str, typer.Argument(help="The table to insert into (define table ...).")],
+    path: Annotated[Path, typer.Argument(help="A .csv, .json/.jsonl or .parquet file, or a folder of them.")],
+    data_dir: DataDirOpt = None,
+    no_preaggregation: Annotated[
+        bool, typer.Option("--no-preaggregation", help="Store each row as it is (EventQL's INSERT_NOPREAGGR).")
+    ] = False,
+    master: Annotated[str | None, typer.Option("--master", help="Spark master URL.")] = None,
+) -> None:
+    """Insert rows into a pre-aggregated table: spread over its workers and pre-aggregated per interval."""
+    with handle_errors():
+        spec = api.load_app(app_file)
+        spec.table(table)
+        if not path.exists():
+            msg = f"'{path}' does not exist"
+            raise UsageError(msg)
+        from tiltframe.engine.session import get_session
+
+        totals = api.insert(spec, table, path, data_dir=_data_dir(data_dir), spark=get_session(master),
+                            preaggregate=not no_preaggregation)
+    stdout_console().print(f"{table}: {totals.events_read:,} rows read, {totals.events_aggregated:,} inserted, "
+                           f"{totals.events_rejected:,} rejected (kept with their reasons; tiltframe inspect)")
 
 
 # --- migrate ------------------------------------------------------------------------------------------

@@ -22,11 +22,13 @@ from tiltframe.engine.expressions import to_column
 from tiltframe.functions import ddsketch
 from tiltframe.functions.registry import EVENT_ORDER, AggregateFunction, Build, Merge
 from tiltframe.spec.durations import Granularity
+from tiltframe.spec.model import AttrType
 from tiltframe.store.layout import (
     AGG_ARRIVAL_BATCH,
     AGG_ARRIVAL_SEQ,
     AGG_EVENT_TIMESTAMP,
     AGG_TIMESTAMP,
+    SHARD_ID,
     AggregationLayout,
     StateColumn,
     expression_type,
@@ -164,6 +166,9 @@ def _grouped(
     """
     types = layout.column_types
     keys = [F.col(k.name) for k in layout.keys]
+    if SHARD_ID in df.columns:  # a pre-aggregation worker's rows stay apart
+        keys.append(F.col(SHARD_ID))
+        types = {**types, SHARD_ID: AttrType.STRING}
     grouping = [bad.alias(REJECTED), bucket.alias(AGG_TIMESTAMP), *keys]
     if not structs:
         ordered = [aggs[n].cast(SPARK_TYPES[types[n]]).alias(n) for n in types if n in aggs]  # type: ignore[union-attr]
@@ -178,7 +183,9 @@ def _grouped(
     return grouped.select(REJECTED, *flat)
 
 
-def finest_partials(events: DataFrame, layout: AggregationLayout, batch_id: int) -> DataFrame:
+def finest_partials(
+    events: DataFrame, layout: AggregationLayout, batch_id: int, row_writer: str | None = None
+) -> DataFrame:
     """Partial states per finest bucket and group from the typed events of one batch (level 0).
 
     Rejected events are grouped apart (``_rejected`` true, no bucket), so their count comes out of the
@@ -202,6 +209,14 @@ def finest_partials(events: DataFrame, layout: AggregationLayout, batch_id: int)
         aggs[AGG_EVENT_TIMESTAMP] = F.max(EVENT_TS)
     bad = F.col(REASON).isNotNull()
     bucket = F.when(~bad, bucket_start(F.col(EVENT_TS), layout.spec.finest, layout.zone))
+    if row_writer is not None:
+        # EventQL's INSERT_NOPREAGGR: each row stored as its own partial row (its writer id is unique).
+        row = F.monotonically_increasing_id().cast("string")
+        events = events.withColumn(SHARD_ID, F.concat(F.lit(row_writer), row))
+    elif layout.spec.workers is not None:
+        # EventQL's pre-aggregation: rows dealt round-robin to the workers, not by key, so a hot key
+        # spreads over all of them; each worker's partial row of a bucket and key is stored apart.
+        events = events.repartition(layout.spec.workers).withColumn(SHARD_ID, F.spark_partition_id().cast("string"))
     return _grouped(events, bucket, layout, aggs, structs, bad)
 
 
@@ -221,7 +236,8 @@ def merge_partials(partials: DataFrame, layout: AggregationLayout, g: Granularit
 
 
 def all_levels(
-    events: DataFrame, layout: AggregationLayout, batch_id: int, records: DataFrame | None = None
+    events: DataFrame, layout: AggregationLayout, batch_id: int, records: DataFrame | None = None,
+    row_writer: str | None = None,
 ) -> DataFrame:
     """Every granularity's partial rows in one DataFrame, tagged by level index (0 = finest) and by
     ``_rejected`` (groups of rejected events, whose level-0 ``AGG_COUNT`` counts them; drop them all).
@@ -233,8 +249,11 @@ def all_levels(
     ``records`` (one struct column, ``RECORD``) rides along as level ``RECORD_LEVEL``, every other
     column null: the events a late-event policy moved or rejected come out of the same job, which
     shares the arrival-order shuffle with the aggregation instead of repeating it.
+
+    ``row_writer`` (a pre-aggregated table's insert that bypasses pre-aggregation) keeps every event in a
+    partial row of its own, under ``SHARD_ID`` ``<row_writer><n>``.
     """
-    level = finest_partials(events, layout, batch_id)
+    level = finest_partials(events, layout, batch_id, row_writer)
     no_record = F.lit(None).cast(records.schema[RECORD].dataType) if records is not None else None
 
     def tag(i: int, df: DataFrame) -> DataFrame:

@@ -98,12 +98,15 @@ class AggregationPipeline:
         on_batch: Callable[[BatchReport], None] | None = None,
         purger: Purger | None = None,
         shard_id: str | None = None,
+        row_writer: str | None = None,
     ) -> None:
         self.layout = layout
         self.store = store
         self.pipeline_id = pipeline_id
         #: The ``SHARD_ID`` this pipeline writes under (partitioned layouts only).
         self.shard_id = shard_id
+        #: Rows bypass pre-aggregation: each event is stored alone, under ``<row_writer><n>``.
+        self.row_writer = row_writer
         self.on_batch = on_batch
         self.purger = purger
         self.totals = PipelineTotals()
@@ -174,7 +177,7 @@ class AggregationPipeline:
     ) -> tuple[dict[Granularity, pa.Table], BatchStats, pa.Table]:
         """All levels (and the events the policy moved or rejected) in one Spark job, split on the
         driver with Arrow filters, and the batch's counts."""
-        table = all_levels(events, self.layout, batch_id, records).toArrow()
+        table = all_levels(events, self.layout, batch_id, records, self.row_writer).toArrow()
         level = table.column(LEVEL)
         by_policy = _EMPTY_RECORDS
         if records is not None:

@@ -77,6 +77,7 @@ class Run:
         deployment: Deployment | None = None,
     ) -> None:
         check_runnable(app)
+        inputs = {app.input_stream(name): source for name, source in inputs.items()}  # a table: its rows' stream
         unknown = [name for name in inputs if name not in {s.name for s in app.streams}]
         if unknown:
             names = ", ".join(s.name for s in app.streams)
@@ -101,7 +102,9 @@ class Run:
         written = [agg for agg in app.aggregations if agg.source in self.inputs]
         layouts = {agg.name: AggregationLayout.of(app, agg.name, partition_by_default=self.deployment.partition_by_id)
                    for agg in written}
-        shards = {agg.name: self.deployment.shard_for(agg) for agg in written if layouts[agg.name].partitioned}
+        # A pre-aggregated table's rows name their worker; other partitioned aggregations, the deployment.
+        shards = {agg.name: self.deployment.shard_for(agg) for agg in written
+                  if layouts[agg.name].partitioned and agg.workers is None}
         for shard in set(shards.values()):
             claim_shard(self.data_dir, shard)
         for agg in app.aggregations:

@@ -30,11 +30,13 @@ _GLOBS = {"csv": "*.csv", "json": "*.{json,jsonl,ndjson}", "parquet": "*.parquet
 
 @dataclass(frozen=True, slots=True)
 class FileInput:
-    """A watched directory; ``format`` is csv, json or parquet (None: detect from the files)."""
+    """A watched directory; ``format`` is csv, json or parquet (None: detect from the files); ``glob``
+    narrows the files read (default: every file of the format)."""
 
     path: str
     format: str | None = None
     max_files_per_trigger: int | None = None
+    glob: str | None = None
 
 
 def _visible_files(path: Path) -> list[Path]:
@@ -107,7 +109,7 @@ def read_stream(spark: SparkSession, source: FileInput, stream: StreamDef, *, st
     reader = spark.readStream if streaming else spark.read
     if streaming and source.max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", source.max_files_per_trigger)
-    reader = reader.option("pathGlobFilter", _GLOBS[fmt])
+    reader = reader.option("pathGlobFilter", source.glob or _GLOBS[fmt])
     if fmt == "csv":
         reader = reader.schema(text_schema(stream, corrupt=False)).option("mode", "PERMISSIVE")
         reader = reader.option("header", str(_csv_has_header(folder, stream)).lower())

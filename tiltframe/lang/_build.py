@@ -73,7 +73,7 @@ class SpecBuilder:
         self.text = text
         self.known_aggregations = set(known_aggregations)
         self.known_streams: set[str] = set()
-        #: ``define table`` statements, which AppSpec does not carry yet (see parser.parse_tables).
+        #: ``define table`` statements (``parse_app`` checks them and adds them to the AppSpec).
         self.tables: list[TableSpec] = []
 
     # --- errors and positions ---------------------------------------------------------------------------

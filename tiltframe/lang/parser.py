@@ -31,7 +31,7 @@ from tiltframe.lang._build import SpecBuilder, snippet
 from tiltframe.spec.continuous import ContinuousQuery
 from tiltframe.spec.expressions import Expr
 from tiltframe.spec.model import AppSpec, RetrievalQuery
-from tiltframe.spec.tables import TableApp, TableQuery
+from tiltframe.spec.tables import TableQuery
 from tiltframe.spec.validate import validate_app
 
 __all__ = [
@@ -41,7 +41,6 @@ __all__ = [
     "parse_query",
     "parse_sql",
     "parse_table_query",
-    "parse_tables",
 ]
 
 # Readable names of the grammar's terminals; keyword and punctuation terminals are shown as written.
@@ -190,40 +189,19 @@ def parse_app(text: str) -> AppSpec:
     tree = _parse(text, "app")
     with _snippets(text):
         app = builder.app(tree)
-        if builder.tables:  # until AppSpec carries them, an app with tables must not run without them
-            table = builder.tables[0]
-            msg = (
-                f"define table {table.name}: tables are parsed and checked (tiltframe.lang.parser.parse_tables), "
-                "but not stored or queried yet"
-            )
-            line, column = (table.pos.line, table.pos.column) if table.pos else (None, None)
-            raise NotSupportedYet(msg, line=line, column=column)
+        if builder.tables:
+            from tiltframe.spec.validate_tables import with_tables
+
+            app = with_tables(app, builder.tables)
         return validate_app(app)
 
 
-def parse_tables(text: str) -> TableApp:
-    """Parse a whole app that may define tables (``define table``): the app validated as
-    :func:`parse_app` does, and each table by :func:`~tiltframe.spec.validate_tables.validate_tables`.
-
-    Raises:
-        DefinitionError: at the line and column of the first problem.
-    """
-    from tiltframe.spec.tables import TableApp
-    from tiltframe.spec.validate_tables import validate_tables
-
-    builder = SpecBuilder(text)
-    tree = _parse(text, "app")
-    with _snippets(text):
-        app = validate_app(builder.app(tree))
-        return TableApp(app, validate_tables(app, builder.tables))
-
-
-def parse_table_query(text: str, tables: TableApp) -> TableQuery:
+def parse_table_query(text: str, app: AppSpec) -> TableQuery:
     """Parse one ``SELECT ... FROM <table | partials(table)> [WHERE] [GROUP BY] [HAVING] [ORDER BY] [LIMIT]``
-    and validate it against the tables of ``tables`` (docs/preaggregation.md).
+    and validate it against the tables of ``app`` (docs/preaggregation.md).
 
     Example:
-        >>> t = parse_tables("define table T (time long, site string, clicked int) "
+        >>> t = parse_app("define table T (time long, site string, clicked int) "
         ...                  "preaggregate by time every min dimensions site measures sum(clicked) as clicks;")
         >>> q = parse_table_query("SELECT site, clicks FROM T GROUP BY site", t)
         >>> q.keys, q.measures, q.output_names
@@ -236,7 +214,7 @@ def parse_table_query(text: str, tables: TableApp) -> TableQuery:
     from tiltframe.spec.validate_table_query import validate_table_query
 
     with _snippets(text):
-        return validate_table_query(tables, build_table_query(text))
+        return validate_table_query(app, build_table_query(text))
 
 
 def parse_query(text: str, *, aggregations: Collection[str] = ()) -> RetrievalQuery:

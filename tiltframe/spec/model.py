@@ -17,6 +17,7 @@ from tiltframe.spec.expressions import Expr, Pos
 
 if TYPE_CHECKING:  # continuous.py builds on this module's AggregateItem and Annotation
     from tiltframe.spec.continuous import ContinuousQuery
+    from tiltframe.spec.tables import TableSpec
 
 
 class AttrType(enum.Enum):
@@ -193,6 +194,9 @@ class AggregationSpec:
     purge: PurgeSpec | None = None
     retention: tuple[tuple[str, str], ...] | None = None
     partition_by_id: bool | None = None
+    #: A pre-aggregated table's rollup (EventQL): rows are spread round-robin over this many workers,
+    #: each storing its own partial rows under its ``SHARD_ID``.  None for a ``define aggregation``.
+    workers: int | None = None
     annotations: tuple[Annotation, ...] = field(default=(), compare=False)
     pos: Pos | None = field(default=None, compare=False, repr=False)
 
@@ -275,6 +279,9 @@ class AppSpec:
     timezone: str | None = None
     annotations: tuple[Annotation, ...] = field(default=(), compare=False)
     continuous: tuple[ContinuousQuery, ...] = ()
+    #: ``define table`` statements; each pre-aggregated one also adds its input stream ``<Name>_ROWS`` to
+    #: ``streams`` and its rollup ``<Name>`` to ``aggregations`` (docs/preaggregation.md).
+    tables: tuple[TableSpec, ...] = ()
 
     def stream(self, name: str, pos: Pos | None = None) -> StreamDef:
         for s in self.streams:
@@ -295,6 +302,23 @@ class AppSpec:
             line=pos.line if pos else None,
             column=pos.column if pos else None,
         )
+
+    def table(self, name: str, pos: Pos | None = None) -> TableSpec:
+        for t in self.tables:
+            if t.name == name:
+                return t
+        raise DefinitionError(
+            unknown("table", name, [t.name for t in self.tables]),
+            line=pos.line if pos else None,
+            column=pos.column if pos else None,
+        )
+
+    def input_stream(self, name: str) -> str:
+        """The stream that ``--input NAME`` feeds: a stream, or the input stream of table ``name``."""
+        for t in self.tables:
+            if t.name == name:
+                return t.stream_name
+        return name
 
     def continuous_query(self, name: str) -> ContinuousQuery:
         """The continuous query named ``name`` (by ``@info(name=...)``), with a 'did you mean' otherwise."""

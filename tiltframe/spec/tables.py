@@ -26,7 +26,6 @@ from tiltframe.spec.model import (
     AggregateItem,
     AggregationSpec,
     Annotation,
-    AppSpec,
     Attribute,
     AttrType,
     KeyItem,
@@ -40,7 +39,6 @@ __all__ = [
     "WORKER_COLUMN",
     "Measure",
     "Preaggregation",
-    "TableApp",
     "TableQuery",
     "TableSpec",
 ]
@@ -185,23 +183,8 @@ class TableSpec:
             granularities=(pre.granularity,),
             group_by=pre.dimensions,
             time_attribute=self.time_column,
+            workers=pre.workers,
             pos=self.pos,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class TableApp:
-    """An app with its tables, until :class:`AppSpec` carries them itself."""
-
-    app: AppSpec
-    tables: tuple[TableSpec, ...] = ()
-
-    def table(self, name: str, pos: Pos | None = None) -> TableSpec:
-        for t in self.tables:
-            if t.name == name:
-                return t
-        raise DefinitionError(
-            unknown("table", name, [t.name for t in self.tables]), line=_line(pos), column=_column(pos)
         )
 
 

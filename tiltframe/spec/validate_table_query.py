@@ -37,8 +37,8 @@ from tiltframe.spec.expressions import (
     Unary,
     attributes_of,
 )
-from tiltframe.spec.model import Attribute, AttrType, OrderItem, StreamDef
-from tiltframe.spec.tables import WORKER_COLUMN, Measure, TableApp, TableQuery, TableSpec
+from tiltframe.spec.model import AppSpec, Attribute, AttrType, OrderItem, StreamDef
+from tiltframe.spec.tables import WORKER_COLUMN, Measure, TableQuery, TableSpec
 from tiltframe.spec.validate_continuous import aggregate_function
 
 __all__ = ["validate_table_query"]
@@ -48,7 +48,7 @@ def _fail(message: str, pos: Pos | None) -> NoReturn:
     raise DefinitionError(message, line=pos.line if pos else None, column=pos.column if pos else None)
 
 
-def validate_table_query(tables: TableApp, query: TableQuery) -> TableQuery:
+def validate_table_query(tables: AppSpec, query: TableQuery) -> TableQuery:
     """Check ``query`` against its table and fill in what the engine reads (see :class:`TableQuery`).
 
     Raises:

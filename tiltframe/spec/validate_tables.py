@@ -8,6 +8,7 @@ table the engine would refuse never validates.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 from typing import NoReturn
@@ -40,6 +41,15 @@ def validate_tables(app: AppSpec, tables: Sequence[TableSpec]) -> tuple[TableSpe
         taken[table.name] = "table"
         taken[table.stream_name] = "table's input stream"
     return tuple(validate_table(t) for t in tables)
+
+
+def with_tables(app: AppSpec, tables: Sequence[TableSpec]) -> AppSpec:
+    """``app`` with its (checked) tables, each pre-aggregated one adding its input stream and rollup."""
+    checked = validate_tables(app, tables)
+    pre = [t for t in checked if t.preaggregation is not None]
+    return dataclasses.replace(app, streams=(*app.streams, *(t.as_stream() for t in pre)),
+                               aggregations=(*app.aggregations, *(t.as_aggregation() for t in pre)),
+                               tables=checked)
 
 
 def validate_table(table: TableSpec) -> TableSpec:

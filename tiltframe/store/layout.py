@@ -93,6 +93,7 @@ class AggregationLayout:
         aggregations that do not say (``@PartitionById(enable='false')`` always opts out)."""
         agg = app.aggregation(name)
         partitioned = partition_by_default if agg.partition_by_id is None else agg.partition_by_id
+        partitioned = partitioned or agg.workers is not None  # a pre-aggregated table's workers
         layout = cls(agg, app.stream(agg.source), app.zone_of(agg), partitioned)
         if partitioned and SHARD_ID in layout.column_types:
             from tiltframe.errors import DefinitionError

@@ -565,6 +565,8 @@ class SqlStore:
                 .order_by(b.batch_id.desc()).limit(1)).first()
             if last is not None:
                 return PipelineState(last.latest_event_ts, last.recovery_bucket)
+            if layout.spec.workers is not None:  # rows inserted into a table are never replays of stored ones
+                return PipelineState(None, None)
             latest = sa.select(sa.func.max(finest.c[AGG_TIMESTAMP]))
             if layout.partitioned:
                 latest = latest.where(finest.c[SHARD_ID] == shard_id)

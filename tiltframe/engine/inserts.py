@@ -1,0 +1,68 @@
+"""Inserts into a pre-aggregated table (EventQL): a file, a folder or a DataFrame as one batch.
+
+Each insert is its own pipeline (a fresh id), so two inserts of the same rows store them twice, as two
+SQL INSERTs would; within one insert, a retry after a failure finds its commit record and writes nothing
+again.  ``preaggregate=False`` is EventQL's INSERT_NOPREAGGR: each row becomes a partial row of its own,
+merged on read like the workers' rows.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pandas as pd
+from pyspark.sql import DataFrame, SparkSession
+
+from tiltframe.engine.pipeline import AggregationPipeline
+from tiltframe.engine.reports import PipelineTotals
+from tiltframe.engine.sources import FORMATS, FileInput, read_stream
+from tiltframe.errors import NotSupportedYet, UsageError
+from tiltframe.spec.model import AppSpec
+from tiltframe.store.layout import AggregationLayout
+from tiltframe.store.registry import StoreRegistry
+
+
+def insert_rows(
+    app: AppSpec,
+    table: str,
+    rows: DataFrame | pd.DataFrame | str | Path,
+    *,
+    data_dir: str | Path,
+    spark: SparkSession,
+    preaggregate: bool = True,
+) -> PipelineTotals:
+    """Insert ``rows`` (a Spark or pandas DataFrame, or a CSV / JSON Lines / Parquet file or folder) into
+    ``table``; returns the counts (read = aggregated + rejected; rejected rows are kept with a reason)."""
+    spec = app.table(table)
+    if spec.preaggregation is None:
+        msg = f"table {table} has no preaggregate clause; storing raw tables is not supported yet"
+        raise NotSupportedYet(msg, line=spec.pos.line if spec.pos else None,
+                              column=spec.pos.column if spec.pos else None)
+    layout = AggregationLayout.of(app, table)
+    if isinstance(rows, pd.DataFrame):
+        rows = spark.createDataFrame(rows)
+    if not isinstance(rows, DataFrame):
+        path = Path(rows)
+        if not path.exists():
+            msg = f"insert into {table}: '{path}' does not exist"
+            raise UsageError(msg)
+        if path.is_file():
+            if path.suffix.lower() not in FORMATS:
+                msg = f"insert into {table}: '{path}' is not a .csv, .json/.jsonl or .parquet file"
+                raise UsageError(msg)
+            source = FileInput(str(path.resolve().parent), FORMATS[path.suffix.lower()], glob=path.name)
+        else:
+            source = FileInput(str(path.resolve()))
+        rows = read_stream(spark, source, layout.stream, streaming=False)
+    insert_id = uuid.uuid4().hex
+    stores = StoreRegistry(data_dir)
+    try:
+        store = stores.for_aggregation(layout.spec)
+        store.ensure_schema(layout)
+        pipeline = AggregationPipeline(layout, store, f"insert-{insert_id}",
+                                       row_writer=None if preaggregate else f"row-{insert_id[:12]}-")
+        pipeline.process(rows, 0)
+        return pipeline.totals
+    finally:
+        stores.close()
