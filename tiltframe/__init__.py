@@ -12,7 +12,19 @@ through Spark into per-granularity tables, and query them back with ``within ...
 
 from __future__ import annotations
 
-from tiltframe.api import default_data_dir, insert, inspect, load_app, migrate, purge, query, rejected, run, start
+from tiltframe.api import (
+    compact,
+    default_data_dir,
+    insert,
+    inspect,
+    load_app,
+    migrate,
+    purge,
+    query,
+    rejected,
+    run,
+    start,
+)
 from tiltframe.errors import (
     DefinitionError,
     EventRejected,
@@ -31,6 +43,7 @@ __all__ = [
     "StoreError",
     "TiltframeError",
     "UsageError",
+    "compact",
     "default_data_dir",
     "insert",
     "inspect",

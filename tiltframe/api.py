@@ -231,6 +231,24 @@ def migrate(
         stores.close()
 
 
+def compact(app: AppSpec, table: str | None = None, *, data_dir: str | Path | None = None) -> dict[str, int]:
+    """Merge the partial rows of the closed intervals of every pre-aggregated table (or the one named);
+    returns the rows removed per table.  Safe while pipelines write and readers read."""
+    from tiltframe.store.compaction import Compactor
+
+    names = [table] if table is not None else [t.name for t in app.tables if t.preaggregation is not None]
+    stores = StoreRegistry(data_dir or default_data_dir())
+    try:
+        removed: dict[str, int] = {}
+        for name in names:
+            app.table(name)
+            layout = AggregationLayout.of(app, name)
+            removed[name] = Compactor(layout, stores.for_aggregation(layout.spec)).compact()
+        return removed
+    finally:
+        stores.close()
+
+
 def rejected(app: AppSpec, aggregation: str, *, data_dir: str | Path | None = None, limit: int = 100) -> pd.DataFrame:
     """The latest recorded events of ``aggregation``, newest first: rejected ones and those moved into
     another bucket (column ``kind``), with their reasons and original event times."""

@@ -74,3 +74,16 @@ def test_workers_store_partial_rows_and_retrieval_merges_them(spark, tmp_path: P
     hot = workers[workers["site"] == "hot.example"].groupby("AGG_TIMESTAMP")["SHARD_ID"].nunique()
     assert (hot == 3).all()  # the hot key is spread over every worker, not pinned to one
     assert stored["AGG_COUNT"].sum() == len(rows)
+
+    # Compaction merges the closed minutes' partial rows into one per site; the answers stay the same.
+    removed = tf.compact(app, data_dir=tmp_path)["AdImpressions"]
+    engine = sa.create_engine(f"sqlite:///{tmp_path / DB_FILE_NAME}")
+    with engine.connect() as conn:
+        after = pd.read_sql('SELECT AGG_TIMESTAMP, site, SHARD_ID FROM "AdImpressions_MINUTES"', conn)
+    engine.dispose()
+    assert removed == len(stored) - len(after) > 0
+    closed = after[after["AGG_TIMESTAMP"] < T0 + 120_000]
+    assert (closed["SHARD_ID"] == "*").all() and not closed.duplicated(["AGG_TIMESTAMP", "site"]).any()
+    again = tf.query(app, 'from AdImpressions within 0L, 4102444800000L per "minutes" select *', data_dir=tmp_path)
+    pd.testing.assert_frame_equal(again, got)
+    assert tf.compact(app, data_dir=tmp_path) == {"AdImpressions": 0}

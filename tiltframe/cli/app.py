@@ -733,6 +733,24 @@ def insert(
                            f"{totals.events_rejected:,} rejected (kept with their reasons; tiltframe inspect)")
 
 
+@app.command()
+def compact(
+    app_file: AppArg,
+    table: Annotated[str | None, typer.Option("--table", "-t", help="Compact only this table.")] = None,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Merge the partial rows (one per worker or bypassed row) of the closed intervals of pre-aggregated
+    tables into one row per interval and dimension values; queries answer the same."""
+    with handle_errors():
+        spec = api.load_app(app_file)
+        removed = api.compact(spec, table, data_dir=_data_dir(data_dir))
+    out = stdout_console()
+    if not removed:
+        out.print("the app has no pre-aggregated table; nothing to compact")
+    for name, rows in removed.items():
+        out.print(f"{name}: {rows:,} partial rows merged away")
+
+
 # --- migrate ------------------------------------------------------------------------------------------
 
 

@@ -37,6 +37,7 @@ from tiltframe.store.base import (
     RecordKind,
     Store,
 )
+from tiltframe.store.compaction import Compactor
 from tiltframe.store.layout import AGG_COUNT, AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout
 from tiltframe.store.purge import Purger
 
@@ -99,6 +100,7 @@ class AggregationPipeline:
         purger: Purger | None = None,
         shard_id: str | None = None,
         row_writer: str | None = None,
+        compactor: Compactor | None = None,
     ) -> None:
         self.layout = layout
         self.store = store
@@ -107,6 +109,7 @@ class AggregationPipeline:
         self.shard_id = shard_id
         #: Rows bypass pre-aggregation: each event is stored alone, under ``<row_writer><n>``.
         self.row_writer = row_writer
+        self.compactor = compactor
         self.on_batch = on_batch
         self.purger = purger
         self.totals = PipelineTotals()
@@ -165,6 +168,8 @@ class AggregationPipeline:
         # Between batches, so a purge never interleaves with this pipeline's writes (nor, through the
         # store's lock, with anyone else's).
         purged = self.purger.maybe_purge() if self.purger is not None else None
+        if self.compactor is not None:
+            self.compactor.maybe_compact()
         t2 = time.perf_counter()
         skipped = not written and stats.events_read > 0
         report = BatchReport(layout.name, batch_id, stats, rows_out if written else 0, skipped, t1 - t0, t2 - t1,

@@ -33,6 +33,7 @@ from tiltframe.retrieval.retrieve import retrieve
 from tiltframe.spec.expressions import attributes_of
 from tiltframe.spec.model import AppSpec, RetrievalQuery
 from tiltframe.spec.validate import check_runnable
+from tiltframe.store.compaction import Compactor
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.purge import Purger
 from tiltframe.store.registry import StoreRegistry
@@ -116,7 +117,8 @@ class Run:
             store.ensure_schema(layout)
             checkpoint = self.checkpoint_dir(layout)
             pipeline = AggregationPipeline(layout, store, pipeline_id_for(checkpoint, layout), on_batch=on_batch,
-                                           purger=Purger(layout, store), shard_id=shards.get(agg.name))
+                                           purger=Purger(layout, store), shard_id=shards.get(agg.name),
+                                           compactor=Compactor(layout, store) if agg.workers else None)
             self.pipelines[agg.name] = pipeline
             self.result.aggregations[agg.name] = pipeline.totals
         self.continuous: list[ContinuousRun] = []

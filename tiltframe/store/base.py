@@ -161,6 +161,11 @@ class Store(Protocol):
         becoming ``shard_id``'s; returns the tables changed."""
         ...
 
+    def compact(self, layout: AggregationLayout, before_ms: int) -> int:
+        """Merge the writers' partial rows of each bucket starting before ``before_ms`` and key into one
+        row, atomically; returns the rows removed (0 when there is nothing to merge)."""
+        ...
+
     def latest_event_ts(self, layout: AggregationLayout) -> int | None:
         """The greatest event time aggregated so far (by any pipeline); retention is measured from it."""
         ...

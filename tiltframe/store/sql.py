@@ -631,6 +631,43 @@ class SqlStore:
                 changed.append(table.name)
         return changed
 
+    # --- compacting ----------------------------------------------------------------------------------
+
+    def compact(self, layout: AggregationLayout, before_ms: int) -> int:
+        """Merge, in every table of a partitioned ``layout``, the partial rows of each bucket (starting
+        before ``before_ms``) and key into one row under ``SHARD_ID`` ``*``; returns the rows removed.
+
+        One write transaction: readers see the partial rows or the merged ones, and the same answer from
+        both.  A second run finds one row per bucket and key and changes nothing.  A worker that writes
+        a compacted bucket again (a late row) adds a partial row beside the merged one.
+        """
+        from tiltframe.retrieval.merge import merge_rows  # the one pandas translation of the merges
+
+        if not layout.partitioned:
+            return 0
+        self._require_writable()
+        types = layout.stored_column_types
+        removed = 0
+        with self._errors("compact", layout), self._write(layout) as conn:
+            for table in self._tables(layout).values():
+                keys = [table.c[k] for k in layout.key_names]
+                repeated = (sa.select(*keys).where(table.c[AGG_TIMESTAMP] < before_ms).group_by(*keys)
+                            .having(sa.func.count() > 1).subquery())
+                query = sa.select(*table.c).join(repeated, sa.and_(*(table.c[k] == repeated.c[k]
+                                                                     for k in layout.key_names)))
+                rows = _frame(_fetch_all(conn, query), types)
+                if rows.empty:
+                    continue
+                key = sa.and_(*(table.c[k] == sa.bindparam(f"k_{k}") for k in layout.stored_key_names))
+                conn.execute(sa.delete(table).where(key),
+                             [{f"k_{k}": _plain(r[k]) for k in layout.stored_key_names}
+                              for r in rows[list(layout.stored_key_names)].to_dict("records")])
+                merged = merge_rows(rows.drop(columns=[SHARD_ID]), layout)
+                data = pa.Table.from_pandas(merged[list(layout.column_types)], preserve_index=False)
+                self._merge_rows(conn, layout, table, prepare_rows(layout, data, COMPACTED))
+                removed += len(rows) - len(merged)
+        return removed
+
     # --- purging -------------------------------------------------------------------------------------
 
     def latest_event_ts(self, layout: AggregationLayout) -> int | None:
@@ -958,6 +995,15 @@ def _alter_with_shard(conn: Connection, layout: AggregationLayout, table: sa.Tab
     else:
         conn.exec_driver_sql(f"ALTER TABLE {name} MODIFY {shard} VARCHAR(255) NOT NULL, DROP PRIMARY KEY, "
                              f"ADD PRIMARY KEY ({key})")
+
+
+#: The ``SHARD_ID`` of a row that compaction merged from several writers' rows.
+COMPACTED = "*"
+
+
+def _plain(value: Any) -> Any:
+    """A NumPy scalar as the Python value drivers bind."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 #: PostgreSQL merges bind ``$1, $2, ...`` (see ``_merge_cursor``).
