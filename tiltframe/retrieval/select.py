@@ -1,0 +1,205 @@
+"""Answer a SELECT over a pre-aggregated table (docs/preaggregation.md), in pandas.
+
+A table is stored as the partial rows of its one-level rollup: up to ``workers`` rows per interval and
+dimension values, plus one row per row inserted without pre-aggregation.  A validated
+:class:`~tiltframe.spec.tables.TableQuery` says everything needed: WHERE filters the partial rows (it
+reads only the time column and dimensions, which every partial row has), the rows are merged by the
+query's keys with the registry's merges (:mod:`tiltframe.retrieval.merge`, through a layout whose
+group-by is those keys), and outputs, HAVING, ORDER BY and LIMIT are evaluated over the merged rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tiltframe.errors import QueryError
+from tiltframe.retrieval.evaluate import evaluate
+from tiltframe.retrieval.merge import finalize, merge_rows
+from tiltframe.spec.expressions import Attr, Binary, Expr, Literal
+from tiltframe.spec.model import AggregateItem, AppSpec, AttrType, KeyItem
+from tiltframe.spec.tables import WORKER_COLUMN, TableQuery, TableSpec
+from tiltframe.store.base import Store
+from tiltframe.store.layout import AGG_TIMESTAMP, SHARD_ID, AggregationLayout
+
+__all__ = ["select"]
+
+_FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "=="}
+
+
+def select(app: AppSpec, query: TableQuery, store: Store) -> pd.DataFrame:
+    """The rows of a validated table query (``parse_table_query``), one column per output, typed as
+    ``query.output_types``."""
+    table = app.table(query.table, query.table_pos)
+    if table.preaggregation is None or table.time_column is None:
+        msg = f"table {table.name} is not pre-aggregated, and raw tables are not stored yet"
+        raise QueryError(msg)
+    layout = AggregationLayout.of(app, table.name)
+    start, end = _time_range(query.where, table.time_column)
+    if query.partials:
+        rows = _read_with_shards(store, layout, start, end)
+        frame = _partial_frame(rows, layout, table)
+        frame = _filter(frame, query.where)
+    else:
+        rows = store.read(layout, layout.spec.finest, start, end)
+        if query.where is not None and not rows.empty:
+            keys = pd.DataFrame({table.time_column: rows[AGG_TIMESTAMP],
+                                 **{d: rows[d] for d in layout.spec.group_by}})
+            rows = rows[_mask(query.where, keys)].reset_index(drop=True)
+        frame = _merged_frame(rows, layout, table, query)
+        frame = _filter(frame, query.having)
+    out = pd.DataFrame(
+        {name: _broadcast(evaluate(expr, frame, None), frame) for name, expr in query.outputs}, index=frame.index
+    )
+    if query.order_by:
+        order = pd.DataFrame({f"_{i}": _broadcast(evaluate(o.expr, out, None), out)
+                              for i, o in enumerate(query.order_by)}, index=out.index)
+        ranked = order.sort_values(list(order.columns), ascending=[o.ascending for o in query.order_by],
+                                   kind="stable")
+        out = out.loc[ranked.index]
+    if query.limit is not None:
+        out = out.head(query.limit)
+    types = dict(query.output_types)
+    return pd.DataFrame({name: _typed(out[name], types[name]) for name in out.columns})
+
+
+def _merged_frame(rows: pd.DataFrame, layout: AggregationLayout, table: TableSpec, query: TableQuery) -> pd.DataFrame:
+    """One row per value of ``query.keys``: the keys by their query names and the measures read, ordered
+    by the keys.  The merge runs on a layout grouped by the key dimensions; when the time column is not a
+    key every row's interval becomes 0, so intervals merge too."""
+    time_column = table.time_column
+    assert time_column is not None
+    dimensions = tuple(k for k in query.keys if k != time_column)
+    merging = _merging_layout(layout, dimensions, query.measures)
+    if time_column not in query.keys:
+        rows = rows.assign(**{AGG_TIMESTAMP: np.zeros(len(rows), dtype="int64")})
+    final = finalize(merge_rows(rows, merging), merging)
+    sort = [AGG_TIMESTAMP if k == time_column else k for k in query.keys]
+    if sort:
+        final = final.sort_values(sort, kind="stable")
+    final = final.reset_index(drop=True)
+    columns: dict[str, Any] = {k: final[AGG_TIMESTAMP if k == time_column else k] for k in query.keys}
+    measures = table.measure_types()
+    columns.update({c: final[c] for c in final.columns if c in measures})
+    return pd.DataFrame(columns, index=final.index)
+
+
+def _merging_layout(
+    layout: AggregationLayout, dimensions: tuple[str, ...], measures: tuple[str, ...]
+) -> AggregationLayout:
+    """``layout`` grouped by ``dimensions`` alone, keeping the aggregates of ``measures`` (sketches not read
+    are not merged)."""
+    select = tuple(
+        item for item in layout.spec.select
+        if (isinstance(item, KeyItem) and item.name in dimensions)
+        or (isinstance(item, AggregateItem) and item.alias in measures)
+    )
+    spec = dataclasses.replace(layout.spec, group_by=dimensions, select=select)
+    return dataclasses.replace(layout, spec=spec)
+
+
+def _partial_frame(rows: pd.DataFrame, layout: AggregationLayout, table: TableSpec) -> pd.DataFrame:
+    """Each stored partial row as it is: time column, ``SHARD_ID``, dimensions, each measure finalized on
+    the row alone; ordered as stored (interval, dimensions, worker)."""
+    time_column = table.time_column
+    assert time_column is not None
+    rows = rows.sort_values([*layout.key_names, SHARD_ID], kind="stable").reset_index(drop=True)
+    final = finalize(rows, layout)
+    columns: dict[str, Any] = {time_column: final[AGG_TIMESTAMP], WORKER_COLUMN: rows[SHARD_ID]}
+    columns.update({d: final[d] for d in layout.spec.group_by})
+    columns.update({name: final[name] for name in table.measure_types()})
+    return pd.DataFrame(columns, index=final.index)
+
+
+def _read_with_shards(store: Store, layout: AggregationLayout, start: int | None, end: int | None) -> pd.DataFrame:
+    """The stored rows with their ``SHARD_ID``, which ``Store.read`` leaves out.
+
+    The store has no method for it yet, so this reads a :class:`SqlStore`'s finest table directly, in
+    the store's own read transaction (which checks the stored spec).
+    """
+    import sqlalchemy as sa
+
+    from tiltframe.store import sql
+
+    if not isinstance(store, sql.SqlStore):
+        msg = f"partials({layout.name}) needs a SQL store, got {store!r}"
+        raise QueryError(msg)
+    table = store._tables(layout)[layout.spec.finest]
+    types = layout.stored_column_types
+    with store._errors("read", layout), store._read(layout) as (conn, _):
+        if not sa.inspect(conn).has_table(table.name):
+            return sql._frame([], types)
+        query = sa.select(*(table.c[c] for c in types)).order_by(*(table.c[k] for k in layout.stored_key_names))
+        if start is not None:
+            query = query.where(table.c[AGG_TIMESTAMP] >= start)
+        if end is not None:
+            query = query.where(table.c[AGG_TIMESTAMP] < end)
+        return sql._frame(sql._fetch_all(conn, query), types)
+
+
+def _time_range(where: Expr | None, time_column: str) -> tuple[int | None, int | None]:
+    """``[start, end)`` of interval starts implied by comparisons of the time column with a whole number
+    joined by ``and`` at the top of WHERE; only narrows the read, the whole WHERE still filters."""
+    start: int | None = None
+    end: int | None = None
+    stack = [where] if where is not None else []
+    while stack:
+        e = stack.pop()
+        if not isinstance(e, Binary):
+            continue
+        if e.op == "and":
+            stack += [e.left, e.right]
+            continue
+        op, value = e.op, None
+        if isinstance(e.left, Attr) and e.left.name == time_column and _whole(e.right):
+            value = e.right.value  # type: ignore[union-attr]
+        elif isinstance(e.right, Attr) and e.right.name == time_column and _whole(e.left):
+            op, value = _FLIPPED.get(op, op), e.left.value  # type: ignore[union-attr]
+        if not isinstance(value, int):
+            continue
+        low = {">=": value, ">": value + 1, "==": value}.get(op)
+        high = {"<": value, "<=": value + 1, "==": value + 1}.get(op)
+        if low is not None:
+            start = low if start is None else max(start, low)
+        if high is not None:
+            end = high if end is None else min(end, high)
+    return start, end
+
+
+def _whole(expr: Expr) -> bool:
+    return isinstance(expr, Literal) and isinstance(expr.value, int) and not isinstance(expr.value, bool)
+
+
+def _filter(frame: pd.DataFrame, condition: Expr | None) -> pd.DataFrame:
+    if condition is None or frame.empty:
+        return frame
+    return frame[_mask(condition, frame)].reset_index(drop=True)
+
+
+def _mask(condition: Expr, frame: pd.DataFrame) -> np.ndarray:
+    """Rows where ``condition`` holds; NULL is false, as in SQL."""
+    value = _broadcast(evaluate(condition, frame, None), frame)
+    return value.astype("boolean").fillna(False).to_numpy(dtype=bool)
+
+
+def _broadcast(value: Any, frame: pd.DataFrame) -> pd.Series:
+    if isinstance(value, pd.Series):
+        return value
+    return pd.Series([value] * len(frame), index=frame.index, dtype=object if value is None else None)
+
+
+def _typed(values: pd.Series, t: AttrType) -> pd.Series:
+    """A column of type ``t``: whole numbers stay whole (``Int64`` only where NULL), NULL doubles NaN."""
+    values = values.reset_index(drop=True)
+    if t.is_integral:
+        typed = pd.to_numeric(values).astype("Int64")
+        return typed if typed.isna().any() else typed.astype("int64")
+    if t.is_numeric:
+        return pd.Series(pd.to_numeric(values).astype("Float64").to_numpy(dtype="float64", na_value=np.nan))
+    if t is AttrType.BOOL:
+        typed = values.astype("boolean")
+        return typed if typed.isna().any() else typed.astype(bool)
+    return values
