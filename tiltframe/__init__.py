@@ -23,6 +23,7 @@ from tiltframe.api import (
     query,
     rejected,
     run,
+    select,
     start,
 )
 from tiltframe.errors import (
@@ -53,5 +54,6 @@ __all__ = [
     "query",
     "rejected",
     "run",
+    "select",
     "start",
 ]

@@ -130,6 +130,21 @@ def insert(
                        preaggregate=preaggregate)
 
 
+def select(app: AppSpec, text: str, *, data_dir: str | Path | None = None) -> pd.DataFrame:
+    """Answer ``SELECT ... FROM <table>`` over a pre-aggregated table: partial rows merged by the query's
+    keys (docs/preaggregation.md), or ``FROM partials(T)`` for the stored rows as they are."""
+    from tiltframe.lang.parser import parse_table_query
+    from tiltframe.retrieval.select import select as run_select
+
+    q = parse_table_query(text, app)
+    stores = StoreRegistry(data_dir or default_data_dir(), read_only=True)
+    try:
+        layout = AggregationLayout.of(app, q.table)
+        return run_select(app, q, stores.for_aggregation(layout.spec))
+    finally:
+        stores.close()
+
+
 def _as_query(app: AppSpec, query: str | RetrievalQuery) -> RetrievalQuery:
     if isinstance(query, RetrievalQuery):
         return query

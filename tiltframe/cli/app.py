@@ -518,7 +518,8 @@ def query(
         str,
         typer.Argument(
             metavar="QUERY",
-            help='A retrieval: from Agg within "2024-01-** **:**:**" per "days" select AGG_TIMESTAMP, total',
+            help='A retrieval: from Agg within "2024-01-** **:**:**" per "days" select AGG_TIMESTAMP, total; '
+            "or SELECT ... FROM <table> over a pre-aggregated table",
         ),
     ],
     fmt: Annotated[str, typer.Option("--format", help="table, csv or json (one JSON array).")] = "table",
@@ -534,15 +535,19 @@ def query(
         from tiltframe.lang import parse_query
         from tiltframe.spec.validate import validate_query
 
-        q = parse_query(text, aggregations=[a.name for a in spec.aggregations])
-        validate_query(spec, q)
-        frame = api.query(spec, q, data_dir=_data_dir(data_dir))
+        zone = spec.timezone or "UTC"
+        if text.lstrip()[:6].lower() == "select":  # SQL over a pre-aggregated table
+            frame = api.select(spec, text, data_dir=_data_dir(data_dir))
+        else:
+            q = parse_query(text, aggregations=[a.name for a in spec.aggregations])
+            validate_query(spec, q)
+            frame = api.query(spec, q, data_dir=_data_dir(data_dir))
+            zone = spec.zone_of(spec.aggregation(q.aggregation))
         if fmt == "json":
             typer.echo(json.dumps(records(frame), indent=2))
         elif fmt == "csv":
             typer.echo(frame.to_csv(index=False), nl=False)
         else:
-            zone = spec.zone_of(spec.aggregation(q.aggregation))
             stdout_console().print(result_table(frame, zone=zone))
             stderr_console().print(f"{len(frame):,} rows", style="dim")
 

@@ -40,7 +40,7 @@ def select(app: AppSpec, query: TableQuery, store: Store) -> pd.DataFrame:
     layout = AggregationLayout.of(app, table.name)
     start, end = _time_range(query.where, table.time_column)
     if query.partials:
-        rows = _read_with_shards(store, layout, start, end)
+        rows = store.read(layout, layout.spec.finest, start, end, with_shards=True)
         frame = _partial_frame(rows, layout, table)
         frame = _filter(frame, query.where)
     else:
@@ -112,32 +112,6 @@ def _partial_frame(rows: pd.DataFrame, layout: AggregationLayout, table: TableSp
     columns.update({d: final[d] for d in layout.spec.group_by})
     columns.update({name: final[name] for name in table.measure_types()})
     return pd.DataFrame(columns, index=final.index)
-
-
-def _read_with_shards(store: Store, layout: AggregationLayout, start: int | None, end: int | None) -> pd.DataFrame:
-    """The stored rows with their ``SHARD_ID``, which ``Store.read`` leaves out.
-
-    The store has no method for it yet, so this reads a :class:`SqlStore`'s finest table directly, in
-    the store's own read transaction (which checks the stored spec).
-    """
-    import sqlalchemy as sa
-
-    from tiltframe.store import sql
-
-    if not isinstance(store, sql.SqlStore):
-        msg = f"partials({layout.name}) needs a SQL store, got {store!r}"
-        raise QueryError(msg)
-    table = store._tables(layout)[layout.spec.finest]
-    types = layout.stored_column_types
-    with store._errors("read", layout), store._read(layout) as (conn, _):
-        if not sa.inspect(conn).has_table(table.name):
-            return sql._frame([], types)
-        query = sa.select(*(table.c[c] for c in types)).order_by(*(table.c[k] for k in layout.stored_key_names))
-        if start is not None:
-            query = query.where(table.c[AGG_TIMESTAMP] >= start)
-        if end is not None:
-            query = query.where(table.c[AGG_TIMESTAMP] < end)
-        return sql._frame(sql._fetch_all(conn, query), types)
 
 
 def _time_range(where: Expr | None, time_column: str) -> tuple[int | None, int | None]:

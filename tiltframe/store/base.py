@@ -187,8 +187,11 @@ class Store(Protocol):
         granularity: Granularity,
         start_ms: int | None = None,
         end_ms: int | None = None,
+        *,
+        with_shards: bool = False,
     ) -> pd.DataFrame:
-        """Stored partial rows whose bucket start lies in ``[start_ms, end_ms)``."""
+        """Stored partial rows whose bucket start lies in ``[start_ms, end_ms)`` (with ``SHARD_ID`` if
+        asked: the writer of each partial row)."""
         ...
 
     def rejected(self, layout: AggregationLayout, limit: int = 100) -> pd.DataFrame:

@@ -836,11 +836,14 @@ class SqlStore:
         granularity: Granularity,
         start_ms: int | None = None,
         end_ms: int | None = None,
+        *,
+        with_shards: bool = False,
     ) -> pd.DataFrame:
         """Stored partial rows with ``start_ms <= AGG_TIMESTAMP < end_ms``, in primary-key order, without
-        ``SHARD_ID``: shards' rows of one bucket and key follow each other, to be merged by the reader."""
+        ``SHARD_ID`` (unless ``with_shards``, for a partitioned layout): shards' rows of one bucket and
+        key follow each other, to be merged by the reader."""
         table = self._tables(layout)[layout.spec.granularity(granularity)]
-        types = layout.column_types
+        types = layout.stored_column_types if with_shards else layout.column_types
         with self._errors("read", layout), self._read(layout) as (conn, _):
             if not sa.inspect(conn).has_table(table.name):
                 return _frame([], types)
