@@ -7,6 +7,7 @@ import dataclasses
 
 import pytest
 
+from tests.lang.test_tables_parser import AD_NETWORK, COLUMNS, COLUMNS_TEXT
 from tiltframe.errors import DefinitionError
 from tiltframe.lang.parser import parse_app
 from tiltframe.spec.durations import Granularity, Unit
@@ -16,22 +17,6 @@ from tiltframe.spec.table_changes import ConfigChange, plan_change
 from tiltframe.spec.tables import Measure, Preaggregation, TableSpec
 from tiltframe.spec.validate import validate_app
 from tiltframe.spec.validate_tables import validate_table
-
-COLUMNS_TEXT = "(time long, site string, clicked int, cost double, user string)"
-AD_NETWORK = f"""@preaggregate(workers='4')
-define table AdImpressions {COLUMNS_TEXT}
-    preaggregate by time every min
-    dimensions site
-    measures count() as impressions, sum(clicked) as clicks, mean(cost) as avgCost,
-             cardinality_approx(user) as users, quantiles_approx(cost, [0.5, 0.99]) as costQ;
-"""
-COLUMNS = (
-    Attribute("time", AttrType.LONG),
-    Attribute("site", AttrType.STRING),
-    Attribute("clicked", AttrType.INT),
-    Attribute("cost", AttrType.DOUBLE),
-    Attribute("user", AttrType.STRING),
-)
 
 
 def ad_table() -> TableSpec:
