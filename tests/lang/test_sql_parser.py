@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from tests.errors import LARK_WORDS
 from tests.seed003 import (
     SEED_GLOBAL_PERIODIC,
     SEED_ON_UPDATE,
@@ -35,10 +36,6 @@ from tiltframe.spec.continuous import (
 from tiltframe.spec.expressions import Attr, Binary, Call, ListLiteral, Literal, Unary
 from tiltframe.spec.model import AggregateItem, Annotation
 
-# Names that only lark knows; none may reach a user.
-LARK_WORDS = re.compile(
-    r"IDENTIFIER|COMMA|SEMICOLON|LPAR|RPAR|\$END|__ANON|Token\(|RULE|NUMBER|STRING|INTERVAL|SQL_STATEMENT"
-)
 STREAMS = (
     "@eventTime('ts')\n"
     "define stream device_utils (device string, cpu_usage double, ts long);\n"

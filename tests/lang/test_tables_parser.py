@@ -3,10 +3,9 @@ select items, @preaggregate, and every refusal at the line and column of its tok
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
+from tests.errors import refused_at
 from tiltframe.errors import DefinitionError
 from tiltframe.lang.parser import parse_app
 from tiltframe.spec.durations import Granularity, Unit
@@ -29,7 +28,6 @@ COLUMNS = (
     Attribute("user", AttrType.STRING),
 )
 COLUMNS_TEXT = "(time long, site string, clicked int, cost double, user string)"
-LARK_WORDS = re.compile(r"IDENTIFIER|COMMA|SEMICOLON|LPAR|RPAR|\$END|__ANON|Token\(|RULE|NUMBER|STRING")
 
 
 def table(text: str) -> TableSpec:
@@ -42,20 +40,7 @@ def table_with(clause: str, *, annotation: str = "") -> TableSpec:
 
 
 def refused(text: str, marker: str, fragment: str, *, occurrence: int = 0) -> DefinitionError:
-    """The error of ``text`` is at (the ``occurrence``-th) ``marker`` and says ``fragment``."""
-    with pytest.raises(DefinitionError) as caught:
-        parse_app(text)
-    error = caught.value
-    offset = -1
-    for _ in range(occurrence + 1):
-        offset = text.index(marker, offset + 1)
-    line = text.count("\n", 0, offset) + 1
-    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
-    assert (error.line, error.column) == (line, column), str(error)
-    assert fragment in str(error), str(error)
-    assert error.snippet is not None and "^" in error.snippet
-    assert not LARK_WORDS.search(str(error)), str(error)
-    return error
+    return refused_at(parse_app, text, marker, fragment, occurrence=occurrence)
 
 
 def clause_refused(clause: str, marker: str, fragment: str, *, annotation: str = "") -> DefinitionError:

@@ -7,6 +7,7 @@ import dataclasses
 
 import pytest
 
+from tests.errors import refused_at
 from tests.seed003 import SEED_GLOBAL_PERIODIC, SEED_ON_UPDATE, SEED_TUMBLE_DELAY_TYPO
 from tiltframe.errors import DefinitionError
 from tiltframe.lang import parse_app, parse_continuous
@@ -32,19 +33,7 @@ def valid(sql: str) -> ContinuousQuery:
 
 
 def refused(sql: str, marker: str, fragment: str, *, occurrence: int = 0) -> DefinitionError:
-    """The error of ``sql`` is at (the ``occurrence``-th) ``marker`` and says ``fragment``."""
-    with pytest.raises(DefinitionError) as caught:
-        parse_continuous(sql, APP)
-    error = caught.value
-    offset = -1
-    for _ in range(occurrence + 1):
-        offset = sql.index(marker, offset + 1)
-    line = sql.count("\n", 0, offset) + 1
-    column = offset - (sql.rfind("\n", 0, offset) + 1) + 1
-    assert (error.line, error.column) == (line, column), str(error)
-    assert fragment in str(error), str(error)
-    assert error.snippet is not None and "^" in error.snippet
-    return error
+    return refused_at(valid, sql, marker, fragment, occurrence=occurrence)
 
 
 # --- the seed's queries ---------------------------------------------------------------------------------

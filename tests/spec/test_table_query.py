@@ -4,10 +4,9 @@ raw tables; every refusal at the line and column of its token."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
+from tests.errors import refused_at
 from tiltframe.errors import DefinitionError
 from tiltframe.lang.parser import parse_app, parse_sql, parse_table_query
 from tiltframe.spec.expressions import Attr, Binary, Call, Literal
@@ -24,7 +23,6 @@ define table AdImpressions (time long, site string, clicked int, cost double, us
 define table Raw (time long, x int, name string);
 """
 )
-LARK_WORDS = re.compile(r"IDENTIFIER|COMMA|SEMICOLON|LPAR|RPAR|\$END|__ANON|Token\(|RULE|NUMBER|STRING|INTERVAL")
 MEASURE_OUTPUTS = ("impressions", "clicks", "avgCost", "maxCost", "users", "costQ_p50", "costQ_p99")
 
 
@@ -33,20 +31,7 @@ def query(sql: str) -> TableQuery:
 
 
 def refused(sql: str, marker: str, fragment: str, *, occurrence: int = 0) -> DefinitionError:
-    """The error of ``sql`` is at (the ``occurrence``-th) ``marker`` and says ``fragment``."""
-    with pytest.raises(DefinitionError) as caught:
-        query(sql)
-    error = caught.value
-    offset = -1
-    for _ in range(occurrence + 1):
-        offset = sql.index(marker, offset + 1)
-    line = sql.count("\n", 0, offset) + 1
-    column = offset - (sql.rfind("\n", 0, offset) + 1) + 1
-    assert (error.line, error.column) == (line, column), str(error)
-    assert fragment in str(error), str(error)
-    assert error.snippet is not None and "^" in error.snippet
-    assert not LARK_WORDS.search(str(error)), str(error)
-    return error
+    return refused_at(query, sql, marker, fragment, occurrence=occurrence)
 
 
 def outputs(q: TableQuery) -> dict[str, object]:

@@ -7,6 +7,7 @@ import dataclasses
 
 import pytest
 
+from tests.errors import refused_at
 from tests.lang.test_tables_parser import AD_NETWORK, COLUMNS, COLUMNS_TEXT
 from tiltframe.errors import DefinitionError
 from tiltframe.lang.parser import parse_app
@@ -39,18 +40,8 @@ def python_table(**changes: object) -> TableSpec:
 
 def refused(clause: str, marker: str, fragment: str, *, columns: str = COLUMNS_TEXT, occurrence: int = 0,
             before: str = "") -> DefinitionError:
-    text = f"{before}define table T {columns} {clause};"
-    with pytest.raises(DefinitionError) as caught:
-        parse_app(text)
-    error = caught.value
-    offset = -1
-    for _ in range(occurrence + 1):
-        offset = text.index(marker, offset + 1)
-    line = text.count("\n", 0, offset) + 1
-    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
-    assert (error.line, error.column) == (line, column), str(error)
-    assert fragment in str(error), str(error)
-    return error
+    return refused_at(parse_app, f"{before}define table T {columns} {clause};", marker, fragment,
+                      occurrence=occurrence)
 
 
 # --- the compiled rollup --------------------------------------------------------------------------------
