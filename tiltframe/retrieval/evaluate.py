@@ -75,6 +75,25 @@ def evaluate(
     raise QueryError(msg)
 
 
+def evaluate_column(
+    expr: Expr, frame: pd.DataFrame, query: RetrievalQuery | None, request: Mapping[str, Any] | None = None
+) -> pd.Series:
+    """:func:`evaluate` as one value per row of ``frame``: a constant (a literal, a request attribute)
+    repeated."""
+    value = evaluate(expr, frame, query, request)
+    if isinstance(value, pd.Series):
+        return value
+    return pd.Series([value] * len(frame), index=frame.index, dtype=object if value is None else None)
+
+
+def holds(
+    condition: Expr, frame: pd.DataFrame, query: RetrievalQuery | None, request: Mapping[str, Any] | None = None
+) -> np.ndarray:
+    """The rows of ``frame`` where ``condition`` is true; NULL is false, as in SQL."""
+    value = evaluate_column(condition, frame, query, request)
+    return value.astype("boolean").fillna(False).to_numpy(dtype=bool)
+
+
 def _integral(value: Any) -> bool:
     if isinstance(value, pd.Series):
         return pd.api.types.is_integer_dtype(value.dtype)

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from tiltframe.errors import DefinitionError, QueryError
-from tiltframe.retrieval.evaluate import evaluate, is_request_attr
+from tiltframe.retrieval.evaluate import evaluate_column, holds, is_request_attr
 from tiltframe.retrieval.merge import finalize, merge_rows
 from tiltframe.spec.durations import Granularity
 from tiltframe.spec.expressions import Attr, Expr, Literal, output_name
@@ -69,19 +69,13 @@ def retrieve(
     final = finalize(merge_rows(rows, layout), layout)
     final = final.sort_values(list(layout.key_names), kind="stable").reset_index(drop=True)
     if query.on is not None and not final.empty:
-        mask = evaluate(query.on, final, query, request)
-        if not isinstance(mask, pd.Series):
-            mask = pd.Series(bool(mask), index=final.index)
-        final = final[mask.fillna(False).astype(bool)]
+        final = final[holds(query.on, final, query, request)]
     if query.select is None:
         out = final.drop(columns=[c for c in final.columns if c == "AGG_EVENT_TIMESTAMP"])
     else:
         columns: dict[str, Any] = {}
         for item in query.select:
-            value = evaluate(item.expr, final, query, request)
-            columns[output_name(item.expr, item.alias)] = (
-                value if isinstance(value, pd.Series) else pd.Series([value] * len(final), index=final.index)
-            )
+            columns[output_name(item.expr, item.alias)] = evaluate_column(item.expr, final, query, request)
         out = pd.DataFrame(columns, index=final.index)
     if query.order_by:
         by, ascending = [], []

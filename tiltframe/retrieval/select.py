@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from tiltframe.errors import QueryError
-from tiltframe.retrieval.evaluate import evaluate
+from tiltframe.retrieval.evaluate import evaluate_column, holds
 from tiltframe.retrieval.merge import finalize, merge_rows
 from tiltframe.spec.expressions import Attr, Binary, Expr, Literal
 from tiltframe.spec.model import AggregateItem, AppSpec, AttrType, KeyItem
@@ -48,15 +48,13 @@ def select(app: AppSpec, query: TableQuery, store: Store) -> pd.DataFrame:
         if query.where is not None and not rows.empty:
             keys = pd.DataFrame({table.time_column: rows[AGG_TIMESTAMP],
                                  **{d: rows[d] for d in layout.spec.group_by}})
-            rows = rows[_mask(query.where, keys)].reset_index(drop=True)
+            rows = rows[holds(query.where, keys, None)].reset_index(drop=True)
         frame = _merged_frame(rows, layout, table, query)
         frame = _filter(frame, query.having)
-    out = pd.DataFrame(
-        {name: _broadcast(evaluate(expr, frame, None), frame) for name, expr in query.outputs}, index=frame.index
-    )
+    out = pd.DataFrame({name: evaluate_column(expr, frame, None) for name, expr in query.outputs}, index=frame.index)
     if query.order_by:
-        order = pd.DataFrame({f"_{i}": _broadcast(evaluate(o.expr, out, None), out)
-                              for i, o in enumerate(query.order_by)}, index=out.index)
+        order = pd.DataFrame({f"_{i}": evaluate_column(o.expr, out, None) for i, o in enumerate(query.order_by)},
+                             index=out.index)
         ranked = order.sort_values(list(order.columns), ascending=[o.ascending for o in query.order_by],
                                    kind="stable")
         out = out.loc[ranked.index]
@@ -150,19 +148,7 @@ def _whole(expr: Expr) -> bool:
 def _filter(frame: pd.DataFrame, condition: Expr | None) -> pd.DataFrame:
     if condition is None or frame.empty:
         return frame
-    return frame[_mask(condition, frame)].reset_index(drop=True)
-
-
-def _mask(condition: Expr, frame: pd.DataFrame) -> np.ndarray:
-    """Rows where ``condition`` holds; NULL is false, as in SQL."""
-    value = _broadcast(evaluate(condition, frame, None), frame)
-    return value.astype("boolean").fillna(False).to_numpy(dtype=bool)
-
-
-def _broadcast(value: Any, frame: pd.DataFrame) -> pd.Series:
-    if isinstance(value, pd.Series):
-        return value
-    return pd.Series([value] * len(frame), index=frame.index, dtype=object if value is None else None)
+    return frame[holds(condition, frame, None)].reset_index(drop=True)
 
 
 def _typed(values: pd.Series, t: AttrType) -> pd.Series:

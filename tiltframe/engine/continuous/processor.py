@@ -65,7 +65,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 from tiltframe.engine.continuous.states import SEQ, TS, build_states
 from tiltframe.engine.events import parse_event_time
 from tiltframe.functions.scalars import json_value
-from tiltframe.retrieval.evaluate import evaluate
+from tiltframe.retrieval.evaluate import evaluate, holds
 from tiltframe.retrieval.merge import finalize, merge_rows
 from tiltframe.spec.continuous import WINDOW_END, WINDOW_START, ContinuousQuery, EmitPolicy, WindowKind
 from tiltframe.spec.model import StreamDef
@@ -547,8 +547,7 @@ class _Step:
         keep = np.ones(len(values), dtype=bool)
         for condition in (self.query.having, self.query.filter):
             if condition is not None:
-                holds = pd.Series(_column(evaluate(condition, scope, None), len(scope))).fillna(False)
-                keep &= holds.to_numpy(bool)
+                keep &= holds(condition, scope, None)
         values[MWS] = groups[WS].to_numpy()
         return values, keep
 
