@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 import uuid
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from pyspark.sql import functions as F
 
 from tiltframe.engine.arrival import RECORD, arrange, needs_latest, policy_records
 from tiltframe.engine.events import EVENT_TS, FIELD, RAW, REASON, VALUE, type_events
+from tiltframe.engine.markers import write_marker
 from tiltframe.engine.partials import LEVEL, RECORD_LEVEL, REJECTED, all_levels
 from tiltframe.engine.reports import BatchReport, PipelineTotals
 from tiltframe.errors import StoreError
@@ -75,15 +75,8 @@ def pipeline_id_for(checkpoint_dir: str | Path, layout: AggregationLayout) -> st
             )
             raise StoreError(msg)
         return str(meta["pipeline_id"])
-    path.mkdir(parents=True, exist_ok=True)
     pid = uuid.uuid4().hex
-    # Written aside and renamed: a crash mid-write must not leave a marker that no restart can read.
-    tmp = path / f"{PIPELINE_FILE}.{pid}.tmp"
-    with tmp.open("w", encoding="utf-8") as fh:
-        fh.write(json.dumps({"pipeline_id": pid, "aggregation": layout.name, "spec_hash": layout.spec_hash}))
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, marker)
+    write_marker(marker, {"pipeline_id": pid, "aggregation": layout.name, "spec_hash": layout.spec_hash})
     return pid
 
 

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from tiltframe.engine.markers import write_marker
 from tiltframe.errors import UsageError
 from tiltframe.spec.model import AggregationSpec
 
@@ -113,7 +114,4 @@ def claim_shard(data_dir: str | Path, shard_id: str) -> None:
                    f"{stored.get('shard_id')}, or give a new shard its own --data-dir")
             raise UsageError(msg)
         return
-    record.parent.mkdir(parents=True, exist_ok=True)
-    tmp = record.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"shard_id": shard_id, "since_ms": time.time_ns() // 1_000_000}), encoding="utf-8")
-    os.replace(tmp, record)
+    write_marker(record, {"shard_id": shard_id, "since_ms": time.time_ns() // 1_000_000})

@@ -1,0 +1,21 @@
+"""Small JSON files that name what a directory belongs to (a pipeline's id, a deployment's shard)."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+
+def write_marker(path: Path, content: dict[str, Any]) -> None:
+    """Write ``content`` to ``path`` aside, flushed to disk, then renamed: a crash mid-write must not leave
+    a marker that no restart can read."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex}.tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        fh.write(json.dumps(content))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
