@@ -29,9 +29,11 @@ import pytest
 from tests.oracle import APP, open_pipeline, rollup
 from tests.servers import app_with_store, fresh_database
 from tiltframe.spec.durations import Granularity, Unit
+from tiltframe.spec.model import StoreSpec
 from tiltframe.store.base import REJECTED_COLUMNS, REJECTED_TIMES, AggregationInfo, BatchStats, BatchWrite
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.sql import ROWS_PER_STATEMENT, SqlStore
+from tiltframe.store.urls import store_target
 
 from .conftest import BACKENDS, MIN, SEC, fresh_store, make_layout
 
@@ -446,3 +448,43 @@ def test_query_during_pipeline_sees_prefix_sums(spark, tmp_path: Path, backend: 
             stores.close()
     assert pipeline.totals.events_read == len(events)
     check_overlap(logs, progress, E2E_BATCHES, f"pipeline into {backend}", transactions)
+
+
+# --- several deployments preparing one store at once ------------------------------------------------------
+
+STARTERS = 4
+
+
+@pytest.mark.parametrize("backend", ["postgresql", "mysql"])
+def test_pipelines_starting_at_once_prepare_the_store_once(backend: str) -> None:
+    """Shard pipelines start together against one empty server store: each prepares its tables, none fails.
+
+    ``CREATE TABLE IF NOT EXISTS`` is no guard against a concurrent one on PostgreSQL (the type of the table
+    is created twice); the store serialises schema changes with a server lock."""
+    layout = make_layout(granularities=LEVELS)
+    with fresh_database(backend) as url:
+        target = store_target(StoreSpec("rdbms", url))
+        stores = [SqlStore.server(target) for _ in range(STARTERS)]
+        barrier = threading.Barrier(STARTERS)
+        errors: list[BaseException] = []
+
+        def start(store: SqlStore) -> None:
+            barrier.wait()
+            try:
+                store.ensure_schema(layout)
+            except BaseException as e:  # collected and reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=start, args=(s,)) for s in stores]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        try:
+            assert not errors, errors
+            info = stores[0].info(layout)
+            assert [(t.table, t.rows) for t in info.tables] == [
+                (f"{layout.name}_{g.table_suffix}", 0) for g in LEVELS], info
+        finally:
+            for s in stores:
+                s.close()

@@ -475,7 +475,7 @@ class SqlStore:
             return
         self._require_writable()
         self._check_identifiers(layout)
-        with self._errors("prepare the tables of", layout), self._write() as conn:
+        with self._errors("prepare the tables of", layout), self._write(schema=True) as conn:
             _SHARED.create_all(conn, checkfirst=True)
             self._check_shared_tables(conn)
             row = conn.execute(sa.select(_AGGREGATIONS).where(_AGGREGATIONS.c.name == layout.name)).first()
@@ -609,7 +609,7 @@ class SqlStore:
         if not self._exists():
             return []
         changed: list[str] = []
-        with self._errors("migrate", layout), self._write(layout) as conn:
+        with self._errors("migrate", layout), self._write(layout, schema=True) as conn:
             inspector = sa.inspect(conn)
             if not inspector.has_table(AGGREGATIONS):
                 return []
@@ -920,9 +920,11 @@ class SqlStore:
         return self._path is None or self._path.exists()
 
     @contextmanager
-    def _write(self, layout: AggregationLayout | None = None) -> Iterator[Connection]:
+    def _write(self, layout: AggregationLayout | None = None, *, schema: bool = False) -> Iterator[Connection]:
         """One write transaction that commits on success; with ``layout``, it also excludes every other
-        write transaction of that aggregation (batch writes and purges) until it ends.
+        write transaction of that aggregation (batch writes and purges) until it ends; with ``schema``,
+        every other schema change of the store (pipelines of several shards start at once, and
+        ``CREATE TABLE IF NOT EXISTS`` is no guard against a concurrent one on PostgreSQL).
 
         SQLite's ``BEGIN IMMEDIATE`` takes the database's one write lock at once.  A server connection
         writes in READ COMMITTED (so that once the lock is held, it reads what the transaction before
@@ -933,7 +935,7 @@ class SqlStore:
             conn = conn.execution_options(tiltframe_begin="BEGIN IMMEDIATE")
         else:
             conn = conn.execution_options(isolation_level="READ COMMITTED")
-        with conn, conn.begin():
+        with conn, _schema_lock(conn, held=schema), conn.begin():
             if layout is not None and conn.dialect.name != "sqlite":
                 a = _AGGREGATIONS.c
                 conn.execute(sa.select(a.name).where(a.name == layout.name).with_for_update())
@@ -964,6 +966,46 @@ class SqlStore:
             cause = getattr(e, "orig", None) or e
             msg = f"could not {action} aggregation {layout.name} in {self.url}: {cause}"
             raise StoreError(msg) from e
+
+
+_SCHEMA_LOCK = "CONCAT('tiltframe.schema.', MD5(DATABASE()))"  # MySQL's named locks span databases
+_SCHEMA_LOCK_KEY = 0x7469_6C74  # PostgreSQL advisory locks take a number
+_SCHEMA_LOCK_WAIT_S = 300
+
+
+@contextmanager
+def _schema_lock(conn: Connection, *, held: bool) -> Iterator[None]:
+    """Hold the store-wide schema lock of a server database around one transaction of ``conn``.
+
+    PostgreSQL takes a session-level advisory lock (released after the transaction, which the caller
+    opens inside); MySQL's DDL commits by itself, so its named lock spans the whole sequence.  SQLite
+    needs none: ``BEGIN IMMEDIATE`` already excludes every other writer.
+    """
+    dialect = conn.dialect.name
+    if not held or dialect == "sqlite":
+        yield
+        return
+    if dialect == "postgresql":
+        conn.exec_driver_sql(f"SELECT pg_advisory_lock({_SCHEMA_LOCK_KEY})")
+        conn.commit()
+        release = f"SELECT pg_advisory_unlock({_SCHEMA_LOCK_KEY})"
+    else:
+        got = conn.exec_driver_sql(f"SELECT GET_LOCK({_SCHEMA_LOCK}, {_SCHEMA_LOCK_WAIT_S})").scalar()
+        conn.commit()
+        if got != 1:
+            msg = f"another process held the schema lock of the store for {_SCHEMA_LOCK_WAIT_S} s"
+            raise StoreError(msg)
+        release = f"SELECT RELEASE_LOCK({_SCHEMA_LOCK})"
+    try:
+        yield
+    finally:
+        try:
+            if conn.in_transaction():
+                conn.rollback()
+            conn.exec_driver_sql(release)
+            conn.commit()
+        except sa.exc.DBAPIError:
+            conn.invalidate()  # a pooled session must not keep the lock; closing it releases it
 
 
 def _primary_key(conn: Connection, table: str) -> list[str]:
