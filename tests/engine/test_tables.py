@@ -12,6 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 import tiltframe as tf
+from tests.servers import fresh_database
 from tiltframe.store import DB_FILE_NAME
 
 APP = """
@@ -87,3 +88,21 @@ def test_workers_store_partial_rows_and_retrieval_merges_them(spark, tmp_path: P
     again = tf.query(app, 'from AdImpressions within 0L, 4102444800000L per "minutes" select *', data_dir=tmp_path)
     pd.testing.assert_frame_equal(again, got)
     assert tf.compact(app, data_dir=tmp_path) == {"AdImpressions": 0}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["postgresql", "mysql"])
+def test_a_table_with_store_lives_on_a_server(spark, tmp_path: Path, backend: str) -> None:
+    """``@store`` on ``define table``: the workers' partial rows go to the server, SELECT merges them."""
+    rows = impressions(2000, 2)
+    with fresh_database(backend) as url:
+        app = tf.load_app(f"@store(type='rdbms', jdbc.url='{url}')\n{APP}")
+        assert tf.insert(app, "AdImpressions", spark.createDataFrame(rows, SCHEMA).repartition(3), data_dir=tmp_path,
+                         spark=spark).events_aggregated == len(rows)
+        got = tf.select(app, "SELECT site, clicks, impressions FROM AdImpressions GROUP BY site ORDER BY site",
+                        data_dir=tmp_path)
+        partials = tf.select(app, "SELECT * FROM partials(AdImpressions)", data_dir=tmp_path)
+    want = oracle(rows).groupby("site", as_index=False)[["clicks", "impressions"]].sum()
+    assert got.to_dict("records") == want.to_dict("records")
+    assert partials["SHARD_ID"].nunique() == 3 and len(partials) > len(oracle(rows))  # N x C rows on the server
+    assert not (tmp_path / DB_FILE_NAME).exists()  # nothing went to the embedded store

@@ -9,7 +9,7 @@ from tests.errors import refused_at
 from tiltframe.errors import DefinitionError
 from tiltframe.lang.parser import parse_app
 from tiltframe.spec.durations import Granularity, Unit
-from tiltframe.spec.model import Attribute, AttrType
+from tiltframe.spec.model import Attribute, AttrType, StoreSpec
 from tiltframe.spec.tables import DEFAULT_WORKERS, Measure, Preaggregation, TableSpec
 
 #: The seed's ad network: impressions per site, pre-aggregated per minute.
@@ -119,6 +119,15 @@ def test_workers(annotation: str, workers: int) -> None:
     assert t.preaggregation is not None and t.preaggregation.workers == workers
 
 
+def test_store_annotation_places_the_table_and_its_rollup() -> None:
+    annotation = "@store(type='rdbms', jdbc.url='jdbc:postgresql://db:5432/ads', username='u', pool_size='3')\n"
+    t = table_with("preaggregate by time every min measures count() as n", annotation=annotation)
+    want = StoreSpec("rdbms", "jdbc:postgresql://db:5432/ads", "u", None, (("pool_size", "3"),))
+    assert t.store == want and t.as_aggregation().store == want
+    assert table(f"@store(type='rdbms', jdbc.url='jdbc:sqlite:/x.db') define table R {COLUMNS_TEXT};").store == (
+        StoreSpec("rdbms", "jdbc:sqlite:/x.db"))
+
+
 def test_keywords_are_case_insensitive_and_function_names_too() -> None:
     t = table(
         f"DEFINE TABLE T {COLUMNS_TEXT} PREAGGREGATE BY time EVERY MIN DIMENSIONS site, user "
@@ -219,7 +228,9 @@ def test_dimension_twice() -> None:
 @pytest.mark.parametrize(
     ("annotation", "fragment"),
     [
-        ("@store(type='rdbms')", "@store is not taken by define table T; a table takes @preaggregate(workers='4')"),
+        ("@store()", "@store needs a type: write @store(type='rdbms', ...)"),
+        ("@stor(type='rdbms')", "@stor is not taken by define table T; a table takes @preaggregate(workers='4') and "
+                                "@store(...) — did you mean 'store'"),
         ("@preagregate(workers='4')", "did you mean 'preaggregate'"),
         ("@preaggregate(worker='4')", "@preaggregate takes workers='<n>', got worker — did you mean 'workers'"),
         ("@preaggregate('4')", "@preaggregate takes workers='<n>', got '4'"),

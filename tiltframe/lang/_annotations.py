@@ -67,7 +67,12 @@ def _no_nested(raw: RawAnnotation, error: ErrorFactory) -> None:
 
 
 def _store(raw: RawAnnotation, error: ErrorFactory) -> dict[str, Any]:
-    """``@store(type=..., jdbc.url=..., username=..., password=..., <options>)``."""
+    return {"store": store_spec(raw, error)}
+
+
+def store_spec(raw: RawAnnotation, error: ErrorFactory) -> StoreSpec:
+    """``@store(type=..., jdbc.url=..., username=..., password=..., <options>)``, on an aggregation or a
+    table."""
     _no_nested(raw, error)
     taken = {"type", "jdbc.url", "url", "username", "password"}
     store_type = raw.annotation.get("type")
@@ -76,15 +81,13 @@ def _store(raw: RawAnnotation, error: ErrorFactory) -> dict[str, Any]:
         raise error(msg, raw.pos)
     options = tuple((key, value) for key, value in _pairs(raw) if key.lower() not in taken)
     url = raw.annotation.get("jdbc.url") or raw.annotation.get("url")
-    return {
-        "store": StoreSpec(
-            type=store_type,
-            url=url,
-            username=raw.annotation.get("username"),
-            password=raw.annotation.get("password"),
-            options=options,
-        )
-    }
+    return StoreSpec(
+        type=store_type,
+        url=url,
+        username=raw.annotation.get("username"),
+        password=raw.annotation.get("password"),
+        options=options,
+    )
 
 
 def _buffer_size(raw: RawAnnotation, error: ErrorFactory) -> dict[str, Any]:

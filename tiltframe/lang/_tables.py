@@ -15,17 +15,18 @@ import re
 from lark import Lark, UnexpectedInput
 
 from tiltframe.errors import did_you_mean
-from tiltframe.lang._annotations import RawAnnotation
+from tiltframe.lang._annotations import RawAnnotation, store_spec
 from tiltframe.lang._build import ParseTree, SpecBuilder, _kids
 from tiltframe.lang.parser import Vocabulary, build_lark, syntax_error
 from tiltframe.lang.sql_parser import SQL, SqlBuilder
 from tiltframe.spec.expressions import Attr, Pos
-from tiltframe.spec.model import AggregateItem, OrderItem
+from tiltframe.spec.model import AggregateItem, OrderItem, StoreSpec
 from tiltframe.spec.tables import DEFAULT_WORKERS, Measure, Preaggregation, TableQuery, TableSpec
 
 __all__ = ["TABLE_SQL", "build_table", "build_table_query"]
 
 _ANNOTATION = "preaggregate"
+_STORE = "store"
 _ANNOTATION_KEYS = ("workers",)
 
 
@@ -37,10 +38,11 @@ def build_table(b: SpecBuilder, tree: ParseTree, annotations: list[RawAnnotation
     name, *rest = _kids(tree)
     *attribute_defs, clause = rest
     columns = tuple(b.attribute_def(a) for a in attribute_defs)
-    workers, workers_pos = _workers(b, str(name), annotations, clause)
+    store, rest_annotations = _store_of(b, annotations)
+    workers, workers_pos = _workers(b, str(name), rest_annotations, clause)
     written = tuple(a.annotation for a in annotations)
     if clause is None:
-        return TableSpec(str(name), columns, annotations=written, pos=b.pos(tree))
+        return TableSpec(str(name), columns, annotations=written, store=store, pos=b.pos(tree))
     time_attribute, durations, dimensions, measure_items = _kids(clause)
     time_token = _kids(time_attribute)[0]
     granularities = b.durations(durations)
@@ -67,7 +69,7 @@ def build_table(b: SpecBuilder, tree: ParseTree, annotations: list[RawAnnotation
         pos=b.pos(clause),
         positions=tuple(positions),
     )
-    return TableSpec(str(name), columns, str(time_token), pre, annotations=written, pos=b.pos(tree))
+    return TableSpec(str(name), columns, str(time_token), pre, annotations=written, store=store, pos=b.pos(tree))
 
 
 def _measure(b: SpecBuilder, item: ParseTree) -> Measure:
@@ -86,17 +88,26 @@ def _measure(b: SpecBuilder, item: ParseTree) -> Measure:
     return Measure(built.function, arg.name if arg is not None else None, built.alias, built.params, pos=built.pos)
 
 
+def _store_of(b: SpecBuilder, annotations: list[RawAnnotation]) -> tuple[StoreSpec | None, list[RawAnnotation]]:
+    """``@store(...)`` as on ``define aggregation``, and the other annotations."""
+    stores = [raw for raw in annotations if raw.annotation.name.lower() == _STORE]
+    if len(stores) > 1:
+        raise b.error(f"annotation {stores[1].title} is given twice", stores[1].pos)
+    rest = [raw for raw in annotations if raw.annotation.name.lower() != _STORE]
+    return (store_spec(stores[0], b.error) if stores else None), rest
+
+
 def _workers(
     b: SpecBuilder, table: str, annotations: list[RawAnnotation], clause: ParseTree | None
 ) -> tuple[int, Pos | None]:
-    """``@preaggregate(workers='4')``: the only annotation a table takes."""
+    """``@preaggregate(workers='4')``; with ``@store``, the annotations a table takes."""
     found: RawAnnotation | None = None
     for raw in annotations:
         name = raw.annotation.name
         if name.lower() != _ANNOTATION:
             msg = (
-                f"{raw.title} is not taken by define table {table}; a table takes @preaggregate(workers='4')"
-                f"{did_you_mean(name, [_ANNOTATION])}"
+                f"{raw.title} is not taken by define table {table}; a table takes @preaggregate(workers='4') "
+                f"and @store(...){did_you_mean(name, [_ANNOTATION, _STORE])}"
             )
             raise b.error(msg, raw.pos)
         if found is not None:

@@ -30,6 +30,7 @@ from tiltframe.spec.model import (
     AttrType,
     KeyItem,
     OrderItem,
+    StoreSpec,
     StreamDef,
 )
 
@@ -130,6 +131,8 @@ class TableSpec:
     time_column: str | None = None
     preaggregation: Preaggregation | None = None
     annotations: tuple[Annotation, ...] = field(default=(), compare=False)
+    #: ``@store(...)``: where the table's rows live (the embedded store without it).
+    store: StoreSpec | None = None
     pos: Pos | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -184,6 +187,7 @@ class TableSpec:
             group_by=pre.dimensions,
             time_attribute=self.time_column,
             workers=pre.workers,
+            store=self.store,
             pos=self.pos,
         )
 
