@@ -222,10 +222,15 @@ def purge(
 def migrate(
     app: AppSpec, *, data_dir: str | Path | None = None, shard_id: str | None = None, partition_by_id: bool = False
 ) -> dict[str, list[str]]:
-    """Upgrade the stored tables of every aggregation partitioned by shard that were made without shards:
-    they gain a ``SHARD_ID`` key column and their rows become ``shard_id``'s (the deployment that wrote
-    them, which then keeps that id).  Returns the tables changed per aggregation; running it again
-    changes nothing.  Stop the pipelines that write these tables first."""
+    """Upgrade the stored tables to what ``app`` needs; returns what changed per aggregation or table, and
+    running it again changes nothing.  Stop the pipelines that write these tables first.
+
+    - An aggregation partitioned by shard whose tables were made without shards: they gain a ``SHARD_ID``
+      key column and their rows become ``shard_id``'s (the deployment that wrote them, which then keeps
+      that id); the names of the tables changed.
+    - A pre-aggregated table whose definition changed: its stored rows follow the new definition
+      (docs/preaggregation.md); the changes, in words.
+    """
     from tiltframe.engine.shards import Deployment, claim_shard
 
     deployment = Deployment(shard_id, partition_by_id)
@@ -235,6 +240,9 @@ def migrate(
         changed: dict[str, list[str]] = {}
         for agg in app.aggregations:
             layout = AggregationLayout.of(app, agg.name, partition_by_default=partition_by_id)
+            if layout.table is not None:
+                changed[agg.name] = list(stores.for_aggregation(agg).ensure_schema(layout))
+                continue
             if not layout.partitioned:
                 continue
             shard = deployment.shard_for(agg)

@@ -68,6 +68,13 @@ def merge_rows(rows: pd.DataFrame, layout: AggregationLayout) -> pd.DataFrame:
     if not layout.tracks_arrival:
         spec[AGG_EVENT_TIMESTAMP] = "max"
     merged = grouped.agg(spec).reset_index()
+    # A sum over rows that all lack a state (a measure added after they were stored) has no value, as in SQL.
+    sums = [s.name for columns in layout.state_groups for s in columns
+            if s.merge is Merge.SUM and rows[s.name].isna().any()]
+    if sums:
+        present = grouped[sums].count().to_numpy() > 0
+        for i, name in enumerate(sums):
+            merged[name] = merged[name].where(present[:, i])
     for columns in layout.state_groups:
         if columns[0].function.combine is not None:
             folded = _combine_groups(rows, keys, columns)

@@ -14,13 +14,14 @@ Validation lives in :mod:`tiltframe.spec.validate_tables` (definitions) and
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from tiltframe.errors import DefinitionError, unknown
 from tiltframe.functions import registry
 from tiltframe.spec.continuous import SqlItem
-from tiltframe.spec.durations import Granularity
+from tiltframe.spec.durations import Granularity, Unit
 from tiltframe.spec.expressions import Attr, Expr, Pos
 from tiltframe.spec.model import (
     AggregateItem,
@@ -160,6 +161,39 @@ class TableSpec:
             out.update(dict.fromkeys(m.output_names(), m.aggregate.result_type(arg_type)))
         return out
 
+    def to_json(self) -> str:
+        """What the store records of the definition, so that a later one can be compared with it
+        (:func:`tiltframe.spec.table_changes.plan_change`); the store stays where it was."""
+        pre = self.preaggregation
+        return json.dumps({
+            "name": self.name,
+            "columns": [[c.name, c.type.value] for c in self.columns],
+            "time_column": self.time_column,
+            "preaggregation": None if pre is None else {
+                "granularity": [pre.granularity.unit.name, pre.granularity.multiple],
+                "dimensions": list(pre.dimensions),
+                "measures": [[m.function, m.column, m.alias, list(m.params)] for m in pre.measures],
+                "workers": pre.workers,
+            },
+        })
+
+    @classmethod
+    def from_json(cls, text: str) -> TableSpec:
+        """The definition :meth:`to_json` recorded (without source positions)."""
+        d = json.loads(text)
+        pre = d["preaggregation"]
+        return cls(
+            d["name"],
+            tuple(Attribute(name, AttrType(t)) for name, t in d["columns"]),
+            d["time_column"],
+            None if pre is None else Preaggregation(
+                Granularity(Unit[pre["granularity"][0]], pre["granularity"][1]),
+                tuple(Measure(f, c, a, _tuples(p)) for f, c, a, p in pre["measures"]),
+                tuple(pre["dimensions"]),
+                pre["workers"],
+            ),
+        )
+
     def as_stream(self) -> StreamDef:
         """The stream of rows inserted into the table (``<Name>_ROWS``), with the table's columns."""
         return StreamDef(self.stream_name, self.columns, event_time=self.time_column, pos=self.pos)
@@ -190,6 +224,11 @@ class TableSpec:
             store=self.store,
             pos=self.pos,
         )
+
+
+def _tuples(value: Any) -> Any:
+    """JSON's lists back to the tuples measure parameters are written as."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -35,6 +35,7 @@ from tiltframe.functions.registry import AggregateFunction, Merge, Ops, State, g
 from tiltframe.spec.durations import Granularity
 from tiltframe.spec.expressions import Attr, Binary, Call, Expr, Literal, Unary
 from tiltframe.spec.model import AggregateItem, AggregationSpec, AppSpec, AttrType, StreamDef
+from tiltframe.spec.tables import TableSpec
 
 AGG_TIMESTAMP = "AGG_TIMESTAMP"
 AGG_EVENT_TIMESTAMP = "AGG_EVENT_TIMESTAMP"
@@ -86,6 +87,8 @@ class AggregationLayout:
     zone: str
     #: Rows carry the ``SHARD_ID`` of the deployment that wrote them (Siddhi's ``@PartitionById``).
     partitioned: bool = False
+    #: The pre-aggregated table this rollup stores, whose definition the store records and follows.
+    table: TableSpec | None = field(default=None, compare=False)
 
     @classmethod
     def of(cls, app: AppSpec, name: str, *, partition_by_default: bool = False) -> AggregationLayout:
@@ -94,7 +97,8 @@ class AggregationLayout:
         agg = app.aggregation(name)
         partitioned = partition_by_default if agg.partition_by_id is None else agg.partition_by_id
         partitioned = partitioned or agg.workers is not None  # a pre-aggregated table's workers
-        layout = cls(agg, app.stream(agg.source), app.zone_of(agg), partitioned)
+        table = next((t for t in app.tables if t.name == name and t.preaggregation is not None), None)
+        layout = cls(agg, app.stream(agg.source), app.zone_of(agg), partitioned, table)
         if partitioned and SHARD_ID in layout.column_types:
             from tiltframe.errors import DefinitionError
 
@@ -102,6 +106,11 @@ class AggregationLayout:
             raise DefinitionError(msg, line=agg.pos.line if agg.pos else None,
                                   column=agg.pos.column if agg.pos else None)
         return layout
+
+    @classmethod
+    def of_table(cls, table: TableSpec, zone: str) -> AggregationLayout:
+        """The layout of a pre-aggregated table's rollup, from the table alone (a stored definition)."""
+        return cls(table.as_aggregation(), table.as_stream(), zone, True, table)
 
     @property
     def name(self) -> str:

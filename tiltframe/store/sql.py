@@ -32,6 +32,7 @@ from tiltframe.errors import DefinitionError, StoreError
 from tiltframe.functions.registry import EVENT_ORDER, Merge
 from tiltframe.spec.durations import Granularity
 from tiltframe.spec.model import AttrType
+from tiltframe.spec.tables import TableSpec
 from tiltframe.store.base import (
     REJECTED_COLUMNS,
     REJECTED_TIMES,
@@ -57,6 +58,7 @@ AGGREGATIONS = "TILTFRAME_AGGREGATIONS"
 BATCHES = "TILTFRAME_BATCHES"
 REJECTED = "TILTFRAME_REJECTED"
 PURGES = "TILTFRAME_PURGES"
+TABLES = "TILTFRAME_TABLES"
 
 #: Rows per multi-row upsert statement, and rows turned into Python objects at a time (bounds memory).
 ROWS_PER_STATEMENT = 500
@@ -96,6 +98,12 @@ _PURGES = sa.Table(
     # Buckets starting before ``purged_before`` were deleted and are never written again.
     sa.Column("purged_before", _LONG, nullable=False), sa.Column("latest_event_ts", _LONG, nullable=False),
     sa.Column("rows_purged", _LONG, nullable=False), sa.Column("purged_at", _LONG, nullable=False),
+)
+
+# The definition of each pre-aggregated table (``TableSpec.to_json``), which a changed one is compared with.
+_TABLES = sa.Table(
+    TABLES, _SHARED, sa.Column("name", _NAME, primary_key=True), sa.Column("definition", sa.Text, nullable=False),
+    sa.Column("updated_at", _LONG, nullable=False),
 )
 
 _ARROW_TYPES = {
@@ -468,29 +476,55 @@ class SqlStore:
                        f"but {self._engine.dialect.name} allows at most {limit}; use a shorter name")
                 raise DefinitionError(msg)
 
-    def ensure_schema(self, layout: AggregationLayout) -> None:
-        """Create the tables of ``layout`` and register it, or check that the stored ones match its spec."""
+    def ensure_schema(self, layout: AggregationLayout) -> tuple[str, ...]:
+        """Create the tables of ``layout`` and register it, or check that the stored ones match its spec.
+
+        A pre-aggregated table whose definition changed is rebuilt to follow it
+        (:mod:`tiltframe.store.table_changes`); returns what changed, in words (nothing otherwise).
+        """
         key = (layout.name, layout.spec_hash, layout.partitioned)
         if key in self._ready:
-            return
+            return ()
         self._require_writable()
         self._check_identifiers(layout)
+        notes: tuple[str, ...] = ()
         with self._errors("prepare the tables of", layout), self._write(schema=True) as conn:
             _SHARED.create_all(conn, checkfirst=True)
             self._check_shared_tables(conn)
-            row = conn.execute(sa.select(_AGGREGATIONS).where(_AGGREGATIONS.c.name == layout.name)).first()
+            a = _AGGREGATIONS.c
+            row = conn.execute(sa.select(_AGGREGATIONS).where(a.name == layout.name)).first()
+            registration = {"spec_hash": layout.spec_hash, "zone": layout.zone,
+                            "granularities": ",".join(g.table_suffix for g in layout.spec.granularities)}
             if row is None:
-                conn.execute(sa.insert(_AGGREGATIONS).values(
-                    name=layout.name, spec_hash=layout.spec_hash, zone=layout.zone,
-                    granularities=",".join(g.table_suffix for g in layout.spec.granularities),
-                    created_at=_now_ms()))
+                conn.execute(sa.insert(_AGGREGATIONS).values(name=layout.name, created_at=_now_ms(), **registration))
+            elif row.spec_hash != layout.spec_hash and layout.table is not None:
+                notes = self._follow_table_change(conn, layout, row)
+                conn.execute(sa.update(_AGGREGATIONS).where(a.name == layout.name).values(**registration))
             else:
                 self._check_same_spec(layout, row)
             for g, table in self._tables(layout).items():
                 table.create(conn, checkfirst=True)
                 self._check_partitioning(conn, layout, table)
                 conn.exec_driver_sql(view_ddl(conn.dialect, layout, table, view_name(layout, g)))
+            if layout.table is not None:
+                self._record_definition(conn, layout.table)
         self._ready.add(key)
+        return notes
+
+    def _follow_table_change(self, conn: Connection, layout: AggregationLayout, row: sa.Row[Any]) -> tuple[str, ...]:
+        from tiltframe.store.table_changes import follow_change  # it builds on this module
+
+        text = conn.execute(sa.select(_TABLES.c.definition).where(_TABLES.c.name == layout.name)).scalar()
+        if text is None:  # registered before definitions were recorded: nothing to compare with
+            self._check_same_spec(layout, row, recorded=False)
+        return follow_change(self, conn, layout, TableSpec.from_json(text), row.zone).notes
+
+    @staticmethod
+    def _record_definition(conn: Connection, table: TableSpec) -> None:
+        t = _TABLES.c
+        values = {"definition": table.to_json(), "updated_at": _now_ms()}
+        if conn.execute(sa.update(_TABLES).where(t.name == table.name).values(**values)).rowcount == 0:
+            conn.execute(sa.insert(_TABLES).values(name=table.name, **values))
 
     def _check_partitioning(self, conn: Connection, layout: AggregationLayout, table: sa.Table) -> None:
         """Tables made before ``@PartitionById`` lack ``SHARD_ID``: point to ``tiltframe migrate``, never
@@ -519,9 +553,14 @@ class SqlStore:
                        f"lacks the columns {', '.join(missing)}; use a new data directory or store")
                 raise StoreError(msg)
 
-    def _check_same_spec(self, layout: AggregationLayout, row: sa.Row[Any]) -> None:
+    def _check_same_spec(self, layout: AggregationLayout, row: sa.Row[Any], *, recorded: bool = True) -> None:
+        """Refuse stored tables of another definition; a table's recorded definition can be followed."""
         if row.spec_hash == layout.spec_hash:
             return
+        if layout.table is not None and recorded:
+            msg = (f"the stored table {layout.name} in {self.url} was made for a different definition of it; the "
+                   f"change is applied by the next insert into it, or now by: tiltframe migrate APP")
+            raise StoreError(msg)
         tables = ", ".join(f"{layout.name}_{s}" for s in row.granularities.split(",") if s)
         msg = (
             f"the stored tables of aggregation {layout.name} in {self.url} were made for a different "
