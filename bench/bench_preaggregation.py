@@ -200,13 +200,10 @@ def main() -> None:
           f"({compacted_rows / n:.3%}; C = {sites * minutes:,} when every minute is closed)")
     print(f"  per-site click rate, median of {args.repeat} (PostgreSQL, warm cache):")
     print(f"    SQL over raw rows                {raw_s * 1000:9.1f} ms")
-    print(f"    SQL over partial rows            {partial_s * 1000:9.1f} ms  ratio raw / this {raw_s / partial_s:8.1f}x")
-    print(f"    SQL over compacted rows          {compacted_s * 1000:9.1f} ms  ratio raw / this "
-          f"{raw_s / compacted_s:8.1f}x")
-    print(f"    tf.select over partial rows      {select_s * 1000:9.1f} ms  ratio raw / this {raw_s / select_s:8.1f}x")
-    print(f"    tf.select over compacted rows    {compacted_select_s * 1000:9.1f} ms  ratio raw / this "
-          f"{raw_s / compacted_select_s:8.1f}x")
-
+    for label, seconds in (("SQL over partial rows", partial_s), ("SQL over compacted rows", compacted_s),
+                           ("tf.select over partial rows", select_s),
+                           ("tf.select over compacted rows", compacted_select_s)):
+        print(f"    {label:<32} {seconds * 1000:9.1f} ms  ratio raw / this {raw_s / seconds:8.1f}x")
 
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
