@@ -264,7 +264,10 @@ def compact(app: AppSpec, table: str | None = None, *, data_dir: str | Path | No
     try:
         removed: dict[str, int] = {}
         for name in names:
-            app.table(name)
+            if app.table(name).preaggregation is None:
+                msg = (f"table {name} has no preaggregate clause: its rows are stored as they are, so there are no "
+                       f"partial rows to compact")
+                raise UsageError(msg)
             layout = AggregationLayout.of(app, name)
             removed[name] = Compactor(layout, stores.for_aggregation(layout.spec)).compact()
         return removed

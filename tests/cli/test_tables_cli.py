@@ -17,6 +17,7 @@ define table AdImpressions (time long, site string, clicked int)
     preaggregate by time every min
     dimensions site
     measures count() as impressions, sum(clicked) as clicks;
+define table Clicks (time long, site string);
 """
 T0 = 1_704_067_200_000
 ROWS = [{"time": T0 + i * 7_000, "site": "a" if i % 3 else "b", "clicked": i % 2} for i in range(30)]
@@ -54,4 +55,6 @@ def test_insert_select_compact(spark: object, tmp_path: Path) -> None:
     bad = runner.invoke(app, ["query", str(app_file), "SELECT site, clicked FROM AdImpressions", "--data-dir", data])
     assert bad.exit_code == 2 and "line 1" in bad.output
     missing = runner.invoke(app, ["insert", str(app_file), "Nope", str(first), "--data-dir", data])
-    assert missing.exit_code == 2 and "unknown table 'Nope' (expected one of: AdImpressions)" in missing.output
+    assert missing.exit_code == 2 and "unknown table 'Nope' (expected one of: AdImpressions, Clicks)" in missing.output
+    raw = runner.invoke(app, ["compact", str(app_file), "--table", "Clicks", "--data-dir", data])
+    assert raw.exit_code == 2 and "table Clicks has no preaggregate clause" in raw.output
