@@ -58,3 +58,15 @@ def test_insert_select_compact(spark: object, tmp_path: Path) -> None:
     assert missing.exit_code == 2 and "unknown table 'Nope' (expected one of: AdImpressions, Clicks)" in missing.output
     raw = runner.invoke(app, ["compact", str(app_file), "--table", "Clicks", "--data-dir", data])
     assert raw.exit_code == 2 and "table Clicks has no preaggregate clause" in raw.output
+
+    # A changed definition: migrate applies it and says what changed; the answers that remain stay.
+    app_file.write_text(APP.replace("sum(clicked) as clicks", "max(clicked) as clicked"))
+    result = runner.invoke(app, ["migrate", str(app_file), "--data-dir", data])
+    assert result.exit_code == 0, result.output
+    assert "AdImpressions: measure clicks removed; measure clicked added: intervals stored before hold no value" in (
+        " ".join(result.stdout.split()))
+    assert "Clicks" not in result.stdout  # a raw table has nothing stored to migrate
+    assert select("SELECT site, impressions FROM AdImpressions GROUP BY site ORDER BY site") == [
+        {"site": w["site"], "impressions": w["impressions"]} for w in want]
+    again = runner.invoke(app, ["migrate", str(app_file), "--data-dir", data])
+    assert again.exit_code == 0 and "AdImpressions: up to date" in again.stdout
