@@ -9,6 +9,17 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from typing import Protocol, Self
+
+
+class _Located(Protocol):
+    """A source position (``tiltframe.spec.expressions.Pos``): 1-based line and column."""
+
+    @property
+    def line(self) -> int: ...
+
+    @property
+    def column(self) -> int: ...
 
 
 class TiltframeError(Exception):
@@ -38,6 +49,11 @@ class DefinitionError(TiltframeError):
         if snippet:
             text = f"{text}\n{snippet}"
         super().__init__(text)
+
+    @classmethod
+    def at(cls, message: str, pos: _Located | None) -> Self:
+        """The error pointing at ``pos``, where the spec part came from a text (None: built in Python)."""
+        return cls(message, line=pos.line if pos else None, column=pos.column if pos else None)
 
 
 class NotSupportedYet(DefinitionError):

@@ -37,8 +37,7 @@ def insert_rows(
     spec = app.table(table)
     if spec.preaggregation is None:
         msg = f"table {table} has no preaggregate clause; storing raw tables is not supported yet"
-        raise NotSupportedYet(msg, line=spec.pos.line if spec.pos else None,
-                              column=spec.pos.column if spec.pos else None)
+        raise NotSupportedYet.at(msg, spec.pos)
     layout = AggregationLayout.of(app, table)
     if isinstance(rows, pd.DataFrame):
         rows = spark.createDataFrame(rows)

@@ -84,22 +84,14 @@ def canonical_call(call: Call) -> Call:
     if name == "json_encode":
         if not call.args:
             msg = "json_encode() needs at least one column, such as json_encode(trace_id, span_ms)"
-            raise DefinitionError(msg, line=_line(call), column=_column(call))
+            raise DefinitionError.at(msg, call.pos)
         pairs = [x for arg in call.args for x in (Literal(output_name(arg, None), "string", pos=arg.pos), arg)]
         return Call("json_object", tuple(pairs), pos=call.pos)
     return Call(name, call.args, pos=call.pos)
 
 
-def _line(expr: Expr) -> int | None:
-    return expr.pos.line if expr.pos else None
-
-
-def _column(expr: Expr) -> int | None:
-    return expr.pos.column if expr.pos else None
-
-
 def _fail(message: str, expr: Expr) -> DefinitionError:
-    return DefinitionError(message, line=_line(expr), column=_column(expr))
+    return DefinitionError.at(message, expr.pos)
 
 
 def _register(fn: ScalarFunction) -> None:

@@ -142,7 +142,7 @@ def constant_value(expr: Expr) -> Any:
     from tiltframe.errors import DefinitionError
 
     msg = f"'{expr}' is not a constant: write a number, a string or a list such as [0.5, 0.99]"
-    raise DefinitionError(msg, line=expr.pos.line if expr.pos else None, column=expr.pos.column if expr.pos else None)
+    raise DefinitionError.at(msg, expr.pos)
 
 
 def output_name(expr: Expr, alias: str | None) -> str:

@@ -8,8 +8,9 @@ error messages but never take part in equality.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from tiltframe.errors import DefinitionError, unknown
 from tiltframe.spec.durations import Granularity
@@ -18,6 +19,23 @@ from tiltframe.spec.expressions import Expr, Pos
 if TYPE_CHECKING:  # continuous.py builds on this module's AggregateItem and Annotation
     from tiltframe.spec.continuous import ContinuousQuery
     from tiltframe.spec.tables import TableSpec
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+_N = TypeVar("_N", bound=_Named)
+
+
+def find_named(kind: str, name: str, items: Iterable[_N], pos: Pos | None = None) -> _N:
+    """The item called ``name``; else an error at ``pos`` with the closest name and every valid one."""
+    candidates = tuple(items)
+    for item in candidates:
+        if item.name == name:
+            return item
+    raise DefinitionError.at(unknown(kind, name, [c.name for c in candidates]), pos)
 
 
 class AttrType(enum.Enum):
@@ -50,11 +68,7 @@ class AttrType(enum.Enum):
         for member in declarable:
             if member.value == key:
                 return member
-        raise DefinitionError(
-            unknown("attribute type", word, [m.value for m in declarable]),
-            line=pos.line if pos else None,
-            column=pos.column if pos else None,
-        )
+        raise DefinitionError.at(unknown("attribute type", word, [m.value for m in declarable]), pos)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,14 +108,7 @@ class StreamDef:
     pos: Pos | None = field(default=None, compare=False, repr=False)
 
     def attribute(self, name: str, pos: Pos | None = None) -> Attribute:
-        for a in self.attributes:
-            if a.name == name:
-                return a
-        raise DefinitionError(
-            unknown(f"attribute of stream {self.name}", name, [a.name for a in self.attributes]),
-            line=pos.line if pos else None,
-            column=pos.column if pos else None,
-        )
+        return find_named(f"attribute of stream {self.name}", name, self.attributes, pos)
 
     def has(self, name: str) -> bool:
         return any(a.name == name for a in self.attributes)
@@ -284,34 +291,13 @@ class AppSpec:
     tables: tuple[TableSpec, ...] = ()
 
     def stream(self, name: str, pos: Pos | None = None) -> StreamDef:
-        for s in self.streams:
-            if s.name == name:
-                return s
-        raise DefinitionError(
-            unknown("stream", name, [s.name for s in self.streams]),
-            line=pos.line if pos else None,
-            column=pos.column if pos else None,
-        )
+        return find_named("stream", name, self.streams, pos)
 
     def aggregation(self, name: str, pos: Pos | None = None) -> AggregationSpec:
-        for a in self.aggregations:
-            if a.name == name:
-                return a
-        raise DefinitionError(
-            unknown("aggregation", name, [a.name for a in self.aggregations]),
-            line=pos.line if pos else None,
-            column=pos.column if pos else None,
-        )
+        return find_named("aggregation", name, self.aggregations, pos)
 
     def table(self, name: str, pos: Pos | None = None) -> TableSpec:
-        for t in self.tables:
-            if t.name == name:
-                return t
-        raise DefinitionError(
-            unknown("table", name, [t.name for t in self.tables]),
-            line=pos.line if pos else None,
-            column=pos.column if pos else None,
-        )
+        return find_named("table", name, self.tables, pos)
 
     def input_stream(self, name: str) -> str:
         """The stream that ``--input NAME`` feeds: a stream, or the input stream of table ``name``."""

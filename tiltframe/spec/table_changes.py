@@ -54,7 +54,7 @@ class ConfigChange:
 
 
 def _fail(message: str, pos: Pos | None) -> NoReturn:
-    raise DefinitionError(message, line=pos.line if pos else None, column=pos.column if pos else None)
+    raise DefinitionError.at(message, pos)
 
 
 def plan_change(stored: TableSpec | None, new: TableSpec, *, holds_rows: bool = True) -> ConfigChange:

@@ -33,6 +33,7 @@ from tiltframe.spec.model import (
     OrderItem,
     StoreSpec,
     StreamDef,
+    find_named,
 )
 
 __all__ = [
@@ -144,14 +145,7 @@ class TableSpec:
         return any(c.name == name for c in self.columns)
 
     def column(self, name: str, pos: Pos | None = None) -> Attribute:
-        for c in self.columns:
-            if c.name == name:
-                return c
-        raise DefinitionError(
-            unknown(f"column of table {self.name}", name, [c.name for c in self.columns]),
-            line=pos.line if pos else None,
-            column=pos.column if pos else None,
-        )
+        return find_named(f"column of table {self.name}", name, self.columns, pos)
 
     def measure_types(self) -> dict[str, AttrType]:
         """Every measure output a query sees, with the type of its merged value."""
@@ -203,8 +197,7 @@ class TableSpec:
         :meth:`as_stream`, grouped by the dimensions, one aggregate per measure."""
         pre = self.preaggregation
         if pre is None:
-            raise DefinitionError(f"table {self.name} is not pre-aggregated", line=_line(self.pos),
-                                  column=_column(self.pos))
+            raise DefinitionError.at(f"table {self.name} is not pre-aggregated", self.pos)
         keys = tuple(KeyItem(d, pos=pre.pos_of(f"dimension:{d}")) for d in pre.dimensions)
         aggregates = tuple(
             AggregateItem(
@@ -273,10 +266,3 @@ class TableQuery:
     def output_names(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.outputs)
 
-
-def _line(pos: Pos | None) -> int | None:
-    return pos.line if pos else None
-
-
-def _column(pos: Pos | None) -> int | None:
-    return pos.column if pos else None

@@ -38,7 +38,7 @@ _DAY_MS = 86_400_000
 
 
 def _fail(message: str, pos: Pos | None) -> DefinitionError:
-    return DefinitionError(message, line=pos.line if pos else None, column=pos.column if pos else None)
+    return DefinitionError.at(message, pos)
 
 
 def validate_app(app: AppSpec) -> AppSpec:

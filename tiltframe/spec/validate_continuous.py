@@ -84,7 +84,7 @@ _POLICY_WORDS = {
 
 
 def _fail(message: str, pos: Pos | None) -> DefinitionError:
-    return DefinitionError(message, line=pos.line if pos else None, column=pos.column if pos else None)
+    return DefinitionError.at(message, pos)
 
 
 def aggregate_function(name: str) -> AggregateFunction | None:

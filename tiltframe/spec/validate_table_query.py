@@ -45,7 +45,7 @@ __all__ = ["validate_table_query"]
 
 
 def _fail(message: str, pos: Pos | None) -> NoReturn:
-    raise DefinitionError(message, line=pos.line if pos else None, column=pos.column if pos else None)
+    raise DefinitionError.at(message, pos)
 
 
 def validate_table_query(tables: AppSpec, query: TableQuery) -> TableQuery:
@@ -300,16 +300,14 @@ class _Checker:
                 f"column '{attr.name}' of table {table.name} is not kept by its pre-aggregation: it is neither the "
                 f"time column nor a dimension{measured}"
             )
-            return DefinitionError(msg, line=_line(attr.pos), column=_col(attr.pos))
+            return DefinitionError.at(msg, attr.pos)
         if not self.merged or clause == "WHERE":
             choices = list(self.row_columns)
         elif clause == "GROUP BY":
             choices = list(self.row_keys)
         else:
             choices = [*self.keys, *self.measure_of, *(m.alias for m in self.measures)]
-        return DefinitionError(
-            unknown(f"column of {table.name}", attr.name, choices), line=_line(attr.pos), column=_col(attr.pos)
-        )
+        return DefinitionError.at(unknown(f"column of {table.name}", attr.name, choices), attr.pos)
 
     # --- expressions ----------------------------------------------------------------------------------------
 
@@ -407,10 +405,3 @@ def _own_function(measure: Measure) -> str:
     count (``count(m)`` would read as a count of rows)."""
     return "sum" if measure.function == "count" else measure.function
 
-
-def _line(pos: Pos | None) -> int | None:
-    return pos.line if pos else None
-
-
-def _col(pos: Pos | None) -> int | None:
-    return pos.column if pos else None

@@ -27,7 +27,7 @@ _RESERVED_PREFIX = "AGG_"
 
 
 def _fail(message: str, pos: Pos | None) -> NoReturn:
-    raise DefinitionError(message, line=pos.line if pos else None, column=pos.column if pos else None)
+    raise DefinitionError.at(message, pos)
 
 
 def validate_tables(app: AppSpec, tables: Sequence[TableSpec]) -> tuple[TableSpec, ...]:

@@ -103,8 +103,7 @@ class AggregationLayout:
             from tiltframe.errors import DefinitionError
 
             msg = f"aggregation {agg.name} is partitioned by shard, so it cannot have a column named {SHARD_ID}"
-            raise DefinitionError(msg, line=agg.pos.line if agg.pos else None,
-                                  column=agg.pos.column if agg.pos else None)
+            raise DefinitionError.at(msg, agg.pos)
         return layout
 
     @classmethod
@@ -274,8 +273,7 @@ def expression_type(expr: Expr, stream: StreamDef) -> AttrType:
         from tiltframe.errors import DefinitionError
 
         msg = f"operator '{expr.op}' needs numbers, got {left.value} and {right.value} in {expr}"
-        raise DefinitionError(msg, line=expr.pos.line if expr.pos else None,
-                              column=expr.pos.column if expr.pos else None)
+        raise DefinitionError.at(msg, expr.pos)
     if isinstance(expr, Call):
         return scalars.get(expr.name).result_type(expr, [expression_type(a, stream) for a in expr.args])
     msg = f"unsupported expression {expr}"
