@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -1051,17 +1051,32 @@ def _primary_key(conn: Connection, table: str) -> list[str]:
     return list(sa.inspect(conn).get_pk_constraint(table)["constrained_columns"])
 
 
+def rebuild_table(conn: Connection, table: sa.Table, aside: str, fill: Callable[[str], None]) -> None:
+    """Make ``table`` anew from its definition: its rows move to table ``aside``, ``fill(aside)`` puts them
+    into the new table, and ``aside`` is dropped.
+
+    A database that commits each DDL statement (MySQL) may have been interrupted mid-way: when ``aside``
+    exists already it holds the rows, and a half-made ``table`` is dropped and made again.
+    """
+    quote = conn.dialect.identifier_preparer.quote
+    if not sa.inspect(conn).has_table(aside):
+        conn.exec_driver_sql(f"ALTER TABLE {quote(table.name)} RENAME TO {quote(aside)}")
+    table.drop(conn, checkfirst=True)
+    table.create(conn)
+    fill(aside)
+    conn.exec_driver_sql(f"DROP TABLE {quote(aside)}")
+
+
 def _copy_with_shard(conn: Connection, layout: AggregationLayout, table: sa.Table, shard_id: str) -> None:
     """SQLite: the rows of ``table`` moved into a new table of the partitioned layout, as ``shard_id``'s."""
-    before = f"{table.name}__before_shards"
-    quote = conn.dialect.identifier_preparer.quote
-    conn.exec_driver_sql(f"ALTER TABLE {quote(table.name)} RENAME TO {quote(before)}")
-    table.create(conn)
     names = list(layout.column_types)
-    old = sa.table(before, *(sa.column(n) for n in names))
-    conn.execute(sa.insert(table).from_select(
-        [*names, SHARD_ID], sa.select(*old.c, sa.literal(shard_id, sa.String()).label(SHARD_ID))))
-    conn.exec_driver_sql(f"DROP TABLE {quote(before)}")
+
+    def fill(aside: str) -> None:
+        old = sa.table(aside, *(sa.column(n) for n in names))
+        conn.execute(sa.insert(table).from_select(
+            [*names, SHARD_ID], sa.select(*old.c, sa.literal(shard_id, sa.String()).label(SHARD_ID))))
+
+    rebuild_table(conn, table, f"{table.name}__before_shards", fill)
 
 
 def _alter_with_shard(conn: Connection, layout: AggregationLayout, table: sa.Table, shard_id: str) -> None:

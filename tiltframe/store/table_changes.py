@@ -48,7 +48,7 @@ def follow_change(
         DefinitionError: a change the stored rows cannot follow (``plan_change``).
         StoreError: a dimension added, or the time zone changed, over stored rows.
     """
-    from tiltframe.store.sql import view_name
+    from tiltframe.store.sql import rebuild_table, view_name
 
     assert layout.table is not None
     old = AggregationLayout.of_table(stored, zone)
@@ -78,20 +78,17 @@ def follow_change(
     old_types = old.stored_column_types
     keep = [c for c in layout.stored_column_types if c in old_types and c not in dropped]
     for g, table in store._tables(layout).items():
-        source = sources[g]
-        if source is None:
+        if sources[g] is None:
             continue
-        if source == table.name:
-            source = table.name + ASIDE_SUFFIX
-            conn.exec_driver_sql(f"ALTER TABLE {quote(table.name)} RENAME TO {quote(source)}")
-        table.drop(conn, checkfirst=True)  # a rebuild interrupted on MySQL left it half filled
-        table.create(conn)
-        rows = sa.table(source, *(sa.column(c) for c in keep))
-        if change.removed_dimensions:
-            _merge_over_removed(store, conn, layout, table, rows, {c: old_types[c] for c in keep})
-        else:
-            conn.execute(sa.insert(table).from_select(keep, sa.select(*rows.c)))
-        conn.exec_driver_sql(f"DROP TABLE {quote(source)}")
+
+        def fill(aside: str, table: sa.Table = table) -> None:
+            rows = sa.table(aside, *(sa.column(c) for c in keep))
+            if change.removed_dimensions:
+                _merge_over_removed(store, conn, layout, table, rows, {c: old_types[c] for c in keep})
+            else:
+                conn.execute(sa.insert(table).from_select(keep, sa.select(*rows.c)))
+
+        rebuild_table(conn, table, table.name + ASIDE_SUFFIX, fill)
     return change
 
 
