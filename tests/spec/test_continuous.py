@@ -39,17 +39,10 @@ def refused(sql: str, marker: str, fragment: str, *, occurrence: int = 0) -> Def
 # --- the seed's queries ---------------------------------------------------------------------------------
 
 
-def test_seed_global_periodic_as_written_misses_its_group_by() -> None:
-    """The seed selects `device` without GROUP BY; SQL (and Timeplus) refuse that, and say how to fix it."""
-    refused(
-        SEED_GLOBAL_PERIODIC,
-        "device",
-        "column 'device' in SELECT is neither in GROUP BY nor inside an aggregate function: add it to GROUP BY",
-    )
-
-
-def test_seed_global_periodic_with_its_group_by() -> None:
-    q = valid(SEED_GLOBAL_PERIODIC.replace("WHERE cpu_usage > 99", "WHERE cpu_usage > 99\nGROUP BY device"))
+def test_seed_global_periodic_as_written() -> None:
+    """The seed writes a global aggregation without GROUP BY: the columns selected on their own are its keys,
+    the same query as with GROUP BY device."""
+    q = valid(SEED_GLOBAL_PERIODIC)
     assert q.window == Window(WindowKind.GLOBAL, "device_utils", time_attribute="ts")
     assert q.keys == ("device",)
     assert q.aggregates == (AggregateItem("count", None, "_agg0"),)
@@ -57,6 +50,28 @@ def test_seed_global_periodic_with_its_group_by() -> None:
     assert q.output_names == ("device", "count()")
     assert q.where == Binary(">", Attr("cpu_usage"), Literal(99, "int"))
     assert q.emit == Emit(policy=EmitPolicy.PERIODIC, interval_ms=5_000)
+    grouped = valid(SEED_GLOBAL_PERIODIC.replace("WHERE cpu_usage > 99", "WHERE cpu_usage > 99\nGROUP BY device"))
+    assert (grouped.keys, grouped.aggregates, grouped.outputs) == (q.keys, q.aggregates, q.outputs)
+
+
+def test_implicit_keys_are_the_columns_selected_on_their_own() -> None:
+    q = valid("SELECT device_utils.device AS d, count() AS n, max(cpu_usage), device AS again FROM device_utils")
+    assert q.keys == ("device",)
+    q = valid("SELECT window_start, device, count() FROM tumble(device_utils, 5s)")
+    assert q.keys == ("device",)
+    assert q.output_names == ("window_start", "device", "count()")
+    assert valid("SELECT count() FROM device_utils").keys == ()
+    refused(
+        "SELECT device, cpu_usage * 2 AS double_cpu, count() FROM device_utils",
+        "cpu_usage",
+        "column 'cpu_usage' in SELECT is neither a key nor inside an aggregate function: without GROUP BY the keys "
+        "are the columns selected on their own; select cpu_usage on its own, write GROUP BY or aggregate it",
+    )
+    refused(
+        "SELECT device, count() FROM tumble(device_utils, 5s) GROUP BY window_start",
+        "device",
+        "column 'device' in SELECT is neither in GROUP BY nor inside an aggregate function",
+    )
 
 
 def test_seed_tumble_defaults_to_after_window_close() -> None:
@@ -348,8 +363,8 @@ def test_aggregate_errors(sql: str, marker: str, fragment: str) -> None:
 @pytest.mark.parametrize(
     ("sql", "marker", "occurrence", "fragment"),
     [
-        ("SELECT x FROM tumble(t, 1s)", "x", 0, "column 'x' in SELECT is neither in GROUP BY nor inside an aggregate"),
-        ("SELECT x + 1 AS y, count() FROM t", "x", 0, "neither in GROUP BY"),
+        ("SELECT x + 1 FROM tumble(t, 1s)", "x", 0, "column 'x' in SELECT is neither a key nor inside an aggregate"),
+        ("SELECT x + 1 AS y, count() FROM t", "x", 0, "neither a key nor inside an aggregate"),
         (
             "SELECT device, count() FROM device_utils GROUP BY device HAVING mem > 1",
             "mem",

@@ -3,7 +3,8 @@ and the select list split into the aggregates the engine keeps state for and the
 
 :func:`validate_continuous` fills the fields of :class:`ContinuousQuery` after ``annotations``:
 
-- ``keys``: the GROUP BY stream attributes (``window_start``/``window_end`` there only mean "the window");
+- ``keys``: the GROUP BY stream attributes (``window_start``/``window_end`` there only mean "the window"); without
+  GROUP BY, the stream attributes selected on their own (the seed's ``SELECT device, count(*) FROM s``);
 - ``aggregates``: each distinct aggregate call once, as ``AggregateItem(function, arg, "_agg<i>", params)``
   with the registry's canonical function name and the argument over stream attributes;
 - ``outputs``: ``(name, expression)`` in select order, over keys, window columns and ``_agg<i>`` only.  A
@@ -284,6 +285,8 @@ class _Checker:
                 self.condition(condition, clause, scope)
 
     def group_by(self) -> tuple[str, ...]:
+        if not self.query.group_by:
+            return self.implicit_keys()
         keys: list[str] = []
         seen: set[str] = set()
         for expr in self.query.group_by:
@@ -301,6 +304,18 @@ class _Checker:
                 continue
             self.attribute(expr)
             keys.append(expr.name)
+        return tuple(keys)
+
+    def implicit_keys(self) -> tuple[str, ...]:
+        """Without GROUP BY, the stream attributes selected on their own are the keys: the seed writes a
+        global aggregation as ``SELECT <column1>, <column2>, <aggregate> FROM <stream>``."""
+        keys: list[str] = []
+        for item in self.query.select:
+            expr = item.expr
+            if isinstance(expr, Attr) and not self.window_column(expr) and self.stream.has(expr.name):
+                self.qualifier(expr)
+                if expr.name not in keys:
+                    keys.append(expr.name)
         return tuple(keys)
 
     # --- select items and HAVING --------------------------------------------------------------------------
@@ -354,10 +369,17 @@ class _Checker:
         if attr.name in self.keys:
             return Attr(attr.name, pos=attr.pos)
         if self.stream.has(attr.name):
-            msg = (
-                f"column '{attr.name}' in {clause} is neither in GROUP BY nor inside an aggregate function: "
-                f"add it to GROUP BY or aggregate it, such as max({attr.name})"
-            )
+            if self.query.group_by:
+                msg = (
+                    f"column '{attr.name}' in {clause} is neither in GROUP BY nor inside an aggregate function: "
+                    f"add it to GROUP BY or aggregate it, such as max({attr.name})"
+                )
+            else:
+                msg = (
+                    f"column '{attr.name}' in {clause} is neither a key nor inside an aggregate function: without "
+                    f"GROUP BY the keys are the columns selected on their own; select {attr.name} on its own, "
+                    f"write GROUP BY or aggregate it, such as max({attr.name})"
+                )
             raise _fail(msg, attr.pos)
         if clause == "SELECT" and attr.name in {item.alias for item in self.query.select}:
             msg = f"'{attr.name}' is the name of a select item further on: an item can use the names of those before it"
