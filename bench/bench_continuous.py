@@ -8,7 +8,13 @@ Three cases over the trade stream of ``shared/bench/gen_trades.py`` (events in o
   0 s delay, ``groupBy(window(1 s), symbol)``, append mode;
 - ``update``: ``FROM tumble(TradeStream, 1s) ... EMIT ON UPDATE``; baseline the same in update mode;
 - ``periodic``: ``FROM TradeStream GROUP BY symbol EMIT PERIODIC 1s``; baseline ``groupBy(symbol)`` in update
-  mode with a 1 s processingTime trigger (``--periodic-trigger``), which emits every second.
+  mode with a 1 s processingTime trigger (``--periodic-trigger``), which emits every second;
+- ``expire``: ``FROM TradeStream GROUP BY symbol EMIT AFTER KEY EXPIRE WITH MAXSPAN 2s AND TIMEOUT 2s`` over
+  traces: each event's symbol becomes ``<symbol>#<second of its event time>``, so a key's events lie within
+  one second (its span never reaches MAXSPAN) and the key is emitted once, 2 s of processing time after its
+  last event.  Plain Spark has no key expiry; its nearest query is a session per key that closes 2 s of
+  event time after the key's last event: ``withWatermark`` 0 s, ``groupBy(session_window(2 s), symbol)``,
+  append mode.  Both emit each key once, with the same count and average.
 
 tiltframe runs :class:`ContinuousRun` (``transformWithStateInPandas``) with a ``CallbackSink``; the baseline
 writes through ``foreachBatch``.  Both read the same Parquet files from a watched folder, on one session
@@ -25,7 +31,7 @@ receives a batch of rows, in the driver, after the rows are collected (no sink w
 - AFTER WINDOW CLOSE: latency = emit time - arrival of the *closing event*, the first event in arrival
   order whose event time is at or past the window's end (then the watermark, the greatest event time minus
   a 0 s delay, reaches the end; both engines close a window when ``window_end <= watermark``);
-- ON UPDATE, PERIODIC: latency = emit time - arrival of the *newest contributing event*: a row with
+- ON UPDATE, PERIODIC, AFTER KEY EXPIRE: latency = emit time - arrival of the *newest contributing event*: a row with
   ``count() = c`` covers its group's first ``c`` events in arrival order (both engines read whole files in
   order), so the c-th of them is the newest.
 
@@ -42,11 +48,11 @@ clock once past the PERIODIC interval), the baseline's when ``processAllAvailabl
 events / wall time from building the query to its stop.
 
 A fast wrong run is no figure: every run, warm-ups included, is checked before anything is printed.  Each
-side's final row per group (the only row under AFTER WINDOW CLOSE, the latest otherwise) must hold the
-exact count and the average (to 1e-9) of the group's events, computed with pandas from the files, and the
-counts must sum to the events fed; AFTER WINDOW CLOSE emits each window once; tiltframe records no late and
-no rejected event; and in the bounded runs, whose micro-batches are the same on both sides, AFTER WINDOW
-CLOSE and ON UPDATE emit the same rows on both sides.
+side's final row per group (the only row under AFTER WINDOW CLOSE and AFTER KEY EXPIRE, the latest
+otherwise) must hold the exact count and the average (to 1e-9) of the group's events, computed with pandas
+from the files, and the counts must sum to the events fed; AFTER WINDOW CLOSE emits each window once and
+AFTER KEY EXPIRE each key once; tiltframe records no late and no rejected event; and in the bounded runs,
+whose micro-batches are the same on both sides, every policy but PERIODIC emits the same rows on both sides.
 
     python bench/bench_continuous.py                         # 4 to 5 minutes on 2 cores
     python bench/bench_continuous.py --events 1000000 --rate 4000 --duration 30
@@ -81,6 +87,8 @@ APP = f"@eventTime('timestamp')\ndefine stream {STREAM} (symbol string, price do
 WINDOW_MS = 1000
 #: The symbol of the closing file's one event (the generator's symbols are upper-case letters only).
 END_SYMBOL = "~end"
+#: The ``expire`` case's key: ``<symbol>#<second of event time>``, a trace lasting under one second.
+TRACE_MS = 1000
 SELECT = "count() AS n, avg(price) AS a"
 
 
@@ -92,6 +100,8 @@ class Case:
     windowed: bool
     spark_mode: str  # Spark's output mode
     reference: str  # "closing" or "newest": which event a row's latency is measured from
+    traces: bool = False  # keys are traces (TRACE_MS of one symbol), which expire
+    once: bool = False  # each group is emitted once, with its final values
 
     @property
     def groups(self) -> list[str]:
@@ -101,14 +111,20 @@ class Case:
 CASES = {
     "close": Case("close", "tumble 1s, AFTER WINDOW CLOSE",
                   f"SELECT window_start, symbol, {SELECT} FROM tumble({STREAM}, 1s) GROUP BY window_start, symbol "
-                  "EMIT AFTER WINDOW CLOSE", True, "append", "closing"),
+                  "EMIT AFTER WINDOW CLOSE", True, "append", "closing", once=True),
     "update": Case("update", "tumble 1s, ON UPDATE",
                    f"SELECT window_start, symbol, {SELECT} FROM tumble({STREAM}, 1s) GROUP BY window_start, symbol "
                    "EMIT ON UPDATE", True, "update", "newest"),
     "periodic": Case("periodic", "global, PERIODIC 1s",
                      f"SELECT symbol, {SELECT} FROM {STREAM} GROUP BY symbol EMIT PERIODIC 1s",
                      False, "update", "newest"),
+    "expire": Case("expire", "traces, AFTER KEY EXPIRE",
+                   f"SELECT symbol, {SELECT} FROM {STREAM} GROUP BY symbol "
+                   "EMIT AFTER KEY EXPIRE WITH MAXSPAN 2s AND TIMEOUT 2s", False, "append", "newest",
+                   traces=True, once=True),
 }
+#: The ``expire`` baseline's session gap: the event-time twin of the query's TIMEOUT.
+SESSION_GAP = "2 seconds"
 SIDES = ("tiltframe", "spark")
 
 
@@ -147,6 +163,34 @@ def workload(cache: Path, name: str, events: int, keys: int, span_seconds: int, 
                         "timestamp": [int(table["timestamp"].max()) + 10 * WINDOW_MS]})
         pq.write_table(end, closing)
     return Workload([*files, closing], table, meta)
+
+
+def as_traces(wl: Workload) -> Workload:
+    """The same events with each symbol turned into ``<symbol>#<second>``: keys that end (the closing file's
+    symbol is kept, so it stays out of the results)."""
+    folder = wl.files[0].parent.parent / "traces"
+    files = [folder / f.name for f in wl.files]
+    if not all(f.exists() for f in files):
+        folder.mkdir(exist_ok=True)
+        for source, target in zip(wl.files, files, strict=True):
+            table = pq.read_table(source)
+            if source != wl.files[-1]:
+                table = table.set_column(0, "symbol", pa.array(_traced(table.column("symbol").to_pandas(),
+                                                                      table.column("timestamp").to_pandas())))
+            pq.write_table(table, target.with_suffix(".tmp"))
+            target.with_suffix(".tmp").rename(target)
+    for source, target in zip(wl.files, files, strict=True):
+        os.utime(target, (source.stat().st_atime, source.stat().st_mtime))  # the file source's arrival order
+    events = wl.events.assign(symbol=_traced(wl.events["symbol"], wl.events["timestamp"]))
+    return Workload(files, events, wl.meta)
+
+
+def _traced(symbol: pd.Series, timestamp: pd.Series) -> pd.Series:
+    return symbol.astype(str) + "#" + (timestamp // TRACE_MS).astype(str)
+
+
+def for_case(wl: Workload, case: Case) -> Workload:
+    return as_traces(wl) if case.traces else wl
 
 
 def expected(events: pd.DataFrame, case: Case) -> pd.DataFrame:
@@ -210,8 +254,8 @@ def check_rows(label: str, rows: pd.DataFrame, truth: pd.DataFrame, case: Case) 
         assert (final[col].to_numpy() == truth[col].to_numpy()).all(), (label, col)
     assert (final["n"].to_numpy() == truth["n"].to_numpy()).all(), (label, "counts differ")
     np.testing.assert_allclose(final["a"].to_numpy(float), truth["a"].to_numpy(float), rtol=1e-9, err_msg=label)
-    if case.name == "close":
-        assert len(rows) == len(truth), (label, "a window emitted more than once", len(rows), len(truth))
+    if case.once:
+        assert len(rows) == len(truth), (label, "a group emitted more than once", len(rows), len(truth))
 
 
 # --- the two sides ---------------------------------------------------------------------------------------
@@ -322,6 +366,9 @@ def spark_plan(spark: SparkSession, case: Case, folder: Path, files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", files_per_trigger)
     events = reader.parquet(str(folder)).withColumn("et", F.timestamp_millis("timestamp"))
     aggregates = [F.count(F.lit(1)).alias("n"), F.avg("price").alias("a")]
+    if case.traces:
+        sessions = events.withWatermark("et", "0 seconds").groupBy(F.session_window("et", SESSION_GAP), "symbol")
+        return sessions.agg(*aggregates).select("symbol", "n", "a")
     if not case.windowed:
         return events.groupBy("symbol").agg(*aggregates)
     windows = events.withWatermark("et", "0 seconds").groupBy(F.window("et", f"{WINDOW_MS} milliseconds"), "symbol")
@@ -499,7 +546,8 @@ def report(args: argparse.Namespace, lat_wl: Workload | None, tput_wl: Workload 
           "the counts summing to the events fed" + ("; the bounded runs of both sides emit the same rows"
                                                     if tput_wl is not None else ""))
     print("latency: emit time - arrival of the closing event (AFTER WINDOW CLOSE) or of the newest contributing "
-          "event (ON UPDATE, PERIODIC); rows = rows measured, batches = micro-batches run")
+          "event (ON UPDATE, PERIODIC, AFTER KEY EXPIRE: the trace's last); rows = rows measured, batches = "
+          "micro-batches run")
     head = f"  {'query':30} {'side':10} {'rows':>6} {'batches':>7} {'p50 s':>7} {'p95 s':>7} {'max s':>7} |"
     print(f"\n{'':{len(head) - 36}}{'latency (follow run)':^36}| throughput (bounded run)")
     print(f"{head} {'wall s':>7} {'events/s':>9} {'batches':>7}")
@@ -568,31 +616,35 @@ def main() -> None:
     warm = workload(args.cache, "warmup", 4000, args.keys, 4, 2000)
     t0 = time.perf_counter()
     for case in cases[:1]:
+        case_warm = for_case(warm, case)
         for side in SIDES:
-            warm_run = bounded(side, spark, case, warm, work / "warmup", trigger="0 seconds", files_per_trigger=1)
-            check_rows(f"{case.name}/{side}/warm-up", warm_run.rows, expected(warm.events, case), case)
+            warm_run = bounded(side, spark, case, case_warm, work / "warmup", trigger="0 seconds",
+                               files_per_trigger=1)
+            check_rows(f"{case.name}/{side}/warm-up", warm_run.rows, expected(case_warm.events, case), case)
             print(f"  warm-up {case.name} {side}: {warm_run.seconds:.1f} s", flush=True)
     print(f"warm-up: {time.perf_counter() - t0:.0f} s", flush=True)
 
     results: dict[str, dict[str, dict[str, Any]]] = {c.name: {s: {} for s in SIDES} for c in cases}
     for case in cases:
         if lat_wl is not None:
-            truth = expected(lat_wl.events, case)
+            case_wl = for_case(lat_wl, case)
+            truth = expected(case_wl.events, case)
             for side in SIDES:
                 spark_trigger = args.periodic_trigger if case.name == "periodic" else args.trigger
-                run = follow(side, spark, case, lat_wl, work / f"{case.name}-{side}-follow", trigger=args.trigger,
+                run = follow(side, spark, case, case_wl, work / f"{case.name}-{side}-follow", trigger=args.trigger,
                              spark_trigger=spark_trigger, interval=args.file_interval_ms / 1000,
                              drain_timeout=args.drain_timeout)
                 check_rows(f"{case.name}/{side}/follow", run.rows, truth, case)
-                lat = latencies(run, lat_wl, case, args.warmup_seconds)
+                lat = latencies(run, case_wl, case, args.warmup_seconds)
                 results[case.name][side]["latency"] = {**stats(lat), "batches": run.batches}
                 print(f"{case.name:8} {side:9} latency: {len(run.rows):,} rows, {run.batches} batches, "
                       f"p50 {results[case.name][side]['latency']['p50']:.2f} s", flush=True)
         if tput_wl is not None:
-            truth = expected(tput_wl.events, case)
+            case_wl = for_case(tput_wl, case)
+            truth = expected(case_wl.events, case)
             runs = {}
             for side in SIDES:
-                runs[side] = bounded(side, spark, case, tput_wl, work / f"{case.name}-{side}-bounded",
+                runs[side] = bounded(side, spark, case, case_wl, work / f"{case.name}-{side}-bounded",
                                      trigger=args.throughput_trigger, files_per_trigger=args.files_per_trigger)
                 check_rows(f"{case.name}/{side}/bounded", runs[side].rows, truth, case)
                 results[case.name][side]["throughput"] = {
