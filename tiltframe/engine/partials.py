@@ -39,6 +39,7 @@ LEVEL = "_tiltframe_level"
 RECORD_LEVEL = -1
 REJECTED = "_tiltframe_rejected"
 _LATEST = "_latest"
+_TARGET = "_tiltframe_target"
 
 _BUILD = {Build.SUM: F.sum, Build.MIN: F.min, Build.MAX: F.max, Build.MEAN: F.avg}
 _MERGE = {Merge.SUM: F.sum, Merge.MIN: F.min, Merge.MAX: F.max, Merge.KLL: F.kll_merge_agg_double,
@@ -156,9 +157,10 @@ class _Field:
 
 def _grouped(
     df: DataFrame, bucket: Column, layout: AggregationLayout, aggs: dict[str, Column | _Field],
-    structs: dict[str, Column], bad: Column,
+    structs: dict[str, Column], bad: Column, level: Column | None = None,
 ) -> DataFrame:
-    """One ``groupBy().agg()`` whose output is in table order, led by the reject tag.
+    """One ``groupBy().agg()`` whose output is in table order, led by the reject tag (and by ``LEVEL``
+    when ``level`` is given: several levels grouped at once).
 
     Without struct aggregates, casting inside the aggregation keeps each level a single DataFrame
     operation: every extra operation re-analyses the whole chained plan.  Struct aggregates (the latest
@@ -169,7 +171,8 @@ def _grouped(
     if SHARD_ID in df.columns:  # a pre-aggregation worker's rows stay apart
         keys.append(F.col(SHARD_ID))
         types = {**types, SHARD_ID: AttrType.STRING}
-    grouping = [bad.alias(REJECTED), bucket.alias(AGG_TIMESTAMP), *keys]
+    lead = [level.alias(LEVEL)] if level is not None else []
+    grouping = [*lead, bad.alias(REJECTED), bucket.alias(AGG_TIMESTAMP), *keys]
     if not structs:
         ordered = [aggs[n].cast(SPARK_TYPES[types[n]]).alias(n) for n in types if n in aggs]  # type: ignore[union-attr]
         return df.groupBy(*grouping).agg(*ordered)
@@ -180,7 +183,7 @@ def _grouped(
         ref = aggs.get(n)  # keys and the bucket are grouping columns
         column = F.col(f"{ref.struct}.{ref.field}") if isinstance(ref, _Field) else F.col(n)
         flat.append(column.cast(SPARK_TYPES[t]).alias(n))
-    return grouped.select(REJECTED, *flat)
+    return grouped.select(*([LEVEL] if level is not None else []), REJECTED, *flat)
 
 
 def finest_partials(
@@ -220,8 +223,8 @@ def finest_partials(
     return _grouped(events, bucket, layout, aggs, structs, bad)
 
 
-def merge_partials(partials: DataFrame, layout: AggregationLayout, g: Granularity) -> DataFrame:
-    """Roll partial rows of a finer level up to granularity ``g`` (merge, never rebuild from events)."""
+def _merges(layout: AggregationLayout) -> tuple[dict[str, Column | _Field], dict[str, Column]]:
+    """``_merge`` plus the order columns (the latest event's values, or the greatest event time)."""
     aggs, structs = _merge(layout)
     if layout.tracks_arrival:
         latest = (*layout.order_columns, *(v.name for v in layout.values))
@@ -229,10 +232,34 @@ def merge_partials(partials: DataFrame, layout: AggregationLayout, g: Granularit
         aggs.update({n: _Field(_LATEST, n) for n in latest})
     else:
         aggs[AGG_EVENT_TIMESTAMP] = F.max(AGG_EVENT_TIMESTAMP)
+    return aggs, structs
+
+
+def merge_partials(partials: DataFrame, layout: AggregationLayout, g: Granularity) -> DataFrame:
+    """Roll partial rows of a finer level up to granularity ``g`` (merge, never rebuild from events)."""
+    aggs, structs = _merges(layout)
     bucket = bucket_start(F.col(AGG_TIMESTAMP), g, layout.zone)
     # The reject tag passes through as a grouping column: a filter here would be pushed below the finest
     # aggregation by the optimizer, and the levels could no longer share its shuffle.
     return _grouped(partials, bucket, layout, aggs, structs, F.col(REJECTED))
+
+
+def rolled_partials(partials: DataFrame, layout: AggregationLayout, levels: dict[int, Granularity]) -> DataFrame:
+    """Roll partial rows of a finer level up to several coarser levels in one aggregation, tagged by
+    ``LEVEL`` (the keys of ``levels``).
+
+    Each row is repeated once per level with that level's bucket and all are grouped by (level, bucket,
+    keys): one shuffle instead of one per level, and no level waits for the one before it.  A finer bucket
+    lies inside one bucket of every coarser level (the levels nest), so this equals rolling up level by
+    level.
+    """
+    aggs, structs = _merges(layout)
+    ts = F.col(AGG_TIMESTAMP)
+    targets = F.array(*[F.struct(F.lit(i).alias("level"), bucket_start(ts, g, layout.zone).alias("bucket"))
+                        for i, g in levels.items()])
+    repeated = partials.select(F.explode(targets).alias(_TARGET), *partials.columns)
+    level, bucket = F.col(f"{_TARGET}.level"), F.col(f"{_TARGET}.bucket")
+    return _grouped(repeated, bucket, layout, aggs, structs, F.col(REJECTED), level)
 
 
 def all_levels(
@@ -242,7 +269,8 @@ def all_levels(
     """Every granularity's partial rows in one DataFrame, tagged by level index (0 = finest) and by
     ``_rejected`` (groups of rejected events, whose level-0 ``AGG_COUNT`` counts them; drop them all).
 
-    Each level rolls up the one before it, so Spark reuses the shared shuffles and one job computes all.
+    Level 1 rolls up level 0 and the coarser levels roll up level 1 together (``rolled_partials``), so
+    Spark reuses the shared shuffles and one job of three shuffles computes all.
     The level tag is added on the output side only: inside the chain it would make the finest shuffle of
     one branch differ from another's, and the events would be aggregated once per level.
 
@@ -255,14 +283,24 @@ def all_levels(
     """
     level = finest_partials(events, layout, batch_id, row_writer)
     no_record = F.lit(None).cast(records.schema[RECORD].dataType) if records is not None else None
+    record = [no_record.alias(RECORD)] if no_record is not None else []
 
     def tag(i: int, df: DataFrame) -> DataFrame:
-        return df.select(F.lit(i).alias(LEVEL), "*", *([no_record.alias(RECORD)] if no_record is not None else []))
+        return df.select(F.lit(i).alias(LEVEL), "*", *record)
 
+    granularities = layout.spec.granularities
     tagged = [tag(0, level)]
-    for i, g in enumerate(layout.spec.granularities[1:], start=1):
+    # Level 1 from level 0, then every coarser level from level 1 in one aggregation.  Level 1 is the
+    # base because it is small (the finest level can hold nearly a row per event), and a combine fold
+    # collects a group's rows, so such layouts keep the level-by-level chain (at most a few dozen
+    # finer rows in a coarser bucket).
+    chained = len(granularities) if any(g[0].function.combine is not None for g in layout.state_groups) else 2
+    for i, g in enumerate(granularities[1:chained], start=1):
         level = merge_partials(level, layout, g)
         tagged.append(tag(i, level))
+    if len(granularities) > chained:
+        rest = rolled_partials(level, layout, dict(enumerate(granularities[chained:], start=chained)))
+        tagged.append(rest.select("*", *record) if record else rest)
     if records is not None:
         nulls = [F.lit(None).cast(f.dataType).alias(f.name) for f in level.schema.fields]
         tagged.append(records.select(F.lit(RECORD_LEVEL).alias(LEVEL), *nulls, RECORD))
