@@ -155,12 +155,29 @@ class _Field:
     field: str
 
 
+@dataclass(frozen=True, slots=True)
+class _Aggregation:
+    """The columns of one ``groupBy().agg()`` and of the projection after it (``None``: none needed).
+
+    Built once and applied to every batch: building columns costs a Py4J round trip per function call,
+    which adds up to a good part of a small batch.
+    """
+
+    grouping: tuple[Column, ...]
+    aggs: tuple[Column, ...]
+    flat: tuple[Column | str, ...] | None
+
+    def __call__(self, df: DataFrame) -> DataFrame:
+        grouped = df.groupBy(*self.grouping).agg(*self.aggs)
+        return grouped if self.flat is None else grouped.select(*self.flat)
+
+
 def _grouped(
-    df: DataFrame, bucket: Column, layout: AggregationLayout, aggs: dict[str, Column | _Field],
-    structs: dict[str, Column], bad: Column, level: Column | None = None,
-) -> DataFrame:
+    bucket: Column, layout: AggregationLayout, aggs: dict[str, Column | _Field], structs: dict[str, Column],
+    bad: Column, sharded: bool, level: Column | None = None,
+) -> _Aggregation:
     """One ``groupBy().agg()`` whose output is in table order, led by the reject tag (and by ``LEVEL``
-    when ``level`` is given: several levels grouped at once).
+    when ``level`` is given: several levels grouped at once); ``sharded``: rows carry ``SHARD_ID``.
 
     Without struct aggregates, casting inside the aggregation keeps each level a single DataFrame
     operation: every extra operation re-analyses the whole chained plan.  Struct aggregates (the latest
@@ -168,33 +185,30 @@ def _grouped(
     """
     types = layout.column_types
     keys = [F.col(k.name) for k in layout.keys]
-    if SHARD_ID in df.columns:  # a pre-aggregation worker's rows stay apart
+    if sharded:  # a pre-aggregation worker's rows stay apart
         keys.append(F.col(SHARD_ID))
         types = {**types, SHARD_ID: AttrType.STRING}
     lead = [level.alias(LEVEL)] if level is not None else []
-    grouping = [*lead, bad.alias(REJECTED), bucket.alias(AGG_TIMESTAMP), *keys]
+    grouping = (*lead, bad.alias(REJECTED), bucket.alias(AGG_TIMESTAMP), *keys)
     if not structs:
         ordered = [aggs[n].cast(SPARK_TYPES[types[n]]).alias(n) for n in types if n in aggs]  # type: ignore[union-attr]
-        return df.groupBy(*grouping).agg(*ordered)
+        return _Aggregation(grouping, tuple(ordered), None)
     plain = [c.alias(n) for n, c in aggs.items() if isinstance(c, Column)]
-    grouped = df.groupBy(*grouping).agg(*(c.alias(n) for n, c in structs.items()), *plain)
-    flat = []
+    flat: list[Column | str] = [LEVEL] if level is not None else []
+    flat.append(REJECTED)
     for n, t in types.items():
         ref = aggs.get(n)  # keys and the bucket are grouping columns
         column = F.col(f"{ref.struct}.{ref.field}") if isinstance(ref, _Field) else F.col(n)
         flat.append(column.cast(SPARK_TYPES[t]).alias(n))
-    return grouped.select(*([LEVEL] if level is not None else []), REJECTED, *flat)
+    return _Aggregation(grouping, (*(c.alias(n) for n, c in structs.items()), *plain), tuple(flat))
 
 
-def finest_partials(
-    events: DataFrame, layout: AggregationLayout, batch_id: int, row_writer: str | None = None
-) -> DataFrame:
-    """Partial states per finest bucket and group from the typed events of one batch (level 0).
+def _batch_dependent(layout: AggregationLayout) -> bool:
+    """The finest aggregation ranks events by their batch id (a literal): it is built for each batch."""
+    return layout.tracks_arrival or any(s.state.build in (Build.EARLIEST, Build.LATEST) for s in layout.states)
 
-    Rejected events are grouped apart (``_rejected`` true, no bucket), so their count comes out of the
-    same aggregation: an extra pass or an ``observe`` would stop Spark from sharing this shuffle with the
-    coarser levels.
-    """
+
+def _finest(layout: AggregationLayout, batch_id: int, sharded: bool) -> _Aggregation:
     stream = layout.stream
     aggs: dict[str, Column | _Field] = {s.name: _build(s, layout, batch_id) for s in layout.states}
     structs: dict[str, Column] = {}
@@ -212,15 +226,33 @@ def finest_partials(
         aggs[AGG_EVENT_TIMESTAMP] = F.max(EVENT_TS)
     bad = F.col(REASON).isNotNull()
     bucket = F.when(~bad, bucket_start(F.col(EVENT_TS), layout.spec.finest, layout.zone))
+    return _grouped(bucket, layout, aggs, structs, bad, sharded)
+
+
+def _sharded(events: DataFrame, layout: AggregationLayout, row_writer: str | None) -> DataFrame:
+    """The events with ``SHARD_ID`` when their rows are stored per writer or per worker."""
     if row_writer is not None:
         # EventQL's INSERT_NOPREAGGR: each row stored as its own partial row (its writer id is unique).
         row = F.monotonically_increasing_id().cast("string")
-        events = events.withColumn(SHARD_ID, F.concat(F.lit(row_writer), row))
-    elif layout.spec.workers is not None:
+        return events.withColumn(SHARD_ID, F.concat(F.lit(row_writer), row))
+    if layout.spec.workers is not None:
         # EventQL's pre-aggregation: rows dealt round-robin to the workers, not by key, so a hot key
         # spreads over all of them; each worker's partial row of a bucket and key is stored apart.
-        events = events.repartition(layout.spec.workers).withColumn(SHARD_ID, F.spark_partition_id().cast("string"))
-    return _grouped(events, bucket, layout, aggs, structs, bad)
+        return events.repartition(layout.spec.workers).withColumn(SHARD_ID, F.spark_partition_id().cast("string"))
+    return events
+
+
+def finest_partials(
+    events: DataFrame, layout: AggregationLayout, batch_id: int, row_writer: str | None = None
+) -> DataFrame:
+    """Partial states per finest bucket and group from the typed events of one batch (level 0).
+
+    Rejected events are grouped apart (``_rejected`` true, no bucket), so their count comes out of the
+    same aggregation: an extra pass or an ``observe`` would stop Spark from sharing this shuffle with the
+    coarser levels.
+    """
+    events = _sharded(events, layout, row_writer)
+    return _finest(layout, batch_id, SHARD_ID in events.columns)(events)
 
 
 def _merges(layout: AggregationLayout) -> tuple[dict[str, Column | _Field], dict[str, Column]]:
@@ -235,13 +267,37 @@ def _merges(layout: AggregationLayout) -> tuple[dict[str, Column | _Field], dict
     return aggs, structs
 
 
-def merge_partials(partials: DataFrame, layout: AggregationLayout, g: Granularity) -> DataFrame:
-    """Roll partial rows of a finer level up to granularity ``g`` (merge, never rebuild from events)."""
+def _merged(layout: AggregationLayout, g: Granularity, sharded: bool) -> _Aggregation:
     aggs, structs = _merges(layout)
     bucket = bucket_start(F.col(AGG_TIMESTAMP), g, layout.zone)
     # The reject tag passes through as a grouping column: a filter here would be pushed below the finest
     # aggregation by the optimizer, and the levels could no longer share its shuffle.
-    return _grouped(partials, bucket, layout, aggs, structs, F.col(REJECTED))
+    return _grouped(bucket, layout, aggs, structs, F.col(REJECTED), sharded)
+
+
+def merge_partials(partials: DataFrame, layout: AggregationLayout, g: Granularity) -> DataFrame:
+    """Roll partial rows of a finer level up to granularity ``g`` (merge, never rebuild from events)."""
+    return _merged(layout, g, SHARD_ID in partials.columns)(partials)
+
+
+@dataclass(frozen=True, slots=True)
+class _Rollup:
+    """Several coarser levels from one finer level in one aggregation (``rolled_partials``)."""
+
+    targets: Column
+    aggregation: _Aggregation
+
+    def __call__(self, partials: DataFrame) -> DataFrame:
+        return self.aggregation(partials.select(F.explode(self.targets).alias(_TARGET), *partials.columns))
+
+
+def _rollup(layout: AggregationLayout, levels: dict[int, Granularity], sharded: bool) -> _Rollup:
+    aggs, structs = _merges(layout)
+    ts = F.col(AGG_TIMESTAMP)
+    targets = F.array(*[F.struct(F.lit(i).alias("level"), bucket_start(ts, g, layout.zone).alias("bucket"))
+                        for i, g in levels.items()])
+    level, bucket = F.col(f"{_TARGET}.level"), F.col(f"{_TARGET}.bucket")
+    return _Rollup(targets, _grouped(bucket, layout, aggs, structs, F.col(REJECTED), sharded, level))
 
 
 def rolled_partials(partials: DataFrame, layout: AggregationLayout, levels: dict[int, Granularity]) -> DataFrame:
@@ -253,13 +309,66 @@ def rolled_partials(partials: DataFrame, layout: AggregationLayout, levels: dict
     lies inside one bucket of every coarser level (the levels nest), so this equals rolling up level by
     level.
     """
-    aggs, structs = _merges(layout)
-    ts = F.col(AGG_TIMESTAMP)
-    targets = F.array(*[F.struct(F.lit(i).alias("level"), bucket_start(ts, g, layout.zone).alias("bucket"))
-                        for i, g in levels.items()])
-    repeated = partials.select(F.explode(targets).alias(_TARGET), *partials.columns)
-    level, bucket = F.col(f"{_TARGET}.level"), F.col(f"{_TARGET}.bucket")
-    return _grouped(repeated, bucket, layout, aggs, structs, F.col(REJECTED), level)
+    return _rollup(layout, levels, SHARD_ID in partials.columns)(partials)
+
+
+class Levels:
+    """``all_levels`` of one layout, its columns built once and reused by every batch (a pipeline keeps
+    one; the columns belong to the JVM of the session that built them)."""
+
+    def __init__(self, layout: AggregationLayout) -> None:
+        self.layout = layout
+        self._plans: dict[bool, _Aggregation] = {}
+        self._levels: dict[bool, tuple[tuple[_Aggregation, ...], _Rollup | None]] = {}
+        self._per_batch = _batch_dependent(layout)
+
+    def _finest(self, batch_id: int, sharded: bool) -> _Aggregation:
+        if self._per_batch:
+            return _finest(self.layout, batch_id, sharded)
+        if sharded not in self._plans:
+            self._plans[sharded] = _finest(self.layout, batch_id, sharded)
+        return self._plans[sharded]
+
+    def _coarser(self, sharded: bool) -> tuple[tuple[_Aggregation, ...], _Rollup | None]:
+        """Level 1 from level 0, then every coarser level from level 1 in one aggregation.
+
+        Level 1 is the base because it is small (the finest level can hold nearly a row per event).  A
+        combine fold collects a group's rows, so such layouts keep the level-by-level chain (at most a few
+        dozen finer rows in a coarser bucket)."""
+        if sharded not in self._levels:
+            layout = self.layout
+            granularities = layout.spec.granularities
+            folds = any(g[0].function.combine is not None for g in layout.state_groups)
+            chained = len(granularities) if folds else 2
+            chain = tuple(_merged(layout, g, sharded) for g in granularities[1:chained])
+            rest = dict(enumerate(granularities[chained:], start=chained))
+            self._levels[sharded] = (chain, _rollup(layout, rest, sharded) if rest else None)
+        return self._levels[sharded]
+
+    def __call__(
+        self, events: DataFrame, batch_id: int, records: DataFrame | None = None, row_writer: str | None = None
+    ) -> DataFrame:
+        events = _sharded(events, self.layout, row_writer)
+        sharded = SHARD_ID in events.columns
+        level = self._finest(batch_id, sharded)(events)
+        no_record = F.lit(None).cast(records.schema[RECORD].dataType) if records is not None else None
+        record = [no_record.alias(RECORD)] if no_record is not None else []
+
+        def tag(i: int, df: DataFrame) -> DataFrame:
+            return df.select(F.lit(i).alias(LEVEL), "*", *record)
+
+        tagged = [tag(0, level)]
+        chain, rollup = self._coarser(sharded)
+        for i, merge in enumerate(chain, start=1):
+            level = merge(level)
+            tagged.append(tag(i, level))
+        if rollup is not None:
+            rest = rollup(level)
+            tagged.append(rest.select("*", *record) if record else rest)
+        if records is not None:
+            nulls = [F.lit(None).cast(f.dataType).alias(f.name) for f in level.schema.fields]
+            tagged.append(records.select(F.lit(RECORD_LEVEL).alias(LEVEL), *nulls, RECORD))
+        return functools.reduce(DataFrame.union, tagged)
 
 
 def all_levels(
@@ -281,27 +390,4 @@ def all_levels(
     ``row_writer`` (a pre-aggregated table's insert that bypasses pre-aggregation) keeps every event in a
     partial row of its own, under ``SHARD_ID`` ``<row_writer><n>``.
     """
-    level = finest_partials(events, layout, batch_id, row_writer)
-    no_record = F.lit(None).cast(records.schema[RECORD].dataType) if records is not None else None
-    record = [no_record.alias(RECORD)] if no_record is not None else []
-
-    def tag(i: int, df: DataFrame) -> DataFrame:
-        return df.select(F.lit(i).alias(LEVEL), "*", *record)
-
-    granularities = layout.spec.granularities
-    tagged = [tag(0, level)]
-    # Level 1 from level 0, then every coarser level from level 1 in one aggregation.  Level 1 is the
-    # base because it is small (the finest level can hold nearly a row per event), and a combine fold
-    # collects a group's rows, so such layouts keep the level-by-level chain (at most a few dozen
-    # finer rows in a coarser bucket).
-    chained = len(granularities) if any(g[0].function.combine is not None for g in layout.state_groups) else 2
-    for i, g in enumerate(granularities[1:chained], start=1):
-        level = merge_partials(level, layout, g)
-        tagged.append(tag(i, level))
-    if len(granularities) > chained:
-        rest = rolled_partials(level, layout, dict(enumerate(granularities[chained:], start=chained)))
-        tagged.append(rest.select("*", *record) if record else rest)
-    if records is not None:
-        nulls = [F.lit(None).cast(f.dataType).alias(f.name) for f in level.schema.fields]
-        tagged.append(records.select(F.lit(RECORD_LEVEL).alias(LEVEL), *nulls, RECORD))
-    return functools.reduce(DataFrame.union, tagged)
+    return Levels(layout)(events, batch_id, records, row_writer)

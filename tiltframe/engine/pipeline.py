@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from tiltframe.engine.arrival import RECORD, arrange, needs_latest, policy_records
 from tiltframe.engine.events import EVENT_TS, FIELD, RAW, REASON, VALUE, type_events
 from tiltframe.engine.markers import write_marker
-from tiltframe.engine.partials import LEVEL, RECORD_LEVEL, REJECTED, all_levels
+from tiltframe.engine.partials import LEVEL, RECORD_LEVEL, REJECTED, Levels
 from tiltframe.engine.reports import BatchReport, PipelineTotals
 from tiltframe.errors import StoreError
 from tiltframe.spec.durations import Granularity
@@ -106,6 +106,7 @@ class AggregationPipeline:
         self.on_batch = on_batch
         self.purger = purger
         self.totals = PipelineTotals()
+        self._levels = Levels(layout)
         spec = layout.spec
         used = set(spec.group_by)
         for item in spec.aggregates:
@@ -175,7 +176,7 @@ class AggregationPipeline:
     ) -> tuple[dict[Granularity, pa.Table], BatchStats, pa.Table]:
         """All levels (and the events the policy moved or rejected) in one Spark job, split on the
         driver with Arrow filters, and the batch's counts."""
-        table = all_levels(events, self.layout, batch_id, records, self.row_writer).toArrow()
+        table = self._levels(events, batch_id, records, self.row_writer).toArrow()
         level = table.column(LEVEL)
         by_policy = _EMPTY_RECORDS
         if records is not None:
