@@ -1,7 +1,7 @@
 """Continuous-query benchmark: end-to-end latency and throughput of tiltframe's continuous queries under each
 EMIT policy, next to the plain Spark Structured Streaming query that computes the same, measured in the same run.
 
-Three cases over the trade stream of ``shared/bench/gen_trades.py`` (events in order), each ``count()`` and
+Four cases over the trade stream of ``shared/bench/gen_trades.py`` (events in order), each ``count()`` and
 ``avg(price)`` per symbol:
 
 - ``close``: ``FROM tumble(TradeStream, 1s) ... EMIT AFTER WINDOW CLOSE``; baseline ``withWatermark`` with a
@@ -54,7 +54,7 @@ from the files, and the counts must sum to the events fed; AFTER WINDOW CLOSE em
 AFTER KEY EXPIRE each key once; tiltframe records no late and no rejected event; and in the bounded runs,
 whose micro-batches are the same on both sides, every policy but PERIODIC emits the same rows on both sides.
 
-    python bench/bench_continuous.py                         # 4 to 5 minutes on 2 cores
+    python bench/bench_continuous.py                         # about 8 minutes on 2 cores
     python bench/bench_continuous.py --events 1000000 --rate 4000 --duration 30
     python bench/bench_continuous.py --cases close --parts latency --duration 8     # a quick look
 """
