@@ -1,4 +1,4 @@
-"""Partial states in Spark: events -> finest buckets, and finer buckets -> the next coarser level.
+"""Partial states in Spark: events -> finest buckets, and finer buckets -> the coarser levels.
 
 The registry's ``Build`` and ``Merge`` primitives are translated to Spark aggregate functions here and
 nowhere else.  Non-aggregate items keep the values of the latest event: the maximum of a struct whose
@@ -35,7 +35,7 @@ from tiltframe.store.layout import (
 )
 
 LEVEL = "_tiltframe_level"
-#: The level tag of recorded (moved or rejected) events in ``all_levels``.
+#: The level tag of recorded (moved or rejected) events in ``Levels``' output.
 RECORD_LEVEL = -1
 REJECTED = "_tiltframe_rejected"
 _LATEST = "_latest"
@@ -209,6 +209,12 @@ def _batch_dependent(layout: AggregationLayout) -> bool:
 
 
 def _finest(layout: AggregationLayout, batch_id: int, sharded: bool) -> _Aggregation:
+    """Partial states per finest bucket and group from the typed events of one batch (level 0).
+
+    Rejected events are grouped apart (``_rejected`` true, no bucket), so their count comes out of the
+    same aggregation: an extra pass or an ``observe`` would stop Spark from sharing this shuffle with the
+    coarser levels.
+    """
     stream = layout.stream
     aggs: dict[str, Column | _Field] = {s.name: _build(s, layout, batch_id) for s in layout.states}
     structs: dict[str, Column] = {}
@@ -242,19 +248,6 @@ def _sharded(events: DataFrame, layout: AggregationLayout, row_writer: str | Non
     return events
 
 
-def finest_partials(
-    events: DataFrame, layout: AggregationLayout, batch_id: int, row_writer: str | None = None
-) -> DataFrame:
-    """Partial states per finest bucket and group from the typed events of one batch (level 0).
-
-    Rejected events are grouped apart (``_rejected`` true, no bucket), so their count comes out of the
-    same aggregation: an extra pass or an ``observe`` would stop Spark from sharing this shuffle with the
-    coarser levels.
-    """
-    events = _sharded(events, layout, row_writer)
-    return _finest(layout, batch_id, SHARD_ID in events.columns)(events)
-
-
 def _merges(layout: AggregationLayout) -> tuple[dict[str, Column | _Field], dict[str, Column]]:
     """``_merge`` plus the order columns (the latest event's values, or the greatest event time)."""
     aggs, structs = _merge(layout)
@@ -268,6 +261,7 @@ def _merges(layout: AggregationLayout) -> tuple[dict[str, Column | _Field], dict
 
 
 def _merged(layout: AggregationLayout, g: Granularity, sharded: bool) -> _Aggregation:
+    """Roll partial rows of a finer level up to granularity ``g`` (merge, never rebuild from events)."""
     aggs, structs = _merges(layout)
     bucket = bucket_start(F.col(AGG_TIMESTAMP), g, layout.zone)
     # The reject tag passes through as a grouping column: a filter here would be pushed below the finest
@@ -275,14 +269,15 @@ def _merged(layout: AggregationLayout, g: Granularity, sharded: bool) -> _Aggreg
     return _grouped(bucket, layout, aggs, structs, F.col(REJECTED), sharded)
 
 
-def merge_partials(partials: DataFrame, layout: AggregationLayout, g: Granularity) -> DataFrame:
-    """Roll partial rows of a finer level up to granularity ``g`` (merge, never rebuild from events)."""
-    return _merged(layout, g, SHARD_ID in partials.columns)(partials)
-
-
 @dataclass(frozen=True, slots=True)
 class _Rollup:
-    """Several coarser levels from one finer level in one aggregation (``rolled_partials``)."""
+    """Several coarser levels from one finer level in one aggregation, tagged by ``LEVEL``.
+
+    Each row is repeated once per level with that level's bucket and all are grouped by (level, bucket,
+    keys): one shuffle instead of one per level, and no level waits for the one before it.  A finer bucket
+    lies inside one bucket of every coarser level (the levels nest), so this equals rolling up level by
+    level.
+    """
 
     targets: Column
     aggregation: _Aggregation
@@ -292,6 +287,7 @@ class _Rollup:
 
 
 def _rollup(layout: AggregationLayout, levels: dict[int, Granularity], sharded: bool) -> _Rollup:
+    """The rollup to ``levels`` (level index -> granularity)."""
     aggs, structs = _merges(layout)
     ts = F.col(AGG_TIMESTAMP)
     targets = F.array(*[F.struct(F.lit(i).alias("level"), bucket_start(ts, g, layout.zone).alias("bucket"))
@@ -300,21 +296,25 @@ def _rollup(layout: AggregationLayout, levels: dict[int, Granularity], sharded: 
     return _Rollup(targets, _grouped(bucket, layout, aggs, structs, F.col(REJECTED), sharded, level))
 
 
-def rolled_partials(partials: DataFrame, layout: AggregationLayout, levels: dict[int, Granularity]) -> DataFrame:
-    """Roll partial rows of a finer level up to several coarser levels in one aggregation, tagged by
-    ``LEVEL`` (the keys of ``levels``).
-
-    Each row is repeated once per level with that level's bucket and all are grouped by (level, bucket,
-    keys): one shuffle instead of one per level, and no level waits for the one before it.  A finer bucket
-    lies inside one bucket of every coarser level (the levels nest), so this equals rolling up level by
-    level.
-    """
-    return _rollup(layout, levels, SHARD_ID in partials.columns)(partials)
-
-
 class Levels:
-    """``all_levels`` of one layout, its columns built once and reused by every batch (a pipeline keeps
-    one; the columns belong to the JVM of the session that built them)."""
+    """Every granularity's partial rows of a batch in one DataFrame, tagged by level index (0 = finest) and
+    by ``_rejected`` (groups of rejected events, whose level-0 ``AGG_COUNT`` counts them; drop them all).
+
+    Level 1 rolls up level 0 and the coarser levels roll up level 1 together (``_Rollup``), so Spark reuses
+    the shared shuffles and one job of three shuffles computes all.  The level tag is added on the output
+    side only: inside the chain it would make the finest shuffle of one branch differ from another's, and
+    the events would be aggregated once per level.
+
+    ``records`` (one struct column, ``RECORD``) rides along as level ``RECORD_LEVEL``, every other column
+    null: the events a late-event policy moved or rejected come out of the same job, which shares the
+    arrival-order shuffle with the aggregation instead of repeating it.
+
+    ``row_writer`` (a pre-aggregated table's insert that bypasses pre-aggregation) keeps every event in a
+    partial row of its own, under ``SHARD_ID`` ``<row_writer><n>``.
+
+    The columns are built once and reused by every batch: building a column costs a Py4J round trip per
+    function call.  A pipeline keeps one; the columns belong to the JVM of the session that built them.
+    """
 
     def __init__(self, layout: AggregationLayout) -> None:
         self.layout = layout
@@ -370,24 +370,3 @@ class Levels:
             tagged.append(records.select(F.lit(RECORD_LEVEL).alias(LEVEL), *nulls, RECORD))
         return functools.reduce(DataFrame.union, tagged)
 
-
-def all_levels(
-    events: DataFrame, layout: AggregationLayout, batch_id: int, records: DataFrame | None = None,
-    row_writer: str | None = None,
-) -> DataFrame:
-    """Every granularity's partial rows in one DataFrame, tagged by level index (0 = finest) and by
-    ``_rejected`` (groups of rejected events, whose level-0 ``AGG_COUNT`` counts them; drop them all).
-
-    Level 1 rolls up level 0 and the coarser levels roll up level 1 together (``rolled_partials``), so
-    Spark reuses the shared shuffles and one job of three shuffles computes all.
-    The level tag is added on the output side only: inside the chain it would make the finest shuffle of
-    one branch differ from another's, and the events would be aggregated once per level.
-
-    ``records`` (one struct column, ``RECORD``) rides along as level ``RECORD_LEVEL``, every other
-    column null: the events a late-event policy moved or rejected come out of the same job, which
-    shares the arrival-order shuffle with the aggregation instead of repeating it.
-
-    ``row_writer`` (a pre-aggregated table's insert that bypasses pre-aggregation) keeps every event in a
-    partial row of its own, under ``SHARD_ID`` ``<row_writer><n>``.
-    """
-    return Levels(layout)(events, batch_id, records, row_writer)

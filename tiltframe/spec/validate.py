@@ -237,9 +237,9 @@ def _validate_granularities(agg: AggregationSpec) -> None:
             raise _fail(f"durations of aggregation {agg.name}: {problem}", agg.pos)
 
 
-# Each level rolls up from the one before it (engine.partials.merge_partials takes the bucket of a finer
-# bucket's start), which is right only if every finer bucket lies inside one coarser bucket: the finer
-# duration must divide the coarser one.  engine.buckets cuts fixed levels at offset changes, so these rules
+# Each level rolls up from a finer one (engine.partials.Levels takes the bucket of a finer bucket's start),
+# which is right only if every finer bucket lies inside one coarser bucket: each duration must divide the
+# next, and so every coarser one.  engine.buckets cuts fixed levels at offset changes, so these rules
 # are enough in every time zone (docs/time.md, "Tilt frames").
 
 
