@@ -309,14 +309,10 @@ class _Checker:
     def implicit_keys(self) -> tuple[str, ...]:
         """Without GROUP BY, the stream attributes selected on their own are the keys: the seed writes a
         global aggregation as ``SELECT <column1>, <column2>, <aggregate> FROM <stream>``."""
-        keys: list[str] = []
-        for item in self.query.select:
-            expr = item.expr
-            if isinstance(expr, Attr) and not self.window_column(expr) and self.stream.has(expr.name):
-                self.qualifier(expr)
-                if expr.name not in keys:
-                    keys.append(expr.name)
-        return tuple(keys)
+        # A column's qualifier is checked with its select item.
+        columns = (i.expr for i in self.query.select if isinstance(i.expr, Attr))
+        keys = [c.name for c in columns if not self.window_column(c) and self.stream.has(c.name)]
+        return tuple(dict.fromkeys(keys))
 
     # --- select items and HAVING --------------------------------------------------------------------------
 
