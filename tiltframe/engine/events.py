@@ -84,8 +84,39 @@ def type_events(
     may have ``_corrupt_record`` (a line that could not be read at all).  ``_raw`` keeps the event as
     JSON text for the rejected-events table.
     """
-    present = {f.name: f.dataType for f in raw.schema.fields}
-    required = set(required)
+    return EventTyping(stream, required=required, time_attribute=time_attribute)(raw, arrival_ms)
+
+
+class EventTyping:
+    """``type_events`` for the batches of one stream, its columns built once per input schema.
+
+    Building a column costs a Py4J round trip per function call: rebuilt for every micro-batch, the
+    typing columns alone took a tenth of a second or more, a good part of a small batch.  Columns are
+    unresolved expressions, so one set serves every batch of the session that built them.
+    """
+
+    def __init__(self, stream: StreamDef, *, required: Iterable[str], time_attribute: str | None) -> None:
+        self.stream = stream
+        self.required = frozenset(required)
+        self.time_attribute = time_attribute
+        self._columns: dict[T.StructType, tuple[list[Column], list[Column]]] = {}
+
+    def __call__(self, raw: DataFrame, arrival_ms: int) -> DataFrame:
+        schema = raw.schema
+        if schema not in self._columns:
+            self._columns[schema] = _typing_columns(schema, self.stream, self.required, self.time_attribute)
+        attributes, rest = self._columns[schema]
+        # Without a time attribute the event time is the batch's arrival time, the one per-batch column.
+        event_ts = [] if self.time_attribute is not None else [F.lit(arrival_ms).cast("long").alias(EVENT_TS)]
+        return raw.select(*attributes, *event_ts, *rest)
+
+
+def _typing_columns(
+    schema: T.StructType, stream: StreamDef, required: frozenset[str], time_attribute: str | None
+) -> tuple[list[Column], list[Column]]:
+    """The typed attributes, and the columns after ``EVENT_TS`` (which leads them when the stream has a
+    time attribute; otherwise the caller puts the arrival time between the two)."""
+    present = {f.name: f.dataType for f in schema.fields}
     cols: dict[str, Column] = {}
     problems: list[tuple[Column, Column, Column, Column]] = []  # (condition, reason, field, value)
     if CORRUPT in present:
@@ -124,8 +155,9 @@ def type_events(
             F.lit(f"field '{attr.name}': value '"), src.cast("string"), F.lit("' is outside years 0001-9999")
         )
         problems.append((out_of_range, reason, F.lit(attr.name), src.cast("string")))
+        leading = [event_ts.alias(EVENT_TS)]
     else:
-        event_ts = F.lit(arrival_ms).cast("long")
+        leading = []
 
     def first(index: int) -> Column:
         result = F.lit(None).cast("string")
@@ -135,12 +167,11 @@ def type_events(
 
     raw_json = F.to_json(F.struct(*[F.col(n) for n in present if n not in (CORRUPT, ARRIVAL_PART)]))
     raw_text = F.coalesce(F.col(CORRUPT), raw_json) if CORRUPT in present else raw_json
-    return raw.select(
-        *cols.values(),
-        event_ts.alias(EVENT_TS),
+    rest = [
         first(0).alias(REASON),
         first(1).alias(FIELD),
         first(2).alias(VALUE),
         raw_text.alias(RAW),
         *([F.col(ARRIVAL_PART)] if ARRIVAL_PART in present else []),
-    )
+    ]
+    return list(cols.values()), [*leading, *rest]

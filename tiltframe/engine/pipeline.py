@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from tiltframe.engine.arrival import RECORD, arrange, needs_latest, policy_records
-from tiltframe.engine.events import EVENT_TS, FIELD, RAW, REASON, VALUE, type_events
+from tiltframe.engine.events import EVENT_TS, FIELD, RAW, REASON, VALUE, EventTyping
 from tiltframe.engine.markers import write_marker
 from tiltframe.engine.partials import LEVEL, RECORD_LEVEL, REJECTED, Levels
 from tiltframe.engine.reports import BatchReport, PipelineTotals
@@ -116,16 +116,7 @@ class AggregationPipeline:
             used.update(a.name for a in attributes_of(v.expr))
         if spec.time_attribute:
             used.add(spec.time_attribute)
-        self._required = frozenset(used)
-
-    def _typed(self, raw: DataFrame, arrival_ms: int) -> DataFrame:
-        return type_events(
-            raw,
-            self.layout.stream,
-            required=self._required,
-            time_attribute=self.layout.spec.time_attribute,
-            arrival_ms=arrival_ms,
-        )
+        self._typed = EventTyping(layout.stream, required=used, time_attribute=spec.time_attribute)
 
     def process(self, raw: DataFrame, batch_id: int) -> BatchReport:
         """Aggregate one batch of raw stream rows and commit it (a no-op if already committed)."""
