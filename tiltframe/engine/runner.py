@@ -27,7 +27,7 @@ from tiltframe.engine.reports import BatchReport, PipelineTotals
 from tiltframe.engine.session import get_session
 from tiltframe.engine.shards import Deployment, claim_shard
 from tiltframe.engine.sinks import ConsoleSink, Sink
-from tiltframe.engine.sources import FileInput, read_stream
+from tiltframe.engine.sources import FileBatches, FileInput, read_stream
 from tiltframe.errors import UsageError
 from tiltframe.retrieval.retrieve import retrieve
 from tiltframe.spec.expressions import attributes_of
@@ -144,16 +144,15 @@ class Run:
                 continue
             pipeline = self.pipelines[agg.name]
             stream = self.app.stream(agg.source)
-            if isinstance(source, DataFrame):
-                if not source.isStreaming:
-                    # A bounded backfill runs through the same per-batch code as one batch.
-                    pipeline.process(source, 0)
-                    continue
-                df = source
-            else:
-                df = read_stream(self.spark, source, stream)
-            checkpoint = self.checkpoint_dir(pipeline.layout)
-            self._start(df, f"tiltframe-{agg.name}", checkpoint / "spark", pipeline.foreach_batch)
+            checkpoint = self.checkpoint_dir(pipeline.layout) / "spark"
+            name = f"tiltframe-{agg.name}"
+            if not isinstance(source, DataFrame):
+                batches = FileBatches(self.spark, source, stream, checkpoint, pipeline.foreach_batch)
+                self._start(read_stream(self.spark, source, stream), name, checkpoint, batches)
+            elif source.isStreaming:
+                self._start(source, name, checkpoint, pipeline.foreach_batch)
+            else:  # a bounded backfill runs through the same per-batch code, as one batch
+                pipeline.process(source, 0)
 
     def _start(self, df: DataFrame, name: str, checkpoint: Path, fn: Callable[[DataFrame, int], None]) -> None:
         writer = df.writeStream.queryName(name).option("checkpointLocation", str(checkpoint)).foreachBatch(fn)
