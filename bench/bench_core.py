@@ -10,8 +10,9 @@ For each reference workload (W1, W2 from ``shared/bench/gen_trades.py``) it runs
    TILTFRAME_TEST_POSTGRES_URL/TILTFRAME_TEST_MYSQL_URL; dropped after the run),
 
 checks the pipeline's totals against the input (events counted = events read, stored yearly sums =
-input sums) and prints events/s, per-batch latency, where the time goes, and the ratios, per store.  With
-several stores an untimed pipeline run into the embedded store warms up first.
+input sums) and prints events/s, per-batch latency, where the time goes, and the ratios, per store.  Each
+contender runs once untimed (the first run of a plan in a process pays JIT and code generation), then
+``--repeat`` times taking turns; the medians are compared.
 
     python bench/bench_core.py --workload W1 W2            # the reference sizes (10M events each)
     python bench/bench_core.py --workload W1 --events 1000000
@@ -22,9 +23,11 @@ several stores an untimed pipeline run into the embedded store warms up first.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -153,6 +156,21 @@ def pipeline(spark, parquet_dir: Path, data_dir: Path, files_per_batch: int | No
     }
 
 
+def checked_pipeline(spark, parquet_dir: Path, files_per_batch: int | None, totals: tuple[int, int], store: str,
+                     url: str | None, data_dir: Path) -> dict:
+    """``pipeline`` into ``store`` (``url``: a server database), its totals checked against the input's."""
+    from tests.servers import app_with_store
+
+    n, quantity = totals
+    p = pipeline(spark, parquet_dir, data_dir, files_per_batch, app_with_store(APP, url)[0])
+    # A fast wrong run is no figure: the totals must match the input exactly, in the store asked for.
+    assert p["store"].startswith(store) if url else p["store"].endswith(".db"), (store, p["store"])
+    assert p["events_read"] == n == p["events_aggregated"], (store, p["events_read"], n)
+    assert p["stored_count"] == n, (store, p["stored_count"], n)
+    assert p["stored_total"] == quantity, (store, p["stored_total"], quantity)
+    return p
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workload", nargs="+", default=["W1", "W2"], choices=sorted(WORKLOADS))
@@ -160,6 +178,7 @@ def main() -> None:
     parser.add_argument("--files-per-batch", type=int, default=20,
                         help="maxFilesPerTrigger of the streaming run (files hold 100k events each)")
     parser.add_argument("--cache", type=Path, default=ROOT / ".bench-data")
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs of each contender (medians are printed)")
     parser.add_argument("--json", action="store_true", help="also print one JSON line per workload and store")
     parser.add_argument("--store", nargs="+", default=["sqlite"], choices=STORES,
                         help="where the pipeline writes: the embedded SQLite store and/or a fresh database on a server")
@@ -176,7 +195,7 @@ def main() -> None:
             parser.error(f"--store {store} needs {option} or {SERVER_URL_ENV[store]} "
                          "(start the test servers with: eval \"$(bash scripts/services.sh)\")")
 
-    from tests.servers import app_with_store, database_beside
+    from tests.servers import database_beside
     from tiltframe.engine.session import get_session
 
     spark = get_session("local[*]")
@@ -186,31 +205,32 @@ def main() -> None:
         n, quantity = input_totals(parquet)
         meta = json.loads((folder / "meta.json").read_text())
         assert n == meta["events"], f"generator wrote {n} events, meta says {meta['events']}"
-        plain_groupby(spark, str(parquet))  # warm-up: JIT, file listing caches
-        g = plain_groupby(spark, str(parquet))
-        c = plain_cascade(spark, str(parquet))
-        if len(args.store) > 1:
-            # The first pipeline of a process also pays JIT and code generation; untimed here, so that no
-            # store is charged for it (a single-store run keeps the figures of earlier runs comparable).
-            warmup = args.cache / f"{name}-{args.events}-warmup"
-            pipeline(spark, parquet, warmup, args.files_per_batch)
-            shutil.rmtree(warmup, ignore_errors=True)
-        runs = {}
-        for store in args.store:
-            data_dir = args.cache / (f"{name}-{args.events}-run" + ("" if store == "sqlite" else f"-{store}"))
-            with nullcontext() if store == "sqlite" else database_beside(servers[store], "tiltframe_bench_") as url:
-                p = pipeline(spark, parquet, data_dir, args.files_per_batch, app_with_store(APP, url)[0])
-            # A fast wrong run is no figure: the totals must match the input exactly, in the store asked for.
-            assert p["store"].startswith(store) if url else p["store"].endswith(".db"), (store, p["store"])
-            assert p["events_read"] == n == p["events_aggregated"], (store, p["events_read"], n)
-            assert p["stored_count"] == n, (store, p["stored_count"], n)
-            assert p["stored_total"] == quantity, (store, p["stored_total"], quantity)
-            runs[store] = p
-        print(f"\n{name}: {n:,} events ({' '.join(WORKLOADS[name])}), totals checked: events read = events in "
-              f"input = events stored; stored sum(quantity) = input sum")
+        checked = functools.partial(checked_pipeline, spark, parquet, args.files_per_batch, (n, quantity))
+
+        # Each contender runs once untimed first: the first run of a plan in a process pays JIT and code
+        # generation (and the pipeline its SQL statements' compilation), which a long-running job pays once.
+        plain_groupby(spark, str(parquet))
+        plain_cascade(spark, str(parquet))
+        warmup = args.cache / f"{name}-{args.events}-warmup"
+        cold = checked("sqlite", None, warmup)
+        shutil.rmtree(warmup, ignore_errors=True)
+        # Then the contenders take turns, so that a change of load on the machine weighs on all of them.
+        groupbys, cascades, runs = [], [], {store: [] for store in args.store}
+        for _ in range(args.repeat):
+            groupbys.append(plain_groupby(spark, str(parquet)))
+            cascades.append(plain_cascade(spark, str(parquet)))
+            for store in args.store:
+                data_dir = args.cache / (f"{name}-{args.events}-run" + ("" if store == "sqlite" else f"-{store}"))
+                with nullcontext() if store == "sqlite" else database_beside(servers[store], "tiltframe_bench_") as url:
+                    runs[store].append(checked(store, url, data_dir))
+        g, c = statistics.median(groupbys), statistics.median(cascades)
+        print(f"\n{name}: {n:,} events ({' '.join(WORKLOADS[name])}), totals checked in every run: events read = "
+              f"events in input = events stored; stored sum(quantity) = input sum")
+        print(f"  medians of {args.repeat} runs each, taking turns, after one untimed run of each")
         print(f"  plain Spark groupBy (finest only)   {g:7.1f} s  {n / g:>12,.0f} events/s")
         print(f"  plain Spark six-level cascade       {c:7.1f} s  {n / c:>12,.0f} events/s")
-        for store, p in runs.items():
+        for store, ps in runs.items():
+            p = sorted(ps, key=lambda r: r["seconds"])[len(ps) // 2]  # the median run, with its breakdown
             # A sqlite-only run prints as before; otherwise each line names its store.
             label, suffix = ("tiltframe streaming pipeline", "") if args.store == ["sqlite"] else (
                 f"tiltframe pipeline, {store}", f" ({store})")
@@ -221,11 +241,14 @@ def main() -> None:
                   f"{p['spark_seconds']:.1f} s, in the store {p['store_seconds']:.1f} s "
                   f"({p['rows_written'] / max(p['store_seconds'], 1e-9):,.0f} rows/s), streaming overhead "
                   f"{p['seconds'] - p['spark_seconds'] - p['store_seconds']:.1f} s")
-            print(f"  ratio pipeline{suffix} / cascade: {c / p['seconds']:.2f}   "
+            turns = ", ".join(f"{ci / pi['seconds']:.2f}" for ci, pi in zip(cascades, ps, strict=True))
+            print(f"  ratio pipeline{suffix} / cascade: {c / p['seconds']:.2f} (each turn: {turns})   "
                   f"pipeline / groupBy: {g / p['seconds']:.2f}")
             if args.json:
                 print(json.dumps({"workload": name, "events": n, "store": store, "groupby_s": g, "cascade_s": c,
                                   **p}))
+        print(f"  the untimed first pipeline run of the process (sqlite): {cold['seconds']:.1f} s, first batch "
+              f"{cold['batch_max']:.2f} s")
 
 
 if __name__ == "__main__":
