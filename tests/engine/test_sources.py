@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame
 
 import tiltframe as tf
 from tests.engine.test_streaming import APP, write_jsonl
-from tiltframe.engine.sources import FileBatches, FileInput, _hadoop_path, batch_files
+from tiltframe.engine.sources import FileBatches, FileInput, _hadoop_path, batch_files, read_stream
 from tiltframe.spec.durations import Granularity, Unit
 from tiltframe.spec.model import AppSpec
 from tiltframe.store.layout import AggregationLayout
@@ -73,7 +73,9 @@ def test_without_logs_the_rows_spark_handed_over_are_processed(spark, tmp_path: 
     inbox = tmp_path / "trades"
     write_jsonl(inbox, [[_trade(0)]])
     seen: list[tuple[DataFrame, int]] = []
-    batches = FileBatches(spark, FileInput(str(inbox)), app.stream("TradeStream"), tmp_path / "none",
+    source = FileInput(str(inbox))
+    stream = read_stream(spark, source, app.stream("TradeStream"))
+    batches = FileBatches(spark, stream, source, app.stream("TradeStream"), tmp_path / "none",
                           lambda df, batch: seen.append((df, batch)))
     raw = spark.createDataFrame([json.dumps(_trade(0))], "string")
     with caplog.at_level(logging.WARNING, logger="tiltframe.engine.sources"):

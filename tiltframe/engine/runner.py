@@ -147,8 +147,9 @@ class Run:
             checkpoint = self.checkpoint_dir(pipeline.layout) / "spark"
             name = f"tiltframe-{agg.name}"
             if not isinstance(source, DataFrame):
-                batches = FileBatches(self.spark, source, stream, checkpoint, pipeline.foreach_batch)
-                self._start(read_stream(self.spark, source, stream), name, checkpoint, batches)
+                df = read_stream(self.spark, source, stream)
+                batches = FileBatches(self.spark, df, source, stream, checkpoint, pipeline.foreach_batch)
+                self._start(df, name, checkpoint, batches)
             elif source.isStreaming:
                 self._start(source, name, checkpoint, pipeline.foreach_batch)
             else:  # a bounded backfill runs through the same per-batch code, as one batch

@@ -116,12 +116,12 @@ def _checked(source: FileInput, stream: StreamDef) -> tuple[Path, str]:
 
 
 def _formatted(
-    reader: DataStreamReader | DataFrameReader, folder: Path, stream: StreamDef, fmt: str, schema: T.StructType
+    reader: DataStreamReader | DataFrameReader, fmt: str, schema: T.StructType, csv_header: bool
 ) -> DataStreamReader | DataFrameReader:
     """``reader`` set up for the format: text formats keep unreadable rows (to reject them with a reason)."""
     reader = reader.format(fmt).schema(schema)
     if fmt == "csv":
-        return reader.option("mode", "PERMISSIVE").option("header", str(_csv_has_header(folder, stream)).lower())
+        return reader.option("mode", "PERMISSIVE").option("header", str(csv_header).lower())
     if fmt == "json":
         return reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT)
     return reader
@@ -137,7 +137,8 @@ def read_stream(spark: SparkSession, source: FileInput, stream: StreamDef, *, st
     reader = reader.option("pathGlobFilter", source.glob or _GLOBS[fmt])
     # Text formats are read as strings: typing rejects a bad value with a reason instead of failing the file.
     schema = _parquet_schema(spark, folder, stream) if fmt == "parquet" else text_schema(stream, corrupt=fmt == "json")
-    return _with_arrival_part(_formatted(reader, folder, stream, fmt, schema).load(str(folder)))
+    header = fmt == "csv" and _csv_has_header(folder, stream)
+    return _with_arrival_part(_formatted(reader, fmt, schema, header).load(str(folder)))
 
 
 class FileBatches:
@@ -152,32 +153,31 @@ class FileBatches:
     """
 
     def __init__(
-        self, spark: SparkSession, source: FileInput, stream: StreamDef, checkpoint: Path,
+        self, spark: SparkSession, stream: DataFrame, source: FileInput, stream_def: StreamDef, checkpoint: Path,
         process: Callable[[DataFrame, int], object],
     ) -> None:
+        """``stream``: the query's DataFrame (``read_stream``), whose format and schema batches are read with."""
         self.spark = spark
-        self.source = source
-        self.stream = stream
+        self.stream_name = stream_def.name
         self.checkpoint = checkpoint
         self.process = process
+        # Decided once, as for the query: a batch is read like the stream (and the folder is not listed again).
+        folder, self._fmt = _checked(source, stream_def)
+        self._header = self._fmt == "csv" and _csv_has_header(folder, stream_def)
+        self._schema = T.StructType([f for f in stream.schema.fields if f.name != ARRIVAL_PART])
         self._warned = False
 
     def __call__(self, raw: DataFrame, batch_id: int) -> None:
         files = batch_files(self.checkpoint, batch_id)
-        if files == []:  # nothing to read again
-            self.process(raw, batch_id)
+        if files and not any(c in f for f in files for c in _GLOB_CHARS):
+            reader = _formatted(self.spark.read, self._fmt, self._schema, self._header)
+            self.process(_with_arrival_part(reader.load(files)), batch_id)
             return
-        if files is None or any(c in f for f in files for c in _GLOB_CHARS):
-            if not self._warned:
-                logger.warning("input of stream %s: the files of batch %s are not listed in the form known "
-                               "here; reading the rows Spark hands over (slower)", self.stream.name, batch_id)
-                self._warned = True
-            self.process(raw, batch_id)
-            return
-        folder, fmt = _checked(self.source, self.stream)
-        schema = T.StructType([f for f in raw.schema.fields if f.name != ARRIVAL_PART])
-        reader = _formatted(self.spark.read, folder, self.stream, fmt, schema)
-        self.process(_with_arrival_part(reader.load(files)), batch_id)
+        if files != [] and not self._warned:  # an empty batch has nothing to read again
+            logger.warning("input of stream %s: the files of batch %s are not listed in the form known here; "
+                           "reading the rows Spark hands over (slower)", self.stream_name, batch_id)
+            self._warned = True
+        self.process(raw, batch_id)
 
 
 #: Characters a path handed to Spark's reader would be globbed on.
@@ -195,13 +195,15 @@ def batch_files(checkpoint: Path, batch_id: int) -> list[str] | None:
         if end is None or start is None:
             return None
         log = checkpoint / "sources" / "0"
-        compacts = sorted(int(p.name.removesuffix(".compact")) for p in log.glob("*.compact"))
+        compacts: list[int] | None = None  # listed only when an entry is no longer in a file of its own
         files: list[str] = []
         for entry in range(start + 1, end + 1):
             plain = log / str(entry)
             if plain.exists():
                 found = _log_entries(plain)
             else:
+                if compacts is None:
+                    compacts = sorted(int(p.name.removesuffix(".compact")) for p in log.glob("*.compact"))
                 k = next((k for k in compacts if k >= entry), None)
                 found = None if k is None else _log_entries(log / f"{k}.compact")
             if found is None:
