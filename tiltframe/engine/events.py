@@ -8,6 +8,7 @@ value is a problem only for attributes the aggregation uses.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 from pyspark.sql import Column, DataFrame
@@ -91,29 +92,27 @@ class EventTyping:
     """``type_events`` for the batches of one stream, its columns built once per input schema.
 
     Building a column costs a Py4J round trip per function call: rebuilt for every micro-batch, the
-    typing columns alone took a tenth of a second or more, a good part of a small batch.  Columns are
-    unresolved expressions, so one set serves every batch of the session that built them.
+    typing columns alone took a tenth of a second or more, a good part of a small batch, and about a
+    quarter of a second for the first.  Columns are unresolved expressions in the process's one JVM, so
+    one set serves every batch, run and session of the process (``_typing_columns`` keeps them).
     """
 
     def __init__(self, stream: StreamDef, *, required: Iterable[str], time_attribute: str | None) -> None:
         self.stream = stream
         self.required = frozenset(required)
         self.time_attribute = time_attribute
-        self._columns: dict[T.StructType, tuple[list[Column], list[Column]]] = {}
 
     def __call__(self, raw: DataFrame, arrival_ms: int) -> DataFrame:
-        schema = raw.schema
-        if schema not in self._columns:
-            self._columns[schema] = _typing_columns(schema, self.stream, self.required, self.time_attribute)
-        attributes, rest = self._columns[schema]
+        attributes, rest = _typing_columns(raw.schema, self.stream, self.required, self.time_attribute)
         # Without a time attribute the event time is the batch's arrival time, the one per-batch column.
         event_ts = [] if self.time_attribute is not None else [F.lit(arrival_ms).cast("long").alias(EVENT_TS)]
         return raw.select(*attributes, *event_ts, *rest)
 
 
+@functools.lru_cache(maxsize=256)
 def _typing_columns(
     schema: T.StructType, stream: StreamDef, required: frozenset[str], time_attribute: str | None
-) -> tuple[list[Column], list[Column]]:
+) -> tuple[tuple[Column, ...], tuple[Column, ...]]:
     """The typed attributes, and the columns after ``EVENT_TS`` (which leads them when the stream has a
     time attribute; otherwise the caller puts the arrival time between the two)."""
     present = {f.name: f.dataType for f in schema.fields}
@@ -134,7 +133,7 @@ def _typing_columns(
         if attr.name in required:
             reason = F.lit(f"missing field '{attr.name}'")
             problems.append((src.isNull(), reason, F.lit(attr.name), F.lit(None).cast("string")))
-        if attr.name != time_attribute:
+        if attr.name != time_attribute and src_type != SPARK_TYPES[attr.type]:  # else nothing to convert
             reason = F.concat(
                 F.lit(f"field '{attr.name}': value '"), as_text, F.lit(f"' is not a {attr.type.value}")
             )
@@ -174,4 +173,4 @@ def _typing_columns(
         raw_text.alias(RAW),
         *([F.col(ARRIVAL_PART)] if ARRIVAL_PART in present else []),
     ]
-    return list(cols.values()), [*leading, *rest]
+    return tuple(cols.values()), (*leading, *rest)

@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from tiltframe.engine.arrival import RECORD, arrange, needs_latest, policy_records
 from tiltframe.engine.events import EVENT_TS, FIELD, RAW, REASON, VALUE, EventTyping
 from tiltframe.engine.markers import write_marker
-from tiltframe.engine.partials import LEVEL, RECORD_LEVEL, REJECTED, Levels
+from tiltframe.engine.partials import LEVEL, RECORD_LEVEL, REJECTED, levels_for
 from tiltframe.engine.reports import BatchReport, PipelineTotals
 from tiltframe.errors import StoreError
 from tiltframe.spec.durations import Granularity
@@ -106,7 +106,7 @@ class AggregationPipeline:
         self.on_batch = on_batch
         self.purger = purger
         self.totals = PipelineTotals()
-        self._levels = Levels(layout)
+        self._levels = levels_for(layout)
         spec = layout.spec
         used = set(spec.group_by)
         for item in spec.aggregates:
