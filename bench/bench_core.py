@@ -14,6 +14,11 @@ input sums) and prints events/s, per-batch latency, where the time goes, and the
 contender runs once untimed (the first run of a plan in a process pays JIT and code generation), then
 ``--repeat`` times taking turns; the medians are compared.
 
+The pipeline runs with every setting of ``--files-per-batch``: by default all files in one micro-batch
+(how ``tiltframe run`` reads a backlog), then micro-batches of 20 files.  A setting that splits the
+input also gets the plain cascade run as one batch job per chunk of as many files: the part of the gap
+that is Spark's own cost per job.
+
     python bench/bench_core.py --workload W1 W2            # the reference sizes (10M events each)
     python bench/bench_core.py --workload W1 --events 1000000
     eval "$(bash scripts/services.sh)"                     # the servers on loopback, then:
@@ -86,8 +91,9 @@ def plain_groupby(spark, path: str) -> float:
     return time.perf_counter() - t0
 
 
-def plain_cascade(spark, path: str) -> float:
-    """Six levels, each from the one before, each materialized; plain Spark, no store."""
+def plain_cascade(spark, path: str | list[str]) -> float:
+    """Six levels, each from the one before, each materialized; plain Spark, no store.  ``path``: a
+    folder, or the files of one chunk of it."""
     from pyspark.sql import functions as F
 
     def merge(df, bucket):
@@ -96,7 +102,7 @@ def plain_cascade(spark, path: str) -> float:
         )
 
     t0 = time.perf_counter()
-    df = spark.read.parquet(path)
+    df = spark.read.parquet(*([path] if isinstance(path, str) else path))
     level = df.groupBy((F.col("timestamp") - F.pmod("timestamp", F.lit(1000))).alias("ts"), "symbol").agg(
         F.sum("price").alias("s"), F.count(F.lit(1)).alias("c"), F.sum("quantity").alias("q"),
         F.max("timestamp").alias("e"),
@@ -116,6 +122,13 @@ def plain_cascade(spark, path: str) -> float:
     for k in kept:
         k.unpersist()
     return elapsed
+
+
+def chunked_cascade(spark, parquet_dir: Path, files_per_batch: int) -> float:
+    """``plain_cascade`` as one batch job per chunk of ``files_per_batch`` files, one after another: what
+    Spark itself pays per job, for the same split of the input as the pipeline's micro-batches."""
+    files = sorted(str(f) for f in parquet_dir.glob("*.parquet"))
+    return sum(plain_cascade(spark, files[i : i + files_per_batch]) for i in range(0, len(files), files_per_batch))
 
 
 def pipeline(spark, parquet_dir: Path, data_dir: Path, files_per_batch: int | None, app_text: str = APP) -> dict:
@@ -156,7 +169,7 @@ def pipeline(spark, parquet_dir: Path, data_dir: Path, files_per_batch: int | No
     }
 
 
-def checked_pipeline(spark, parquet_dir: Path, files_per_batch: int | None, totals: tuple[int, int], store: str,
+def checked_pipeline(spark, parquet_dir: Path, files_per_batch: int | None, *, totals: tuple[int, int], store: str,
                      url: str | None, data_dir: Path) -> dict:
     """``pipeline`` into ``store`` (``url``: a server database), its totals checked against the input's."""
     from tests.servers import app_with_store
@@ -171,15 +184,21 @@ def checked_pipeline(spark, parquet_dir: Path, files_per_batch: int | None, tota
     return p
 
 
+def _batches_label(files_per_batch: int | None) -> str:
+    return "all files in one micro-batch" if files_per_batch is None else f"micro-batches of {files_per_batch} files"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workload", nargs="+", default=["W1", "W2"], choices=sorted(WORKLOADS))
     parser.add_argument("--events", type=int, default=10_000_000)
-    parser.add_argument("--files-per-batch", type=int, default=20,
-                        help="maxFilesPerTrigger of the streaming run (files hold 100k events each)")
+    parser.add_argument("--files-per-batch", type=int, nargs="+", default=[0, 20],
+                        help="maxFilesPerTrigger of the streaming runs, one setting after the other (files hold "
+                             "100k events each); 0: every file in one micro-batch, as `tiltframe run` reads a "
+                             "backlog")
     parser.add_argument("--cache", type=Path, default=ROOT / ".bench-data")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs of each contender (medians are printed)")
-    parser.add_argument("--json", action="store_true", help="also print one JSON line per workload and store")
+    parser.add_argument("--json", action="store_true", help="also print one JSON line per workload, setting and store")
     parser.add_argument("--store", nargs="+", default=["sqlite"], choices=STORES,
                         help="where the pipeline writes: the embedded SQLite store and/or a fresh database on a server")
     parser.add_argument("--postgres-url", default=os.environ.get(SERVER_URL_ENV["postgresql"]),
@@ -194,6 +213,7 @@ def main() -> None:
             option = "--postgres-url" if store == "postgresql" else "--mysql-url"
             parser.error(f"--store {store} needs {option} or {SERVER_URL_ENV[store]} "
                          "(start the test servers with: eval \"$(bash scripts/services.sh)\")")
+    settings: list[int | None] = [n or None for n in dict.fromkeys(args.files_per_batch)]
 
     from tests.servers import database_beside
     from tiltframe.engine.session import get_session
@@ -203,52 +223,71 @@ def main() -> None:
         folder = generate(name, args.events, args.cache)
         parquet = folder / "parquet"
         n, quantity = input_totals(parquet)
+        files = len(list(parquet.glob("*.parquet")))
         meta = json.loads((folder / "meta.json").read_text())
         assert n == meta["events"], f"generator wrote {n} events, meta says {meta['events']}"
-        checked = functools.partial(checked_pipeline, spark, parquet, args.files_per_batch, (n, quantity))
+        checked = functools.partial(checked_pipeline, spark, parquet, totals=(n, quantity))
+        # Settings that split the input also get the plain cascade run as one batch job per chunk.
+        chunked = [f for f in settings if f is not None and f < files]
 
         # Each contender runs once untimed first: the first run of a plan in a process pays JIT and code
         # generation (and the pipeline its SQL statements' compilation), which a long-running job pays once.
         plain_groupby(spark, str(parquet))
         plain_cascade(spark, str(parquet))
+        for f in chunked:
+            chunked_cascade(spark, parquet, f)
         warmup = args.cache / f"{name}-{args.events}-warmup"
-        cold = checked("sqlite", None, warmup)
-        shutil.rmtree(warmup, ignore_errors=True)
+        colds = {}
+        for f in settings:
+            colds[f] = checked(f, store="sqlite", url=None, data_dir=warmup)
+            shutil.rmtree(warmup, ignore_errors=True)
         # Then the contenders take turns, so that a change of load on the machine weighs on all of them.
-        groupbys, cascades, runs = [], [], {store: [] for store in args.store}
+        groupbys, cascades = [], []
+        chunks: dict[int, list[float]] = {f: [] for f in chunked}
+        runs: dict[tuple[int | None, str], list[dict]] = {(f, s): [] for f in settings for s in args.store}
         for _ in range(args.repeat):
             groupbys.append(plain_groupby(spark, str(parquet)))
             cascades.append(plain_cascade(spark, str(parquet)))
-            for store in args.store:
+            for f in chunked:
+                chunks[f].append(chunked_cascade(spark, parquet, f))
+            for (f, store), ps in runs.items():
                 data_dir = args.cache / (f"{name}-{args.events}-run" + ("" if store == "sqlite" else f"-{store}"))
                 with nullcontext() if store == "sqlite" else database_beside(servers[store], "tiltframe_bench_") as url:
-                    runs[store].append(checked(store, url, data_dir))
+                    ps.append(checked(f, store=store, url=url, data_dir=data_dir))
         g, c = statistics.median(groupbys), statistics.median(cascades)
-        print(f"\n{name}: {n:,} events ({' '.join(WORKLOADS[name])}), totals checked in every run: events read = "
-              f"events in input = events stored; stored sum(quantity) = input sum")
+        print(f"\n{name}: {n:,} events in {files} files ({' '.join(WORKLOADS[name])}), totals checked in every "
+              f"run: events read = events in input = events stored; stored sum(quantity) = input sum")
         print(f"  medians of {args.repeat} runs each, taking turns, after one untimed run of each")
         print(f"  plain Spark groupBy (finest only)   {g:7.1f} s  {n / g:>12,.0f} events/s")
         print(f"  plain Spark six-level cascade       {c:7.1f} s  {n / c:>12,.0f} events/s")
-        for store, ps in runs.items():
-            p = sorted(ps, key=lambda r: r["seconds"])[len(ps) // 2]  # the median run, with its breakdown
-            # A sqlite-only run prints as before; otherwise each line names its store.
-            label, suffix = ("tiltframe streaming pipeline", "") if args.store == ["sqlite"] else (
-                f"tiltframe pipeline, {store}", f" ({store})")
-            print(f"  {label:<36}{p['seconds']:7.1f} s  {n / p['seconds']:>12,.0f} events/s  "
-                  f"({p['batches']} micro-batch(es) of up to {args.files_per_batch} files, "
-                  f"{p['rows_written']:,} rows stored)")
-            print(f"    per batch: p50 {p['batch_p50']:.2f} s, max {p['batch_max']:.2f} s; time in Spark "
-                  f"{p['spark_seconds']:.1f} s, in the store {p['store_seconds']:.1f} s "
-                  f"({p['rows_written'] / max(p['store_seconds'], 1e-9):,.0f} rows/s), streaming overhead "
-                  f"{p['seconds'] - p['spark_seconds'] - p['store_seconds']:.1f} s")
-            turns = ", ".join(f"{ci / pi['seconds']:.2f}" for ci, pi in zip(cascades, ps, strict=True))
-            print(f"  ratio pipeline{suffix} / cascade: {c / p['seconds']:.2f} (each turn: {turns})   "
-                  f"pipeline / groupBy: {g / p['seconds']:.2f}")
-            if args.json:
-                print(json.dumps({"workload": name, "events": n, "store": store, "groupby_s": g, "cascade_s": c,
-                                  **p}))
-        print(f"  the untimed first pipeline run of the process (sqlite): {cold['seconds']:.1f} s, first batch "
-              f"{cold['batch_max']:.2f} s")
+        for f in settings:
+            print(f"  {_batches_label(f)}:")
+            for store in args.store:
+                ps = runs[(f, store)]
+                p = sorted(ps, key=lambda r: r["seconds"])[len(ps) // 2]  # the median run, with its breakdown
+                label = "tiltframe streaming pipeline" + ("" if args.store == ["sqlite"] else f", {store}")
+                print(f"    {label:<34}{p['seconds']:7.1f} s  {n / p['seconds']:>12,.0f} events/s  "
+                      f"({p['batches']} micro-batch(es), {p['rows_written']:,} rows stored)")
+                print(f"      per batch: p50 {p['batch_p50']:.2f} s, max {p['batch_max']:.2f} s; time in Spark "
+                      f"{p['spark_seconds']:.1f} s, in the store {p['store_seconds']:.1f} s "
+                      f"({p['rows_written'] / max(p['store_seconds'], 1e-9):,.0f} rows/s), streaming overhead "
+                      f"{p['seconds'] - p['spark_seconds'] - p['store_seconds']:.1f} s")
+                turns = ", ".join(f"{ci / pi['seconds']:.2f}" for ci, pi in zip(cascades, ps, strict=True))
+                print(f"      ratio pipeline / cascade: {c / p['seconds']:.2f} (each turn: {turns})   "
+                      f"pipeline / groupBy: {g / p['seconds']:.2f}")
+                record = {"workload": name, "events": n, "files_per_batch": f, "store": store, "groupby_s": g,
+                          "cascade_s": c, **p}
+                if f in chunks:
+                    k = statistics.median(chunks[f])
+                    turns = ", ".join(f"{ki / pi['seconds']:.2f}" for ki, pi in zip(chunks[f], ps, strict=True))
+                    print(f"      the plain cascade as {p['batches']} batch jobs, one per micro-batch's files: "
+                          f"{k:.1f} s; ratio pipeline / that: {k / p['seconds']:.2f} (each turn: {turns})")
+                    record["chunked_cascade_s"] = k
+                if args.json:
+                    print(json.dumps(record))
+            cold = colds[f]
+            print(f"    the untimed first pipeline run (sqlite): {cold['seconds']:.1f} s, first batch "
+                  f"{cold['batch_max']:.2f} s")
 
 
 if __name__ == "__main__":
