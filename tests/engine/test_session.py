@@ -1,0 +1,11 @@
+"""The settings of sessions tiltframe creates."""
+
+from __future__ import annotations
+
+from tiltframe.engine.session import LOCAL_LISTING_THRESHOLD
+
+
+def test_local_sessions_list_the_files_of_a_micro_batch_on_the_driver(spark) -> None:
+    # A listing job per micro-batch of more than 32 files cost more than the batch's aggregation.
+    key = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+    assert spark.conf.get(key) == str(LOCAL_LISTING_THRESHOLD)
