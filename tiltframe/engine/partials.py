@@ -373,7 +373,6 @@ class Levels:
         return functools.reduce(DataFrame.union, tagged)
 
 
-
 @functools.lru_cache(maxsize=64)
 def levels_for(layout: AggregationLayout) -> Levels:
     """The process's ``Levels`` of ``layout``."""

@@ -67,8 +67,9 @@ ROWS_PER_STATEMENT = 500
 #: first batch of every run).
 SQLITE_ROWS_PER_STATEMENT = 100
 CHUNK_ROWS = 50_000
-#: Upsert SQL per (dialect, server version, spec, sharding, table, rows per statement), shared by every store of
-#: the process: compiling a 100-row statement takes SQLAlchemy about 10 ms, which every run would pay again.
+#: Upsert SQL per (dialect, server version, spec, sharding, table, rows per statement), shared by every
+#: store of the process: compiling a 100-row statement takes SQLAlchemy about 10 ms, which every run (every
+#: new store) would pay again.
 _STATEMENTS: dict[tuple[Any, ...], tuple[str, list[int] | None]] = {}
 BUSY_TIMEOUT_MS = 30_000
 
@@ -843,7 +844,7 @@ class SqlStore:
             compiler = _SERVER_PLACEHOLDERS if dialect.name == "postgresql" else dialect
             compiled = upsert_statement(dialect.name, table, layout, rows).compile(dialect=compiler)
             if not compiled.positional:
-                msg = f"the {conn.dialect.name} driver uses named parameters; positional ones are needed"
+                msg = f"the {dialect.name} driver uses named parameters; positional ones are needed"
                 raise StoreError(msg)
             position = {name: i for i, name in enumerate(names)}
             constants = [p for p in compiled.positiontup or () if p not in position]
