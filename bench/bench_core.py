@@ -286,7 +286,8 @@ def main() -> None:
                 if args.json:
                     print(json.dumps(record))
             cold = colds[f]
-            print(f"    the untimed first pipeline run (sqlite): {cold['seconds']:.1f} s, first batch "
+            first = "the process's first pipeline run" if f == settings[0] else "after another setting's"
+            print(f"    the untimed warm-up run (sqlite; {first}): {cold['seconds']:.1f} s, first batch "
                   f"{cold['batch_max']:.2f} s")
 
 
