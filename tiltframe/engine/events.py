@@ -84,29 +84,17 @@ def type_events(
     ``raw`` must have one column per declared attribute (any type; missing ones are added as nulls) and
     may have ``_corrupt_record`` (a line that could not be read at all).  ``_raw`` keeps the event as
     JSON text for the rejected-events table.
+
+    The columns come from ``_typing_columns``, built once per input schema and kept for the process:
+    building a column costs a Py4J round trip per function call, and rebuilt for every micro-batch the
+    typing columns took a tenth of a second or more, a good part of a small batch (a quarter of a second
+    the first time).  Columns are unresolved expressions in the process's one JVM, so one set serves
+    every batch, run and session of the process.
     """
-    return EventTyping(stream, required=required, time_attribute=time_attribute)(raw, arrival_ms)
-
-
-class EventTyping:
-    """``type_events`` for the batches of one stream, its columns built once per input schema.
-
-    Building a column costs a Py4J round trip per function call: rebuilt for every micro-batch, the
-    typing columns alone took a tenth of a second or more, a good part of a small batch, and about a
-    quarter of a second for the first.  Columns are unresolved expressions in the process's one JVM, so
-    one set serves every batch, run and session of the process (``_typing_columns`` keeps them).
-    """
-
-    def __init__(self, stream: StreamDef, *, required: Iterable[str], time_attribute: str | None) -> None:
-        self.stream = stream
-        self.required = frozenset(required)
-        self.time_attribute = time_attribute
-
-    def __call__(self, raw: DataFrame, arrival_ms: int) -> DataFrame:
-        attributes, rest = _typing_columns(raw.schema, self.stream, self.required, self.time_attribute)
-        # Without a time attribute the event time is the batch's arrival time, the one per-batch column.
-        event_ts = [] if self.time_attribute is not None else [F.lit(arrival_ms).cast("long").alias(EVENT_TS)]
-        return raw.select(*attributes, *event_ts, *rest)
+    attributes, rest = _typing_columns(raw.schema, stream, frozenset(required), time_attribute)
+    # Without a time attribute the event time is the batch's arrival time, the one per-batch column.
+    event_ts = [] if time_attribute is not None else [F.lit(arrival_ms).cast("long").alias(EVENT_TS)]
+    return raw.select(*attributes, *event_ts, *rest)
 
 
 @functools.lru_cache(maxsize=256)

@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from tiltframe.engine.arrival import RECORD, arrange, needs_latest, policy_records
-from tiltframe.engine.events import EVENT_TS, FIELD, RAW, REASON, VALUE, EventTyping
+from tiltframe.engine.events import EVENT_TS, FIELD, RAW, REASON, VALUE, type_events
 from tiltframe.engine.markers import write_marker
 from tiltframe.engine.partials import LEVEL, RECORD_LEVEL, REJECTED, levels_for
 from tiltframe.engine.reports import BatchReport, PipelineTotals
@@ -116,7 +116,7 @@ class AggregationPipeline:
             used.update(a.name for a in attributes_of(v.expr))
         if spec.time_attribute:
             used.add(spec.time_attribute)
-        self._typed = EventTyping(layout.stream, required=used, time_attribute=spec.time_attribute)
+        self._required = frozenset(used)
 
     def process(self, raw: DataFrame, batch_id: int) -> BatchReport:
         """Aggregate one batch of raw stream rows and commit it (a no-op if already committed)."""
@@ -128,7 +128,8 @@ class AggregationPipeline:
             return report
         t0 = time.perf_counter()
         state = self.store.pipeline_state(layout, self.pipeline_id, self.shard_id)
-        typed = self._typed(raw, int(time.time() * 1000))
+        typed = type_events(raw, layout.stream, required=self._required, time_attribute=layout.spec.time_attribute,
+                            arrival_ms=int(time.time() * 1000))
         events = arrange(typed, layout, state)
         records = policy_records(events, layout) if needs_latest(layout, state) else None
         levels, stats, by_policy = self._cascade(events, batch_id, records)
