@@ -75,6 +75,11 @@ class StoreError(TiltframeError):
     """The store failed or holds data that does not match the definition."""
 
 
+class DataError(TiltframeError):
+    """The events cannot be aggregated as defined (a sum of longs leaves a long's range): the run stops
+    rather than store a wrong total."""
+
+
 class EventRejected(TiltframeError):
     """One event could not be aggregated; kept in the rejected-events table with this reason."""
 

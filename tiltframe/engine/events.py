@@ -1,9 +1,12 @@
 """From raw source rows to typed events, with a reason for every event that cannot be aggregated.
 
 Sources deliver attributes as strings (CSV, JSON) or typed (Parquet, caller DataFrames).  Each declared
-attribute is converted with ``try_cast`` (never failing the batch, whatever ANSI mode says); the first
-problem of a row, in attribute order, becomes its rejection reason, field and value.  A missing (null)
-value is a problem only for attributes the aggregation uses.
+attribute is converted exactly or not at all (``try_cast``, never failing the batch whatever ANSI mode
+says; 1.9 is not a long, 1.0 is); the first problem of a row, in attribute order, becomes its rejection
+reason, field and value.  A missing value (null, or NaN for a floating-point attribute) rejects an event
+only where it is a group-by key or the event time; aggregates skip it (``count()`` still counts the
+event), as Siddhi's do.  Infinities are rejected: not every store can hold them, and a sum or mean of
+them says nothing (docs/bad-input.md).
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from tiltframe.spec.model import AttrType, StreamDef
+from tiltframe.engine.event_time import event_time_ms, instant_text, integral_long
+from tiltframe.spec.model import Attribute, AttrType, StreamDef
 from tiltframe.timeutil.parse import FORMATS
 
 REASON = "_reject_reason"
@@ -39,36 +43,80 @@ SPARK_TYPES: dict[AttrType, T.DataType] = {
 
 _MIN_TS = -62_135_596_800_000  # 0001-01-01 00:00:00 GMT
 _MAX_TS = 253_402_300_799_999  # 9999-12-31 23:59:59.999 GMT
-_TS_OFFSET = "yyyy-MM-dd HH:mm:ss XXX"
+_FRACTIONAL = (T.FloatType, T.DoubleType, T.DecimalType)
+_TIMES = (T.TimestampType, T.TimestampNTZType, T.DateType)
+#: Beyond 2^53 a double no longer holds every integer: a text such as "12345678901234567.0" is a long only
+#: when written without the fraction.
+_EXACT_DOUBLE = 2**53
 
 
-def parse_event_time(col: Column, attr_type: AttrType) -> Column:
-    """Epoch ms of an event-time attribute: a long, or a string in one of the two seed formats."""
-    if attr_type is AttrType.LONG:
-        return col.cast("long")
-    text = F.trim(col.cast("string"))
-    with_offset = F.try_to_timestamp(text, F.lit(_TS_OFFSET))
-    # The GMT form is parsed with an explicit +00:00 so the session time zone plays no part.
-    gmt = F.when(
-        F.length(text) == 19, F.try_to_timestamp(F.concat(text, F.lit(" +00:00")), F.lit(_TS_OFFSET))
-    )
-    return F.unix_millis(F.coalesce(with_offset, gmt))
+def _as_long(col: Column, source_type: T.DataType) -> Column:
+    """``col`` as a long when its value is exactly one: whole numbers only (1.0, "1e3"), never 1.9
+    truncated; instants and dates as epoch ms."""
+    if isinstance(source_type, T.StringType):
+        text = F.trim(col)
+        number = text.try_cast("double")
+        return F.coalesce(text.try_cast("long"),
+                          F.when(F.abs(number) <= _EXACT_DOUBLE, integral_long(number, T.DoubleType())))
+    if isinstance(source_type, _FRACTIONAL):
+        return integral_long(col, source_type)
+    if isinstance(source_type, _TIMES):
+        return event_time_ms(col, source_type)
+    return col.try_cast("long")
 
 
 def _convert(col: Column, source_type: T.DataType, target: AttrType) -> Column:
-    """``col`` as ``target``; null where the value does not convert."""
+    """``col`` as ``target``; null where the value does not convert exactly."""
     spark_type = SPARK_TYPES[target]
     if source_type == spark_type:
         return col
     if target is AttrType.STRING:
-        return col.cast("string")
+        return instant_text(col) if isinstance(source_type, T.TimestampType) else col.cast("string")
+    if target is AttrType.LONG:
+        return _as_long(col, source_type)
     if target is AttrType.INT:
-        text = isinstance(source_type, T.StringType)
-        as_long = F.trim(col).try_cast("long") if text else col.try_cast("long")
+        as_long = _as_long(col, source_type)
         return F.when(as_long.between(-(2**31), 2**31 - 1), as_long.cast("int"))
     if isinstance(source_type, T.StringType):
         col = F.trim(col)
     return col.try_cast(spark_type)
+
+
+def _typed(
+    src: Column, source_type: T.DataType, attr: Attribute, *, required: bool
+) -> tuple[Column, list[tuple[Column, Column, Column, Column]]]:
+    """One attribute's value and its problems ``(condition, reason, field, value)``, in the order they
+    are reported.  A missing value (null, or NaN for a floating-point attribute) is a problem only where
+    ``required`` (a group-by key); elsewhere aggregates skip it, as Siddhi's do."""
+    typed = _convert(src, source_type, attr.type)
+    as_text = src.cast("string")
+    field = F.lit(attr.name)
+    problems = []
+
+    def said(what: str) -> Column:
+        return F.concat(F.lit(f"field '{attr.name}': value '"), as_text, F.lit(f"' {what}"))
+
+    if required:
+        problems.append((src.isNull(), F.lit(f"missing field '{attr.name}'"), field, F.lit(None).cast("string")))
+    if typed is not src:
+        problems.append((src.isNotNull() & typed.isNull(), said(f"is not a {attr.type.value}"), field, as_text))
+    if attr.type in (AttrType.FLOAT, AttrType.DOUBLE):
+        problems.append((F.abs(typed) == float("inf"), said(f"is not a finite {attr.type.value}"), field, as_text))
+        if required:
+            problems.append((F.isnan(typed), said("is not a number (a group-by key cannot be missing)"), field,
+                             as_text))
+        typed = F.when(~F.isnan(typed), typed)  # NaN is a missing value, as null is
+    return typed, problems
+
+
+def _time_value(src: Column, source_type: T.DataType, attr: Attribute) -> Column:
+    """The event-time attribute's own value: epoch ms for a long, the text (an instant as ISO-8601 GMT
+    text) for a string."""
+    if source_type == SPARK_TYPES[attr.type]:
+        return src
+    if attr.type is AttrType.LONG:
+        return event_time_ms(src, source_type).alias(attr.name)
+    return _convert(src, source_type, attr.type).alias(attr.name)
 
 
 def type_events(
@@ -113,35 +161,28 @@ def _typing_columns(
     for attr in stream.attributes:
         src_type = present.get(attr.name)
         src = F.col(attr.name) if src_type is not None else F.lit(None).cast("string")
-        typed = _convert(src, src_type or T.StringType(), attr.type)
+        if attr.name == time_attribute:
+            cols[attr.name] = _time_value(src, src_type or T.StringType(), attr)
+            continue
+        typed, attr_problems = _typed(src, src_type or T.StringType(), attr, required=attr.name in required)
+        problems.extend(attr_problems)
         # A column already of its type is passed through unaliased: the optimizer drops a self-alias in
         # some branches of a plan and keeps it in others, and then Spark cannot share their shuffles.
-        cols[attr.name] = typed if src_type == SPARK_TYPES[attr.type] else typed.alias(attr.name)
-        as_text = src.cast("string")
-        if attr.name in required:
-            reason = F.lit(f"missing field '{attr.name}'")
-            problems.append((src.isNull(), reason, F.lit(attr.name), F.lit(None).cast("string")))
-        if attr.name != time_attribute and src_type != SPARK_TYPES[attr.type]:  # else nothing to convert
-            reason = F.concat(
-                F.lit(f"field '{attr.name}': value '"), as_text, F.lit(f"' is not a {attr.type.value}")
-            )
-            problems.append((src.isNotNull() & typed.isNull(), reason, F.lit(attr.name), as_text))
+        cols[attr.name] = typed if typed is src else typed.alias(attr.name)
     if time_attribute is not None:
         attr = stream.attribute(time_attribute)
         src_type = present.get(attr.name)
         src = F.col(attr.name) if src_type is not None else F.lit(None).cast("string")
-        event_ts = parse_event_time(src if attr.type is AttrType.STRING else cols[attr.name], attr.type)
-        reason = F.concat(
-            F.lit(f"field '{attr.name}': value '"),
-            src.cast("string"),
-            F.lit(f"' is not a timestamp (expected {FORMATS})"),
-        )
-        problems.append((src.isNotNull() & event_ts.isNull(), reason, F.lit(attr.name), src.cast("string")))
+        event_ts = event_time_ms(src, src_type or T.StringType())
+        as_text = src.cast("string")
+        problems.append((src.isNull(), F.lit(f"missing field '{attr.name}'"), F.lit(attr.name),
+                         F.lit(None).cast("string")))
+        reason = F.concat(F.lit(f"field '{attr.name}': value '"), as_text,
+                          F.lit(f"' is not a timestamp (expected {FORMATS})"))
+        problems.append((event_ts.isNull(), reason, F.lit(attr.name), as_text))
         out_of_range = ~event_ts.between(_MIN_TS, _MAX_TS)
-        reason = F.concat(
-            F.lit(f"field '{attr.name}': value '"), src.cast("string"), F.lit("' is outside years 0001-9999")
-        )
-        problems.append((out_of_range, reason, F.lit(attr.name), src.cast("string")))
+        reason = F.concat(F.lit(f"field '{attr.name}': value '"), as_text, F.lit("' is outside years 0001-9999"))
+        problems.append((out_of_range, reason, F.lit(attr.name), as_text))
         leading = [event_ts.alias(EVENT_TS)]
     else:
         leading = []

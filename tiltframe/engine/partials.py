@@ -19,6 +19,7 @@ from tiltframe.engine.arrival import ARRIVAL_SEQ, RECORD
 from tiltframe.engine.buckets import bucket_start
 from tiltframe.engine.events import EVENT_TS, REASON, SPARK_TYPES
 from tiltframe.engine.expressions import to_column
+from tiltframe.engine.overflow import checked_sum
 from tiltframe.functions import ddsketch
 from tiltframe.functions.registry import EVENT_ORDER, AggregateFunction, Build, Merge
 from tiltframe.spec.durations import Granularity
@@ -80,6 +81,8 @@ def _build(state: StateColumn, layout: AggregationLayout, batch_id: int) -> Colu
     if arg is None:
         msg = f"{build.value} needs an argument"
         raise ValueError(msg)
+    if build is Build.SUM and state.type.is_integral:
+        return checked_sum(arg)
     if build in _BUILD:
         return _BUILD[build](arg)
     if build is Build.M2:
@@ -134,7 +137,9 @@ def _merge(layout: AggregationLayout) -> tuple[dict[str, Column | _Field], dict[
             aggs.update({c.name: _Field(f"_fold_{alias}", c.state.suffix) for c in columns})
             continue
         for c in columns:
-            if c.merge not in (Merge.EARLIEST, Merge.LATEST):
+            if c.merge is Merge.SUM and c.state.build is Build.SUM and c.type.is_integral:
+                aggs[c.name] = checked_sum(F.col(c.name))
+            elif c.merge not in (Merge.EARLIEST, Merge.LATEST):
                 aggs[c.name] = _MERGE[c.merge](F.col(c.name))
         for kind in (Merge.EARLIEST, Merge.LATEST):
             event = {c.state.field: c.name for c in columns if c.merge is kind}

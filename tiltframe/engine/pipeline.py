@@ -23,11 +23,11 @@ from pyspark.sql import functions as F
 from tiltframe.engine.arrival import RECORD, arrange, needs_latest, policy_records
 from tiltframe.engine.events import EVENT_TS, FIELD, RAW, REASON, VALUE, type_events
 from tiltframe.engine.markers import write_marker
+from tiltframe.engine.overflow import explain_overflow, is_overflow
 from tiltframe.engine.partials import LEVEL, RECORD_LEVEL, REJECTED, levels_for
 from tiltframe.engine.reports import BatchReport, PipelineTotals
-from tiltframe.errors import StoreError
+from tiltframe.errors import DataError, StoreError
 from tiltframe.spec.durations import Granularity
-from tiltframe.spec.expressions import attributes_of
 from tiltframe.store.base import (
     REJECTED_COLUMNS,
     REJECTED_TIMES,
@@ -108,12 +108,9 @@ class AggregationPipeline:
         self.totals = PipelineTotals()
         self._levels = levels_for(layout)
         spec = layout.spec
+        # A missing value of an aggregated attribute is skipped by the aggregates; only a missing key or
+        # event time leaves an event nowhere to go.
         used = set(spec.group_by)
-        for item in spec.aggregates:
-            if item.arg is not None:
-                used.update(a.name for a in attributes_of(item.arg))
-        for v in layout.values:
-            used.update(a.name for a in attributes_of(v.expr))
         if spec.time_attribute:
             used.add(spec.time_attribute)
         self._required = frozenset(used)
@@ -132,7 +129,12 @@ class AggregationPipeline:
                             arrival_ms=int(time.time() * 1000))
         events = arrange(typed, layout, state)
         records = policy_records(events, layout) if needs_latest(layout, state) else None
-        levels, stats, by_policy = self._cascade(events, batch_id, records)
+        try:
+            levels, stats, by_policy = self._cascade(events, batch_id, records)
+        except Exception as exc:
+            if is_overflow(exc):
+                raise DataError(f"batch {batch_id}: {explain_overflow(typed, layout)}") from None
+            raise
         recorded = by_policy
         invalid = stats.events_rejected - (by_policy.num_rows - stats.events_moved)
         if invalid:

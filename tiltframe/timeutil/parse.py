@@ -1,8 +1,10 @@
 """Timestamps as users write them, and ``within`` ranges, to epoch milliseconds.
 
-Accepted forms (seeds 000/001): a long of epoch milliseconds; ``yyyy-MM-dd HH:mm:ss`` in GMT;
-``yyyy-MM-dd HH:mm:ss Z`` with an ISO-8601 offset such as ``+05:30``.  The Spark side parses event
-timestamps with the same two patterns (``tiltframe.engine.events``).
+Accepted forms (docs/time.md): a long of epoch milliseconds; Siddhi's ``yyyy-MM-dd HH:mm:ss`` (GMT) and
+``yyyy-MM-dd HH:mm:ss +05:30``; ISO-8601 dates and date-times such as ``2024-01-05``,
+``2024-01-05T10:00:00Z``, ``2024-01-05T10:30:00.250+00:00`` or ``2024-01-05T10:00+0530``.  A time without
+an offset is GMT; digits after the millisecond are dropped (times are kept in epoch milliseconds).  The
+Spark side parses event timestamps with the same pattern (``tiltframe.engine.event_time``).
 """
 
 from __future__ import annotations
@@ -13,14 +15,32 @@ from datetime import UTC, datetime, timedelta, timezone
 from tiltframe.errors import QueryError
 from tiltframe.timeutil.zones import resolve_zone
 
-_TS = re.compile(
-    r"^\s*(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\s+([+-])(\d{2}):?(\d{2}))?\s*$"
+#: A timestamp string (after trimming): date; then optionally ``T`` or a space, the time (seconds and a
+#: fraction optional); then optionally an offset (``Z``, ``+05:30``, ``+0530``, ``+05``), spaces allowed
+#: before it.  The same text is a Java regex: Spark parses event times with it.
+TIME_PATTERN = (
+    r"^([0-9]{4})-([0-9]{2})-([0-9]{2})"
+    r"(?:[T ]([0-9]{2}):([0-9]{2})(?::([0-9]{2})(?:[.,]([0-9]{1,9}))?)?)?"
+    r"\s*(Z|z|[+-][0-9]{2}(?::?[0-9]{2})?)?$"
 )
+_TS = re.compile(TIME_PATTERN)
 _PATTERN = re.compile(
     r"^\s*(\d{4})-(\d{2}|\*\*)-(\d{2}|\*\*) (\d{2}|\*\*):(\d{2}|\*\*):(\d{2}|\*\*)"
     r"(?:\s+([+-])(\d{2}):?(\d{2}))?\s*$"
 )
-FORMATS = "a long (epoch ms), 'yyyy-MM-dd HH:mm:ss' (GMT) or 'yyyy-MM-dd HH:mm:ss +05:30'"
+FORMATS = (
+    "a long (epoch ms), 'yyyy-MM-dd HH:mm:ss' (GMT), 'yyyy-MM-dd HH:mm:ss +05:30' or ISO-8601 such as "
+    "'2024-01-05T10:00:00Z'"
+)
+
+
+def _zone(text: str | None) -> timezone:
+    """The offset of ``TIME_PATTERN``'s last group (GMT when absent)."""
+    if not text or text in "Zz":
+        return UTC
+    digits = text[1:].replace(":", "")
+    delta = timedelta(hours=int(digits[:2]), minutes=int(digits[2:4] or 0))
+    return timezone(delta if text[0] == "+" else -delta)
 
 
 def _offset(sign: str | None, hh: str | None, mm: str | None) -> timezone:
@@ -31,7 +51,11 @@ def _offset(sign: str | None, hh: str | None, mm: str | None) -> timezone:
 
 
 def _epoch_ms(dt: datetime) -> int:
-    return int(dt.timestamp() * 1000)
+    """Whole milliseconds since the epoch, rounded down (exact: no float)."""
+    return (dt - _EPOCH) // timedelta(milliseconds=1)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def parse_timestamp(value: object) -> int:
@@ -44,11 +68,12 @@ def parse_timestamp(value: object) -> int:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, str):
-        m = _TS.match(value)
+        m = _TS.match(value.strip())
         if m:
-            y, mo, d, h, mi, s = (int(x) for x in m.groups()[:6])
+            y, mo, d, h, mi, sec = (int(x or 0) for x in m.groups()[:6])
+            micros = int((m.group(7) or "").ljust(6, "0")[:6])
             try:
-                dt = datetime(y, mo, d, h, mi, s, tzinfo=_offset(*m.groups()[6:]))
+                dt = datetime(y, mo, d, h, mi, sec, micros, tzinfo=_zone(m.group(8)))
             except ValueError as exc:
                 msg = f"invalid timestamp '{value}': {exc}"
                 raise QueryError(msg) from None
@@ -94,9 +119,10 @@ def within_range(start: object, end: object = None) -> tuple[int, int]:
             found = _pattern_range(start)
             if found is not None:
                 return found
-            if _TS.match(start):
+            m = _TS.match(start.strip())
+            if m:  # one instant: its second; a date alone: that day
                 s = parse_timestamp(start)
-                return s, s + 1000
+                return s, s + (1000 if m.group(4) else 86_400_000)
         msg = (
             f"within {start!r}: a single within value must be a pattern such as \"2018-01-** **:**:**\" "
             f"(or give a start and an end)"

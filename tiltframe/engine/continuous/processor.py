@@ -63,7 +63,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle, TimerValues
 
 from tiltframe.engine.continuous.states import SEQ, TS, build_states
-from tiltframe.engine.events import parse_event_time
+from tiltframe.engine.event_time import event_time_ms
+from tiltframe.engine.events import SPARK_TYPES
 from tiltframe.functions.scalars import json_value
 from tiltframe.retrieval.evaluate import evaluate, holds
 from tiltframe.retrieval.merge import finalize, merge_rows
@@ -118,7 +119,7 @@ def extra_columns(query: ContinuousQuery, stream: StreamDef) -> list[Column]:
     if name is None:
         msg = "EMIT AFTER KEY EXPIRE needs IDENTIFIED BY or an event-time attribute"
         raise ValueError(msg)
-    return [parse_event_time(F.col(name), stream.attribute(name).type).alias(IDENT)]
+    return [event_time_ms(F.col(name), SPARK_TYPES[stream.attribute(name).type]).alias(IDENT)]
 
 
 def _pack(frame: pd.DataFrame) -> bytes:

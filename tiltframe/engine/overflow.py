@@ -1,0 +1,62 @@
+"""Long sums that leave a long's range: stopped in Spark whatever ANSI mode says, explained on the driver.
+
+A wrapped sum is a silently wrong total, so a sum of long values never wraps: its Spark aggregate fails the
+job with a marked error (``checked_sum``).  The pipeline then finds which key and bucket overflowed
+(``explain_overflow``, a second job run only on that failure) and says so in one clear error.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from tiltframe.engine.buckets import bucket_start
+from tiltframe.engine.events import EVENT_TS, REASON
+from tiltframe.engine.expressions import to_column
+from tiltframe.functions.registry import Build
+from tiltframe.store.layout import AggregationLayout
+from tiltframe.timeutil.parse import format_ts
+
+#: Marks the error ``checked_sum`` raises, so the pipeline tells it from any other failure.
+OVERFLOW = "tiltframe: long sum overflow"
+_LONG_MAX = 2**63 - 1
+
+
+def checked_sum(col: Column) -> Column:
+    """The sum of a long column (null when it has no value), failing the job instead of wrapping."""
+    return F.when(F.count(col) > 0, F.coalesce(F.try_sum(col), F.raise_error(F.lit(OVERFLOW))))
+
+
+def is_overflow(exc: BaseException) -> bool:
+    return OVERFLOW in str(exc)
+
+
+def explain_overflow(events: DataFrame, layout: AggregationLayout) -> str:
+    """Which sum of which key and bucket leaves a long's range in ``events`` (the typed events of the
+    batch that failed): the first found, at the finest level where it happens."""
+    keys = [k.name for k in layout.keys]
+    sums = [s for s in layout.states if s.state.build is Build.SUM and s.type.is_integral and s.item.arg is not None]
+    if not sums:
+        return f"aggregation {layout.name}: a sum of longs leaves the range of a long"
+    valid = events.filter(F.col(REASON).isNull())
+    for g in layout.spec.granularities:
+        bucket = bucket_start(F.col(EVENT_TS), g, layout.zone).alias("bucket")
+        totals = [F.sum(to_column(s.item.arg, layout.stream).cast("decimal(38,0)")).alias(s.name) for s in sums]
+        grouped = valid.groupBy(bucket, *keys).agg(*totals)
+        over = functools.reduce(operator.or_, [F.abs(F.col(s.name)) > _LONG_MAX for s in sums])
+        row = grouped.filter(over).limit(1).collect()
+        if row:
+            found = row[0]
+            state = next(s for s in sums if found[s.name] is not None and abs(found[s.name]) > _LONG_MAX)
+            where = ", ".join(f"{k}={found[k]!r}" for k in keys) or "the aggregation's one group"
+            return (
+                f"aggregation {layout.name}: {state.item.function}({state.item.arg}) as {state.item.alias} "
+                f"leaves the range of a long "
+                f"(reaches {found[state.name]}) for {where} in the {g} bucket starting "
+                f"{format_ts(found['bucket'], layout.zone)} ({layout.zone}); declare the attribute double, "
+                f"or check the input"
+            )
+    return f"aggregation {layout.name}: a sum of longs leaves the range of a long"
