@@ -120,9 +120,10 @@ def test_workers(annotation: str, workers: int) -> None:
 
 
 def test_store_annotation_places_the_table_and_its_rollup() -> None:
-    annotation = "@store(type='rdbms', jdbc.url='jdbc:postgresql://db:5432/ads', username='u', pool_size='3')\n"
+    annotation = ("@store(type='rdbms', jdbc.url='jdbc:postgresql://db:5432/ads', username='u', "
+                  "pool.properties='maximumPoolSize:3')\n")
     t = table_with("preaggregate by time every min measures count() as n", annotation=annotation)
-    want = StoreSpec("rdbms", "jdbc:postgresql://db:5432/ads", "u", None, (("pool_size", "3"),))
+    want = StoreSpec("rdbms", "jdbc:postgresql://db:5432/ads", "u", None, (("pool.properties", "maximumPoolSize:3"),))
     assert t.store == want and t.as_aggregation().store == want
     assert table(f"@store(type='rdbms', jdbc.url='jdbc:sqlite:/x.db') define table R {COLUMNS_TEXT};").store == (
         StoreSpec("rdbms", "jdbc:sqlite:/x.db"))

@@ -19,6 +19,7 @@ from tiltframe.lang._annotations import RawAnnotation, store_spec
 from tiltframe.lang._build import ParseTree, SpecBuilder, _kids
 from tiltframe.lang.parser import Vocabulary, build_lark, syntax_error
 from tiltframe.lang.sql_parser import SQL, SqlBuilder
+from tiltframe.lang.vocabulary import check_annotations
 from tiltframe.spec.expressions import Attr, Pos
 from tiltframe.spec.model import AggregateItem, OrderItem, StoreSpec
 from tiltframe.spec.tables import DEFAULT_WORKERS, Measure, Preaggregation, TableQuery, TableSpec
@@ -40,6 +41,7 @@ def build_table(b: SpecBuilder, tree: ParseTree, annotations: list[RawAnnotation
     columns = tuple(b.attribute_def(a) for a in attribute_defs)
     store, rest_annotations = _store_of(b, annotations)
     workers, workers_pos = _workers(b, str(name), rest_annotations, clause)
+    check_annotations(annotations, "define table", f"define table {name}", b.error)
     written = tuple(a.annotation for a in annotations)
     if clause is None:
         return TableSpec(str(name), columns, annotations=written, store=store, pos=b.pos(tree))
