@@ -211,15 +211,6 @@ def aggregation_options(
     return options
 
 
-def refuse_on_stream(annotations: Sequence[RawAnnotation], stream: str, error: ErrorFactory) -> None:
-    """An aggregation's annotation written above ``define stream`` would be silently ignored there (a
-    ``@store`` so placed would leave the rollups in the embedded store): refuse it."""
-    for raw in annotations:
-        if raw.annotation.name.lower() in _HANDLERS:
-            msg = f"{raw.title} belongs on a define aggregation, not on define stream {stream}"
-            raise error(msg, raw.pos)
-
-
 def stream_options(annotations: Sequence[RawAnnotation], error: ErrorFactory) -> dict[str, Any]:
     """Keyword arguments of :class:`StreamDef`: ``@eventTime('ts')`` or ``@eventTime(attribute='ts')``."""
     options: dict[str, Any] = {}

@@ -14,7 +14,7 @@ from lark import Token, Tree
 
 from tiltframe.errors import DefinitionError, unknown
 from tiltframe.functions import registry
-from tiltframe.lang._annotations import RawAnnotation, aggregation_options, refuse_on_stream, stream_options
+from tiltframe.lang._annotations import RawAnnotation, aggregation_options, stream_options
 from tiltframe.lang.vocabulary import check_annotations
 from tiltframe.spec.continuous import ContinuousQuery
 from tiltframe.spec.durations import Granularity, unit_named, unit_range
@@ -184,9 +184,8 @@ class SpecBuilder:
 
     def stream_def(self, tree: ParseTree, annotations: list[RawAnnotation]) -> StreamDef:
         name, *attribute_defs = _kids(tree)
-        refuse_on_stream(annotations, str(name), self.error)
-        options = stream_options(annotations, self.error)
         check_annotations(annotations, "define stream", f"define stream {name}", self.error)
+        options = stream_options(annotations, self.error)
         attributes = [self.attribute_def(a) for a in attribute_defs]
         return StreamDef(
             str(name), tuple(attributes), tuple(a.annotation for a in annotations), pos=self.pos(tree), **options
@@ -213,11 +212,13 @@ class SpecBuilder:
     def aggregation_def(self, tree: ParseTree, annotations: list[RawAnnotation]) -> AggregationSpec:
         name, source, select_items, group_by, time_attribute, durations = _kids(tree)
         keys: list[str] = []
+        key_pos: list[Pos] = []
         for token in _kids(group_by) if group_by is not None else []:
             if str(token) in keys:
                 msg = f"attribute '{token}' is listed twice in group by"
                 raise self.error(msg, self.pos(token))
             keys.append(str(token))
+            key_pos.append(self.pos(token))
         select = tuple(self.aggregation_item(item, keys) for item in _kids(select_items))
         options = aggregation_options(annotations, self.error, where=f"define aggregation {name}")
         return AggregationSpec(
@@ -229,6 +230,7 @@ class SpecBuilder:
             time_attribute=str(_kids(time_attribute)[0]) if time_attribute is not None else None,
             annotations=tuple(a.annotation for a in annotations),
             pos=self.pos(tree),
+            group_by_pos=tuple(key_pos),
             **options,
         )
 

@@ -131,8 +131,9 @@ def check_annotations(annotations: Sequence[RawAnnotation], place: str, where: s
 
 def _unknown_annotation(name: str, place: str, where: str) -> str:
     elsewhere = [p for p in PLACES if p != place and rule_of(p, name) is not None]
-    if elsewhere:
-        return f"@{name} belongs on {elsewhere[0]}, not on {where}"
+    if elsewhere:  # an aggregation's @store above define stream would leave its rollups in the embedded store
+        other = elsewhere[0]
+        return f"@{name} belongs on {'a ' if other.startswith('define') else ''}{other}, not on {where}"
     names = [f"@{r.name}" for r in PLACES[place]]
     return f"unknown annotation @{name} on {where}{did_you_mean('@' + name, names)} (it takes: {', '.join(names)})"
 

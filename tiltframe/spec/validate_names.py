@@ -27,7 +27,7 @@ from tiltframe.errors import DefinitionError
 from tiltframe.functions.registry import get
 from tiltframe.spec.durations import Granularity
 from tiltframe.spec.expressions import Pos
-from tiltframe.spec.model import AggregateItem, AggregationSpec, AppSpec, ExpressionItem, KeyItem, StreamDef
+from tiltframe.spec.model import AggregateItem, AggregationSpec, AppSpec, ExpressionItem, StreamDef
 
 __all__ = ["INTERNAL_NAMES", "INTERNAL_PREFIXES", "validate_names"]
 
@@ -71,8 +71,9 @@ def validate_names(app: AppSpec) -> None:
     Expects each stream and aggregation to be valid on its own already (references resolve, functions
     exist).
     """
+    tables = {a.source: a.name for a in app.aggregations if a.workers is not None}  # their input streams
     for stream in app.streams:
-        _stream_names(stream)
+        _stream_names(stream, tables.get(stream.name))
     for agg in app.aggregations:
         _output_names(agg)
         _column_names(agg)
@@ -88,11 +89,12 @@ def internal(name: str) -> bool:
     return lowered in INTERNAL_NAMES or lowered.startswith(INTERNAL_PREFIXES)
 
 
-def _stream_names(stream: StreamDef) -> None:
-    """Attributes: plain identifiers, none like an engine column, none differing from another in case only."""
+def _stream_names(stream: StreamDef, table: str | None) -> None:
+    """Attributes: plain identifiers, none like an engine column, none differing from another in case only;
+    ``table`` names the pre-aggregated table whose input ``stream`` is (its columns are the attributes)."""
     seen: dict[str, str] = {}
     for a in stream.attributes:
-        where = f"attribute '{a.name}' of stream {stream.name}"
+        where = f"column '{a.name}' of table {table}" if table else f"attribute '{a.name}' of stream {stream.name}"
         pos = _later(a.pos, stream.pos)
         if not _NAME.match(a.name):
             raise _fail(f"{where} must be a plain identifier (letters, digits and _, not first a digit)", pos)
@@ -102,7 +104,7 @@ def _stream_names(stream: StreamDef) -> None:
             raise _fail(msg, pos)
         other = seen.get(a.name.lower())
         if other is not None:
-            msg = (f"{where} differs from attribute '{other}' only in case; Spark and the stores compare names "
+            msg = (f"{where} differs from '{other}' only in case; Spark and the stores compare names "
                    f"case-insensitively, so the two would be one column: rename one of them")
             raise _fail(msg, pos)
         seen[a.name.lower()] = a.name
@@ -116,9 +118,11 @@ def _kind(agg: AggregationSpec) -> str:
     return "table" if agg.workers is not None else "aggregation"
 
 
-def _key_pos(agg: AggregationSpec, key: str) -> Pos | None:
-    found = [i.pos for i in agg.select if isinstance(i, KeyItem) and i.name == key and i.pos is not None]
-    return found[0] if found else agg.pos
+def _key(agg: AggregationSpec, key: str) -> _Name:
+    if agg.workers is not None:
+        return _Name(key, f"dimension '{key}'", agg.key_pos(key), f"rename column '{key}' of table {agg.name}", key)
+    return _Name(key, f"group-by attribute '{key}'", agg.key_pos(key), f"rename attribute '{key}' in stream "
+                 f"{agg.source}", key)
 
 
 def _columns(agg: AggregationSpec) -> list[_Name]:
@@ -126,9 +130,7 @@ def _columns(agg: AggregationSpec) -> list[_Name]:
     from tiltframe.store.layout import FIXED_COLUMNS
 
     cols = [_Name(c, f"tiltframe's own column {c}", None, "") for c in FIXED_COLUMNS]
-    for key in agg.group_by:
-        cols.append(_Name(key, f"group-by attribute '{key}'", _key_pos(agg, key),
-                          f"rename attribute '{key}' in stream {agg.source}", key))
+    cols += [_key(agg, key) for key in agg.group_by]
     for item in agg.select:
         if isinstance(item, AggregateItem):
             fn = get(item.function)
@@ -150,7 +152,8 @@ def _column_names(agg: AggregationSpec) -> None:
             msg = f"'{name}' in {_kind(agg)} {agg.name} must be a plain identifier (letters, digits and _)"
             raise _fail(msg, _later(item.pos, agg.pos))
     cols = _columns(agg)
-    _distinct(cols, f"in the tables of {_kind(agg)} {agg.name}", agg.pos,
+    place = f"in the tables of aggregation {agg.name}" if agg.workers is None else f"in the rows of table {agg.name}"
+    _distinct(cols, place, agg.pos,
               "Spark, MySQL and MariaDB compare column names case-insensitively")
     for col in cols:
         if col.fix and internal(col.name):
@@ -171,8 +174,7 @@ def _output_names(agg: AggregationSpec) -> None:
     from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP
 
     outs = [_Name(c, f"tiltframe's own column {c}", None, "") for c in (AGG_TIMESTAMP, AGG_EVENT_TIMESTAMP)]
-    outs += [_Name(k, f"group-by attribute '{k}'", _key_pos(agg, k), f"rename attribute '{k}' in stream {agg.source}")
-             for k in agg.group_by]
+    outs += [_key(agg, key) for key in agg.group_by]
     for item in agg.select:
         if isinstance(item, AggregateItem):
             fn = get(item.function)
