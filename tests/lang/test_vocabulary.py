@@ -85,3 +85,14 @@ def test_an_unknown_annotation_is_not_kept_raw_any_more() -> None:
     """It used to be kept on the spec and ignored; a misspelling then silently lost its policy."""
     with pytest.raises(DefinitionError, match="unknown annotation @Custom on define aggregation A"):
         parse_app(text_with("define aggregation", "@Custom(x='1')"))
+
+
+def test_the_docs_list_every_annotation() -> None:
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "schema.md").read_text(encoding="utf-8")
+    listed = docs[docs.index("## Annotations"):docs.index("## Reading while")]
+    for place, rule in RULES:
+        assert f"`@{rule.name}`" in listed, (place, rule.name)
+        for key in rule.shown or rule.keys:
+            assert f"`{key}`" in listed, (rule.name, key)
