@@ -195,7 +195,6 @@ def test_interpreted_annotations() -> None:
         "@retentionPeriod(hour='30 days')\n"
         "@PartitionById\n"
         "@timezone('Asia/Kolkata')\n"
-        "@Custom(x='1')\n"
         "define aggregation A from TradeStream select sum(quantity) as q "
         "aggregate by timestamp every sec ... day"
     )
@@ -208,7 +207,6 @@ def test_interpreted_annotations() -> None:
         "retentionPeriod",
         "PartitionById",
         "timezone",
-        "Custom",
     ]
     assert agg.annotations[0].elements == (("enable", "false"), ("interval", "15 min"))
 

@@ -644,8 +644,9 @@ def test_streams_without_event_time() -> None:
     ("annotation", "fragment"),
     [
         ("@eventTime", "@eventTime takes the name of the event-time attribute"),
-        ("@eventTime(column='ts')", "@eventTime takes the name of the event-time attribute"),
-        ("@eventTime('ts', 'a')", "@eventTime takes the name of the event-time attribute"),
+        ("@eventTime(column='ts')", "unknown element 'column' of @eventTime (it takes attribute=..., as in "),
+        ("@eventTime('ts', 'a')", "@eventTime takes 1 value, as in @eventTime('ts'); got 'a' too"),
+        ("@eventTime(attribute='ts', 'a')", "@eventTime takes one value, as in @eventTime('ts'); got 2"),
         ("@eventTime('ts') @eventTime('a')", "annotation @eventTime is given twice"),
         ("@eventTime('tss')", "@eventTime of stream s: unknown attribute of stream s 'tss' — did you mean 'ts'?"),
         ("@eventTime('a')", "the event-time attribute 'a' must be long (epoch ms) or string"),

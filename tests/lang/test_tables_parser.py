@@ -120,9 +120,10 @@ def test_workers(annotation: str, workers: int) -> None:
 
 
 def test_store_annotation_places_the_table_and_its_rollup() -> None:
-    annotation = "@store(type='rdbms', jdbc.url='jdbc:postgresql://db:5432/ads', username='u', pool_size='3')\n"
+    annotation = ("@store(type='rdbms', jdbc.url='jdbc:postgresql://db:5432/ads', username='u', "
+                  "pool.properties='maximumPoolSize:3')\n")
     t = table_with("preaggregate by time every min measures count() as n", annotation=annotation)
-    want = StoreSpec("rdbms", "jdbc:postgresql://db:5432/ads", "u", None, (("pool_size", "3"),))
+    want = StoreSpec("rdbms", "jdbc:postgresql://db:5432/ads", "u", None, (("pool.properties", "maximumPoolSize:3"),))
     assert t.store == want and t.as_aggregation().store == want
     assert table(f"@store(type='rdbms', jdbc.url='jdbc:sqlite:/x.db') define table R {COLUMNS_TEXT};").store == (
         StoreSpec("rdbms", "jdbc:sqlite:/x.db"))
@@ -226,21 +227,20 @@ def test_dimension_twice() -> None:
 
 
 @pytest.mark.parametrize(
-    ("annotation", "fragment"),
+    ("annotation", "marker", "fragment"),
     [
-        ("@store()", "@store needs a type: write @store(type='rdbms', ...)"),
-        ("@stor(type='rdbms')", "@stor is not taken by define table T; a table takes @preaggregate(workers='4') and "
-                                "@store(...) — did you mean 'store'"),
-        ("@preagregate(workers='4')", "did you mean 'preaggregate'"),
-        ("@preaggregate(worker='4')", "@preaggregate takes workers='<n>', got worker — did you mean 'workers'"),
-        ("@preaggregate('4')", "@preaggregate takes workers='<n>', got '4'"),
-        ("@preaggregate(workers='0')", "takes a whole number of at least 1, got '0'"),
-        ("@preaggregate(workers='two')", "takes a whole number of at least 1, got 'two'"),
-        ("@preaggregate(workers='1', @x())", "@preaggregate takes no nested annotation, got @x"),
+        ("@store()", "@store", "@store needs a type: write @store(type='rdbms', ...)"),
+        ("@stor(type='rdbms')", "@stor", "unknown annotation @stor on define table T — did you mean '@store'? "
+                                         "(it takes: @store, @preaggregate)"),
+        ("@preagregate(workers='4')", "@preagregate", "did you mean '@preaggregate'"),
+        ("@preaggregate(worker='4')", "worker", "unknown element 'worker' of @preaggregate — did you mean 'workers'"),
+        ("@preaggregate('4')", "'4'", "@preaggregate takes named elements only (workers=...), got the value '4'"),
+        ("@preaggregate(workers='0')", "workers", "takes a whole number of at least 1, got '0'"),
+        ("@preaggregate(workers='two')", "workers", "takes a whole number of at least 1, got 'two'"),
+        ("@preaggregate(workers='1', @x())", "@x", "@preaggregate takes no nested annotation, got @x"),
     ],
 )
-def test_annotation_refusals(annotation: str, fragment: str) -> None:
-    marker = "@x" if "@x" in annotation else annotation
+def test_annotation_refusals(annotation: str, marker: str, fragment: str) -> None:
     clause_refused("preaggregate by time every min measures count() as n", marker, fragment,
                    annotation=annotation + "\n")
 

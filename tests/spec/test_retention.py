@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
@@ -71,8 +72,8 @@ def test_purge_off() -> None:
         ("@timezone('UTC')\n@purge(interval='1 min', @retentionPeriod(sec='1 min'))", "120 seconds", 3),
         ("@retentionPeriod(sec='120')", "takes a period such as '120 sec'", 2),
         ("@retentionPeriod(sec='0 sec')", "takes a period such as '120 sec'", 2),
-        ("@retentionPeriod('120 sec')", "takes <duration>='<period>' pairs", 2),
-        ("@retentionPeriod(weeks='1 year')", "@retentionPeriod weeks: unknown duration 'weeks'", 2),
+        ("@retentionPeriod('120 sec')", "@retentionPeriod takes named elements only (sec=..., min=...", 2),
+        ("@retentionPeriod(weeks='1 year')", "unknown element 'weeks' of @retentionPeriod (it takes sec=...", 2),
         ("@retentionPeriod(sec='120 sec', seconds='1 hour')", "the retention of seconds is given twice", 2),
         ("@purge(interval='soon')", "@purge interval takes a length", 2),
         ("@purge(interval='1 month')", "@purge interval must be a fixed length", 2),
@@ -84,6 +85,21 @@ def test_retention_errors(annotations: str, message: str, line: int) -> None:
     with pytest.raises(DefinitionError, match=re.escape(message)) as excinfo:
         parse_app(STREAM + annotations + "\n" + AGG)
     assert excinfo.value.line == line
+
+
+@pytest.mark.parametrize(
+    ("retention", "message"),
+    [
+        ((("", "120 sec"),), "takes <duration>='<period>' pairs"),
+        ((("weeks", "1 year"),), "@retentionPeriod weeks: unknown duration 'weeks'"),
+    ],
+)
+def test_retention_errors_of_a_python_built_spec(retention: tuple[tuple[str, str], ...], message: str) -> None:
+    """The text's elements are checked by the annotation vocabulary first; a spec built in Python is checked
+    here."""
+    agg = dataclasses.replace(parse_app(STREAM + AGG).aggregations[0], retention=retention)
+    with pytest.raises(DefinitionError, match=re.escape(message)):
+        Retention.of(agg)
 
 
 def test_retention_of_a_duration_not_kept() -> None:

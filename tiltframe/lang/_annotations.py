@@ -3,8 +3,9 @@
 Seeds 000 and 001 list the annotations Siddhi gives meaning to: ``@store``, ``@BufferSize``,
 ``@IgnoreEventsOlderThanBuffer``, ``@purge`` (with a nested ``@retentionPeriod``), ``@retentionPeriod`` and
 ``@PartitionById``; ``@timezone`` and ``@allowedLateness`` are ours, and so is ``@eventTime`` on a stream
-(the attribute continuous queries window by).  Names are matched case-insensitively, as Siddhi does.  Other
-annotations are only kept raw on the spec, so validation can decide whether to refuse them.
+(the attribute continuous queries window by).  Names are matched case-insensitively, as Siddhi does.  What
+each place takes is listed in :mod:`tiltframe.lang.vocabulary`, which refuses the rest first; the
+annotations accepted and ignored there are kept raw on the spec (``explain`` shows them).
 """
 
 from __future__ import annotations
@@ -13,10 +14,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tiltframe.errors import DefinitionError
+from tiltframe.errors import DefinitionError, did_you_mean
+from tiltframe.lang.vocabulary import check_annotations
 from tiltframe.spec.durations import parse_length
 from tiltframe.spec.expressions import Pos
 from tiltframe.spec.model import Annotation, PurgeSpec, StoreSpec
+
+#: The ``@store(type=...)`` values tiltframe opens (``store.urls``); Siddhi's others (mongodb, redis, ...)
+#: parse, and ``check_runnable`` refuses them as not supported yet.
+STORE_TYPES = ("rdbms", "sqlite")
 
 #: Builds a positioned error; given by the tree walker, which knows the text for the caret snippet.
 ErrorFactory = Callable[[str, Pos | None], DefinitionError]
@@ -31,6 +37,8 @@ class RawAnnotation:
 
     annotation: Annotation
     nested: tuple[RawAnnotation, ...] = ()
+    #: Where each element of ``annotation.elements`` was written (empty for annotations made in Python).
+    element_pos: tuple[Pos, ...] = ()
 
     @property
     def title(self) -> str:
@@ -42,6 +50,13 @@ class RawAnnotation:
 
     def first_value(self) -> str | None:
         return self.annotation.elements[0][1] if self.annotation.elements else None
+
+    def pos_of(self, key: str) -> Pos | None:
+        """Where element ``key`` (any case) was written; the annotation's position when unknown."""
+        for i, (k, _) in enumerate(self.annotation.elements):
+            if k is not None and k.lower() == key.lower() and i < len(self.element_pos):
+                return self.element_pos[i]
+        return self.pos
 
 
 def flag(raw: RawAnnotation, value: str | None, error: ErrorFactory, *, default: bool = True) -> bool:
@@ -79,6 +94,10 @@ def store_spec(raw: RawAnnotation, error: ErrorFactory) -> StoreSpec:
     if not store_type:
         msg = f"{raw.title} needs a type: write @store(type='rdbms', ...)"
         raise error(msg, raw.pos)
+    hint = did_you_mean(store_type.strip(), STORE_TYPES)
+    if store_type.strip().lower() not in STORE_TYPES and hint:  # other types: "not supported yet" at run
+        msg = f"unknown store type '{store_type}'{hint} (tiltframe's stores are: {', '.join(STORE_TYPES)})"
+        raise error(msg, raw.pos_of("type"))
     options = tuple((key, value) for key, value in _pairs(raw) if key.lower() not in taken)
     url = raw.annotation.get("jdbc.url") or raw.annotation.get("url")
     return StoreSpec(
@@ -166,36 +185,30 @@ _HANDLERS: dict[str, Callable[[RawAnnotation, ErrorFactory], dict[str, Any]]] = 
 _EVENT_TIME = "eventtime"
 
 
-def aggregation_options(annotations: Sequence[RawAnnotation], error: ErrorFactory) -> dict[str, Any]:
-    """Keyword arguments of :class:`AggregationSpec` set by the annotations of one definition."""
-    options: dict[str, Any] = {}
-    seen: dict[str, RawAnnotation] = {}
+def aggregation_options(
+    annotations: Sequence[RawAnnotation], error: ErrorFactory, *, where: str = "define aggregation"
+) -> dict[str, Any]:
+    """Keyword arguments of :class:`AggregationSpec` set by the annotations of one definition; ``where``
+    names it in messages."""
     for raw in annotations:
-        key = raw.annotation.name.lower()
-        if key == _EVENT_TIME:  # it would be ignored here, and the rollups silently cut by arrival time
+        if raw.annotation.name.lower() == _EVENT_TIME:  # the rollups would be silently cut by arrival time
             msg = (
                 f"{raw.title} belongs on define stream; "
                 "an aggregation names its event time with 'aggregate by <attribute>'"
             )
             raise error(msg, raw.pos)
-        handler = _HANDLERS.get(key)
-        if handler is None:
-            continue
+    check_annotations(annotations, "define aggregation", where, error)
+    options: dict[str, Any] = {}
+    seen: dict[str, RawAnnotation] = {}
+    for raw in annotations:
+        key = raw.annotation.name.lower()
+        handler = _HANDLERS[key]
         if key in seen:
             msg = f"annotation {raw.title} is given twice"
             raise error(msg, raw.pos)
         seen[key] = raw
         options.update(handler(raw, error))
     return options
-
-
-def refuse_on_stream(annotations: Sequence[RawAnnotation], stream: str, error: ErrorFactory) -> None:
-    """An aggregation's annotation written above ``define stream`` would be silently ignored there (a
-    ``@store`` so placed would leave the rollups in the embedded store): refuse it."""
-    for raw in annotations:
-        if raw.annotation.name.lower() in _HANDLERS:
-            msg = f"{raw.title} belongs on a define aggregation, not on define stream {stream}"
-            raise error(msg, raw.pos)
 
 
 def stream_options(annotations: Sequence[RawAnnotation], error: ErrorFactory) -> dict[str, Any]:
@@ -225,15 +238,17 @@ def continuous_options(annotations: Sequence[RawAnnotation], error: ErrorFactory
     ``@eventTime`` here would be ignored (a query's time column is the stream's, or the window call's), so
     it is refused; other annotations are kept raw on the query.
     """
-    options: dict[str, Any] = {}
     for raw in annotations:
-        key = raw.annotation.name.lower()
-        if key == _EVENT_TIME:
+        if raw.annotation.name.lower() == _EVENT_TIME:
             msg = (
                 f"{raw.title} belongs on define stream; a continuous query windows by the stream's event time, "
                 "or names its own column as in tumble(stream, ts, 5s)"
             )
             raise error(msg, raw.pos)
+    check_annotations(annotations, "a continuous query", "a continuous query", error)
+    options: dict[str, Any] = {}
+    for raw in annotations:
+        key = raw.annotation.name.lower()
         if key == "info" and raw.annotation.get("name") is not None:
             if "name" in options:
                 raise error(f"annotation {raw.title} is given twice", raw.pos)

@@ -14,7 +14,8 @@ from lark import Token, Tree
 
 from tiltframe.errors import DefinitionError, unknown
 from tiltframe.functions import registry
-from tiltframe.lang._annotations import RawAnnotation, aggregation_options, refuse_on_stream, stream_options
+from tiltframe.lang._annotations import RawAnnotation, aggregation_options, stream_options
+from tiltframe.lang.vocabulary import check_annotations
 from tiltframe.spec.continuous import ContinuousQuery
 from tiltframe.spec.durations import Granularity, unit_named, unit_range
 from tiltframe.spec.expressions import (
@@ -105,7 +106,9 @@ class SpecBuilder:
         continuous: list[ContinuousQuery] = []
         for child in _present(_kids(tree)):
             if child.data == "app_annotation":
-                app_annotations.append(self.annotation(child).annotation)
+                raw = self.annotation(child)
+                check_annotations([raw], "app", "the app", self.error)
+                app_annotations.append(raw.annotation)
                 continue
             annotations = [self.annotation(a) for a in _kids(child)[:-1]]
             body = _kids(child)[-1]
@@ -157,17 +160,20 @@ class SpecBuilder:
             msg = f"app annotation @{name} must come first in the text, before every definition and query"
             raise self.error(msg, self.pos(name_token))
         elements: list[tuple[str | None, str]] = []
+        positions: list[Pos] = []
         nested: list[RawAnnotation] = []
         for element in _present(_kids(args) if args is not None else []):
             if element.data == "annotation":
                 nested.append(self.annotation(element))
-            elif element.data == "keyed_element":
+                continue
+            positions.append(self.pos(element))
+            if element.data == "keyed_element":
                 key, value = _kids(element)
                 elements.append((".".join(str(t) for t in _kids(key)), self.annotation_value(value)))
             else:
                 elements.append((None, self.annotation_value(_kids(element)[0])))
         annotation = Annotation(name, tuple(elements), pos=self.pos(tree))
-        return RawAnnotation(annotation, tuple(nested))
+        return RawAnnotation(annotation, tuple(nested), tuple(positions))
 
     @staticmethod
     def annotation_value(tree: ParseTree) -> str:
@@ -178,7 +184,7 @@ class SpecBuilder:
 
     def stream_def(self, tree: ParseTree, annotations: list[RawAnnotation]) -> StreamDef:
         name, *attribute_defs = _kids(tree)
-        refuse_on_stream(annotations, str(name), self.error)
+        check_annotations(annotations, "define stream", f"define stream {name}", self.error)
         options = stream_options(annotations, self.error)
         attributes = [self.attribute_def(a) for a in attribute_defs]
         return StreamDef(
@@ -206,13 +212,15 @@ class SpecBuilder:
     def aggregation_def(self, tree: ParseTree, annotations: list[RawAnnotation]) -> AggregationSpec:
         name, source, select_items, group_by, time_attribute, durations = _kids(tree)
         keys: list[str] = []
+        key_pos: list[Pos] = []
         for token in _kids(group_by) if group_by is not None else []:
             if str(token) in keys:
                 msg = f"attribute '{token}' is listed twice in group by"
                 raise self.error(msg, self.pos(token))
             keys.append(str(token))
+            key_pos.append(self.pos(token))
         select = tuple(self.aggregation_item(item, keys) for item in _kids(select_items))
-        options = aggregation_options(annotations, self.error)
+        options = aggregation_options(annotations, self.error, where=f"define aggregation {name}")
         return AggregationSpec(
             name=str(name),
             source=str(source),
@@ -222,6 +230,7 @@ class SpecBuilder:
             time_attribute=str(_kids(time_attribute)[0]) if time_attribute is not None else None,
             annotations=tuple(a.annotation for a in annotations),
             pos=self.pos(tree),
+            group_by_pos=tuple(key_pos),
             **options,
         )
 
@@ -313,6 +322,7 @@ class SpecBuilder:
     def query(self, tree: ParseTree, annotations: list[RawAnnotation]) -> RetrievalQuery:
         source, join, on, within, per, output, order_by, limit, insert = _kids(tree)
         aggregation, request = self.sides(source, _kids(join)[0] if join is not None else None)
+        check_annotations(annotations, "a retrieval query", "a retrieval query", self.error)
         info = next((a.annotation for a in annotations if a.annotation.name.lower() == "info"), None)
         on_expr = self.checked_expr(_kids(on)[0]) if on is not None else None
         within_exprs = tuple(self.checked_expr(e) for e in _present(_kids(within)))

@@ -19,15 +19,14 @@ from tiltframe.lang._annotations import RawAnnotation, store_spec
 from tiltframe.lang._build import ParseTree, SpecBuilder, _kids
 from tiltframe.lang.parser import Vocabulary, build_lark, syntax_error
 from tiltframe.lang.sql_parser import SQL, SqlBuilder
+from tiltframe.lang.vocabulary import check_annotations
 from tiltframe.spec.expressions import Attr, Pos
 from tiltframe.spec.model import AggregateItem, OrderItem, StoreSpec
 from tiltframe.spec.tables import DEFAULT_WORKERS, Measure, Preaggregation, TableQuery, TableSpec
 
 __all__ = ["TABLE_SQL", "build_table", "build_table_query"]
 
-_ANNOTATION = "preaggregate"
 _STORE = "store"
-_ANNOTATION_KEYS = ("workers",)
 
 
 # --- define table -------------------------------------------------------------------------------------------
@@ -38,6 +37,7 @@ def build_table(b: SpecBuilder, tree: ParseTree, annotations: list[RawAnnotation
     name, *rest = _kids(tree)
     *attribute_defs, clause = rest
     columns = tuple(b.attribute_def(a) for a in attribute_defs)
+    check_annotations(annotations, "define table", f"define table {name}", b.error)
     store, rest_annotations = _store_of(b, annotations)
     workers, workers_pos = _workers(b, str(name), rest_annotations, clause)
     written = tuple(a.annotation for a in annotations)
@@ -100,16 +100,10 @@ def _store_of(b: SpecBuilder, annotations: list[RawAnnotation]) -> tuple[StoreSp
 def _workers(
     b: SpecBuilder, table: str, annotations: list[RawAnnotation], clause: ParseTree | None
 ) -> tuple[int, Pos | None]:
-    """``@preaggregate(workers='4')``; with ``@store``, the annotations a table takes."""
+    """``@preaggregate(workers='4')``, the annotation a table takes besides ``@store`` (its elements are
+    checked by the vocabulary already)."""
     found: RawAnnotation | None = None
     for raw in annotations:
-        name = raw.annotation.name
-        if name.lower() != _ANNOTATION:
-            msg = (
-                f"{raw.title} is not taken by define table {table}; a table takes @preaggregate(workers='4') "
-                f"and @store(...){did_you_mean(name, [_ANNOTATION, _STORE])}"
-            )
-            raise b.error(msg, raw.pos)
         if found is not None:
             raise b.error(f"annotation {raw.title} is given twice", raw.pos)
         found = raw
@@ -121,16 +115,11 @@ def _workers(
             "every <duration> [dimensions ...] measures ...'"
         )
         raise b.error(msg, found.pos)
-    if found.nested:
-        raise b.error(f"{found.title} takes no nested annotation, got {found.nested[0].title}", found.nested[0].pos)
     workers = DEFAULT_WORKERS
-    for key, value in found.annotation.elements:
-        if key is None or key.lower() not in _ANNOTATION_KEYS:
-            written = key if key is not None else repr(value)
-            msg = f"{found.title} takes workers='<n>', got {written}{did_you_mean(key or '', _ANNOTATION_KEYS)}"
-            raise b.error(msg, found.pos)
+    for _, value in found.annotation.elements:
         if not re.fullmatch(r"\s*[0-9]+\s*", value) or int(value) < 1:
-            raise b.error(f"{found.title}(workers=...) takes a whole number of at least 1, got '{value}'", found.pos)
+            raise b.error(f"{found.title}(workers=...) takes a whole number of at least 1, got '{value}'",
+                          found.pos_of("workers"))
         workers = int(value)
     return workers, found.pos
 

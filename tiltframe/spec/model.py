@@ -206,6 +206,15 @@ class AggregationSpec:
     workers: int | None = None
     annotations: tuple[Annotation, ...] = field(default=(), compare=False)
     pos: Pos | None = field(default=None, compare=False, repr=False)
+    #: Where each ``group_by`` attribute was written (empty for a spec built in Python).
+    group_by_pos: tuple[Pos, ...] = field(default=(), compare=False, repr=False)
+
+    def key_pos(self, key: str) -> Pos | None:
+        """Where group-by attribute ``key`` was written, else the definition's position."""
+        for name, pos in zip(self.group_by, self.group_by_pos, strict=False):
+            if name == key:
+                return pos
+        return self.pos
 
     @property
     def aggregates(self) -> tuple[AggregateItem, ...]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from tiltframe.errors import DefinitionError, QueryError
 from tiltframe.functions.registry import get, is_aggregate
@@ -28,6 +30,7 @@ from tiltframe.spec.model import (
 )
 from tiltframe.spec.retention import Retention
 from tiltframe.spec.validate_continuous import validate_continuous
+from tiltframe.spec.validate_names import validate_names
 from tiltframe.timeutil.zones import resolve_zone
 
 _RESERVED = "AGG_"
@@ -41,22 +44,43 @@ def _fail(message: str, pos: Pos | None) -> DefinitionError:
     return DefinitionError.at(message, pos)
 
 
+@contextmanager
+def _located(pos: Pos | None) -> Iterator[None]:
+    """Give an error raised without a position (by a helper that knows no text) that of the definition."""
+    try:
+        yield
+    except DefinitionError as exc:
+        if exc.line is not None or pos is None:
+            raise
+        try:
+            located = type(exc)(exc.message, line=pos.line, column=pos.column)
+        except TypeError:  # a subclass with another signature: keep it as it is
+            raise exc from None
+        raise located from exc
+
+
 def validate_app(app: AppSpec) -> AppSpec:
     """Check every reference and type in ``app``; returns it when valid, its continuous queries filled in
     by :func:`~tiltframe.spec.validate_continuous.validate_continuous`."""
-    names = Counter([s.name for s in app.streams] + [a.name for a in app.aggregations])
+    definitions = (*app.streams, *app.aggregations)
+    names = Counter(d.name for d in definitions)
     for name, n in names.items():
-        if n > 1:
+        if n > 1:  # pointed at the second definition
             msg = f"'{name}' is defined {n} times; stream and aggregation names must be unique"
-            raise DefinitionError(msg)
+            found = sorted((d.pos for d in definitions if d.name == name and d.pos), key=lambda p: (p.line, p.column))
+            raise _fail(msg, found[1] if len(found) > 1 else None)
     if app.timezone is not None:
         resolve_zone(app.timezone)
     for stream in app.streams:
-        _validate_stream(stream)
+        with _located(stream.pos):
+            _validate_stream(stream)
     for agg in app.aggregations:
-        _validate_aggregation(app, agg)
+        with _located(agg.pos):
+            _validate_aggregation(app, agg)
+    validate_names(app)
     for query in app.queries:
-        validate_query(app, query)
+        with _located(query.pos):
+            validate_query(app, query)
     if not app.continuous:
         return app
     seen: dict[str, int] = {}
@@ -411,4 +435,5 @@ def check_runnable(app: AppSpec) -> None:
         if store is not None:
             from tiltframe.store.registry import check_store_spec
 
-            check_store_spec(store)
+            with _located(_annotation_pos(agg, "store")):
+                check_store_spec(store)

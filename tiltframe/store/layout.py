@@ -46,6 +46,29 @@ SHARD_ID = "SHARD_ID"
 #: The event count every table keeps: ``AGG_COUNT``, built and merged like ``count()``.
 EVENT_COUNT = AggregateItem("count", None, "AGG")
 RESERVED_PREFIX = "AGG_"
+#: The columns tiltframe adds to every table (``SHARD_ID`` only when partitioned, but an app may move to a
+#: deployment that partitions by default, so no stream or item may take any of these names).
+FIXED_COLUMNS = (AGG_TIMESTAMP, AGG_EVENT_TIMESTAMP, AGG_ARRIVAL_BATCH, AGG_ARRIVAL_SEQ, AGG_COUNT, SHARD_ID)
+
+# --- names in the store, checked by ``spec.validate_names`` before anything is created ------------------
+
+#: The store's bookkeeping tables (``store.sql`` creates them; a test keeps the two lists equal).
+BOOKKEEPING_TABLES = ("TILTFRAME_AGGREGATIONS", "TILTFRAME_BATCHES", "TILTFRAME_REJECTED", "TILTFRAME_PURGES",
+                      "TILTFRAME_TABLES")
+#: Suffix of the view of final values beside each table (``TradeAggregation_DAYS_FINAL``, ``store.sql``).
+VIEW_SUFFIX = "_FINAL"
+#: Suffix of the name a pre-aggregated table's rows wait under while it is rebuilt (``store.table_changes``;
+#: SQLite's ``__before_shards`` is left out, as SQLite takes names of any length).
+ASIDE_SUFFIX = "__old"
+#: The longest identifier every supported store takes: PostgreSQL's 63 bytes (MySQL and MariaDB take 64
+#: characters, SQLite has no practical limit).  Apps move between stores, so all are held to the least.
+MAX_IDENTIFIER_BYTES = 63
+
+
+def table_name(aggregation: str, g: Granularity) -> str:
+    """``<Aggregation>_<DURATION>``, as Siddhi names its tables (``TradeAggregation_SECONDS``,
+    ``T_10_SECONDS`` for ``every 10 sec``)."""
+    return f"{aggregation}_{g.table_suffix}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +139,7 @@ class AggregationLayout:
         return self.spec.name
 
     def table_name(self, g: Granularity) -> str:
-        return f"{self.spec.name}_{g.table_suffix}"
+        return table_name(self.spec.name, g)
 
     @cached_property
     def keys(self) -> tuple[KeyColumn, ...]:
