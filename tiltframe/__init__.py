@@ -13,6 +13,7 @@ through Spark into per-granularity tables, and query them back with ``within ...
 from __future__ import annotations
 
 from tiltframe.api import (
+    changed_files,
     compact,
     default_data_dir,
     insert,
@@ -27,6 +28,7 @@ from tiltframe.api import (
     start,
 )
 from tiltframe.errors import (
+    DataError,
     DefinitionError,
     EventRejected,
     NotSupportedYet,
@@ -37,6 +39,7 @@ from tiltframe.errors import (
 )
 
 __all__ = [
+    "DataError",
     "DefinitionError",
     "EventRejected",
     "NotSupportedYet",
@@ -44,6 +47,7 @@ __all__ = [
     "StoreError",
     "TiltframeError",
     "UsageError",
+    "changed_files",
     "compact",
     "default_data_dir",
     "insert",

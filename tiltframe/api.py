@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
 
+    from tiltframe.engine.file_manifest import ChangedFile
     from tiltframe.engine.reports import BatchReport, PipelineTotals
     from tiltframe.engine.runner import InputLike, Run, RunResult
     from tiltframe.engine.sinks import Sink
@@ -58,11 +59,14 @@ def start(
     max_files_per_trigger: int | None = None,
     shard_id: str | None = None,
     partition_by_id: bool = False,
+    on_bad_file: str = "skip",
 ) -> Run:
     """Start the app's streaming queries and return the handle (``wait()`` / ``stop()``).
 
     ``shard_id`` names this deployment among the writers of aggregations partitioned by shard
     (``@PartitionById``, or every aggregation that does not say when ``partition_by_id``).
+    ``on_bad_file``: an input file that cannot be read is recorded and set aside (``"skip"``), or stops the
+    run (``"fail"``).
     """
     from tiltframe.engine.runner import Run
     from tiltframe.engine.shards import Deployment
@@ -77,6 +81,7 @@ def start(
         on_batch=on_batch,
         max_files_per_trigger=max_files_per_trigger,
         deployment=Deployment(shard_id, partition_by_id),
+        on_bad_file=on_bad_file,
     )
     return run_.start()
 
@@ -92,6 +97,7 @@ def run(
     max_files_per_trigger: int | None = None,
     shard_id: str | None = None,
     partition_by_id: bool = False,
+    on_bad_file: str = "skip",
 ) -> RunResult:
     """Process everything available on ``inputs`` (files or DataFrames) and return the totals."""
     handle = start(
@@ -104,6 +110,7 @@ def run(
         max_files_per_trigger=max_files_per_trigger,
         shard_id=shard_id,
         partition_by_id=partition_by_id,
+        on_bad_file=on_bad_file,
     )
     try:
         return handle.wait()
@@ -197,6 +204,17 @@ def inspect(app: AppSpec, *, data_dir: str | Path | None = None) -> list[Aggrega
         ]
     finally:
         stores.close()
+
+
+def changed_files(app: AppSpec, *, data_dir: str | Path | None = None) -> dict[str, list[ChangedFile]]:
+    """Input files that grew, changed or went away after a batch read them, per aggregation: what was
+    read of each and what is there now (docs/bad-input.md)."""
+    from tiltframe.engine.file_manifest import FileManifest
+    from tiltframe.engine.runner import checkpoint_dir
+
+    root = Path(data_dir or default_data_dir())
+    return {agg.name: FileManifest(checkpoint_dir(root, AggregationLayout.of(app, agg.name))).changed()
+            for agg in app.aggregations}
 
 
 def purge(

@@ -100,6 +100,9 @@ def _typed(
         problems.append((src.isNull(), F.lit(f"missing field '{attr.name}'"), field, F.lit(None).cast("string")))
     if typed is not src:
         problems.append((src.isNotNull() & typed.isNull(), said(f"is not a {attr.type.value}"), field, as_text))
+    if attr.type is AttrType.STRING:
+        problems.append((F.instr(typed, "\u0000") > 0,
+                         said("holds a NUL character (U+0000), which PostgreSQL cannot store"), field, as_text))
     if attr.type in (AttrType.FLOAT, AttrType.DOUBLE):
         problems.append((F.abs(typed) == float("inf"), said(f"is not a finite {attr.type.value}"), field, as_text))
         if required:
@@ -156,6 +159,12 @@ def _typing_columns(
     problems: list[tuple[Column, Column, Column, Column]] = []  # (condition, reason, field, value)
     if CORRUPT in present:
         bad = F.col(CORRUPT).isNotNull()
+        data = next((a.name for a in stream.attributes if a.name in present), None)
+        if data is not None:
+            # Spark refuses to scan a JSON or CSV file for its corrupt-record column alone, which is all an
+            # aggregation of no attribute (``count()``) would read: a term that always holds keeps one data
+            # column in the plan.
+            bad = bad & (F.length(F.concat(F.coalesce(F.col(data).cast("string"), F.lit("")), F.lit("."))) > 0)
         problems.append((bad, F.lit("malformed record: cannot be read as a row of the stream"),
                          F.lit(None).cast("string"), F.col(CORRUPT)))
     for attr in stream.attributes:

@@ -14,9 +14,10 @@ from pathlib import Path
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 
+from tiltframe.engine.file_reads import FileProblem, read_files
 from tiltframe.engine.pipeline import AggregationPipeline
 from tiltframe.engine.reports import PipelineTotals
-from tiltframe.engine.sources import FORMATS, FileInput, read_stream
+from tiltframe.engine.sources import FORMATS, FileInput, checked, visible_files
 from tiltframe.errors import NotSupportedYet, UsageError
 from tiltframe.spec.model import AppSpec
 from tiltframe.store.layout import AggregationLayout
@@ -41,19 +42,11 @@ def insert_rows(
     layout = AggregationLayout.of(app, table)
     if isinstance(rows, pd.DataFrame):
         rows = spark.createDataFrame(rows)
-    if not isinstance(rows, DataFrame):
-        path = Path(rows)
-        if not path.exists():
-            msg = f"insert into {table}: '{path}' does not exist"
-            raise UsageError(msg)
-        if path.is_file():
-            if path.suffix.lower() not in FORMATS:
-                msg = f"insert into {table}: '{path}' is not a .csv, .json/.jsonl or .parquet file"
-                raise UsageError(msg)
-            source = FileInput(str(path.resolve().parent), FORMATS[path.suffix.lower()], glob=path.name)
-        else:
-            source = FileInput(str(path.resolve()))
-        rows = read_stream(spark, source, layout.stream, streaming=False)
+    problems: list[FileProblem] = []
+    if isinstance(rows, DataFrame):
+        frames = [rows]
+    else:
+        frames, problems = _read(spark, Path(rows), table, layout)
     insert_id = uuid.uuid4().hex
     stores = StoreRegistry(data_dir)
     try:
@@ -61,7 +54,26 @@ def insert_rows(
         store.ensure_schema(layout)
         pipeline = AggregationPipeline(layout, store, f"insert-{insert_id}",
                                        row_writer=None if preaggregate else f"row-{insert_id[:12]}-")
-        pipeline.process(rows, 0)
+        pipeline.process(frames, 0, problems)
         return pipeline.totals
     finally:
         stores.close()
+
+
+def _read(
+    spark: SparkSession, path: Path, table: str, layout: AggregationLayout
+) -> tuple[list[DataFrame], list[FileProblem]]:
+    """The rows of a file, or of every file of a folder in its format, each file read as it is."""
+    if not path.exists():
+        msg = f"insert into {table}: '{path}' does not exist"
+        raise UsageError(msg)
+    if path.is_file():
+        fmt = FORMATS.get(path.suffix.lower())
+        if fmt is None:
+            msg = f"insert into {table}: '{path}' is not a .csv, .json/.jsonl or .parquet file"
+            raise UsageError(msg)
+        files = [path.resolve()]
+    else:
+        folder, fmt = checked(FileInput(str(path.resolve())), layout.stream)
+        files = [f for f in visible_files(folder) if FORMATS.get(f.suffix.lower()) == fmt]
+    return read_files(spark, [f"file:{f}" for f in files], fmt, layout.stream)

@@ -8,20 +8,22 @@ so a new checkpoint (a new pipeline) never collides with the batch ids of an old
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from tiltframe.engine.arrival import RECORD, arrange, needs_latest, policy_records
 from tiltframe.engine.events import EVENT_TS, FIELD, RAW, REASON, VALUE, type_events
+from tiltframe.engine.file_reads import FileProblem
 from tiltframe.engine.markers import write_marker
 from tiltframe.engine.overflow import explain_overflow, is_overflow
 from tiltframe.engine.partials import LEVEL, RECORD_LEVEL, REJECTED, levels_for
@@ -59,6 +61,21 @@ def _record_table(data: pa.Table | pa.ChunkedArray) -> pa.Table:
     columns = [data.column(f.name).cast(f.type) if f.name in data.column_names else pa.nulls(data.num_rows, f.type)
                for f in _RECORD_SCHEMA]
     return pa.Table.from_arrays(columns, schema=_RECORD_SCHEMA)
+
+
+def _storable(text: Column) -> Column:
+    """Text of a rejected event as every store takes it: a NUL character (PostgreSQL's text cannot hold
+    one) written as the escape ``\\u0000``."""
+    return F.regexp_replace(text, "\u0000", "\\\\u0000")
+
+
+def _file_records(files: Sequence[FileProblem]) -> pa.Table:
+    """Files that could not be read, as recorded rows (the file's path as the value)."""
+    return _record_table(pa.table({
+        "kind": [RecordKind.FILE.value] * len(files),
+        "reason": [f.reason for f in files],
+        "value": [f.path for f in files],
+    }))
 
 
 def pipeline_id_for(checkpoint_dir: str | Path, layout: AggregationLayout) -> str:
@@ -115,9 +132,15 @@ class AggregationPipeline:
             used.add(spec.time_attribute)
         self._required = frozenset(used)
 
-    def process(self, raw: DataFrame, batch_id: int) -> BatchReport:
-        """Aggregate one batch of raw stream rows and commit it (a no-op if already committed)."""
+    def process(
+        self, raw: DataFrame | Sequence[DataFrame], batch_id: int, files: Sequence[FileProblem] = ()
+    ) -> BatchReport:
+        """Aggregate one batch of raw stream rows and commit it (a no-op if already committed).
+
+        ``raw``: the batch's rows, in one DataFrame or in several (files read with different schemas);
+        ``files``: files of the batch that could not be read, recorded with the batch."""
         layout = self.layout
+        frames = [raw] if isinstance(raw, DataFrame) else list(raw)
         if self.store.is_committed(layout, self.pipeline_id, batch_id):
             report = BatchReport(layout.name, batch_id, BatchStats(0, 0, 0), 0, True, 0.0, 0.0)
             logger.info("batch %s of %s was already committed; skipped", batch_id, layout.name)
@@ -125,8 +148,46 @@ class AggregationPipeline:
             return report
         t0 = time.perf_counter()
         state = self.store.pipeline_state(layout, self.pipeline_id, self.shard_id)
-        typed = type_events(raw, layout.stream, required=self._required, time_attribute=layout.spec.time_attribute,
-                            arrival_ms=int(time.time() * 1000))
+        if frames:
+            levels, stats, recorded = self._aggregate(frames, batch_id, state)
+        else:
+            levels, stats, recorded = {}, BatchStats(0, 0, 0), _EMPTY_RECORDS
+        if files:
+            recorded = pa.concat_tables([recorded, _file_records(files)])
+        t1 = time.perf_counter()
+        rows_out = sum(t.num_rows for t in levels.values())
+        if stats.events_read or recorded.num_rows:
+            after = self._state_after(state, stats, levels.get(layout.spec.finest))
+            stream = pa.array([layout.stream.name] * recorded.num_rows, pa.string())
+            batch = BatchWrite(self.pipeline_id, batch_id, stats, levels,
+                               recorded.append_column("stream", stream), after, self.shard_id)
+            written = self.store.write_batch(layout, batch)
+        else:
+            written = False
+        # Between batches, so a purge never interleaves with this pipeline's writes (nor, through the
+        # store's lock, with anyone else's).
+        purged = self.purger.maybe_purge() if self.purger is not None else None
+        if self.compactor is not None:
+            self.compactor.maybe_compact()
+        t2 = time.perf_counter()
+        skipped = not written and stats.events_read > 0
+        report = BatchReport(layout.name, batch_id, stats, rows_out if written else 0, skipped, t1 - t0, t2 - t1,
+                             purged.rows if purged is not None else 0, len(files) if written else 0)
+        self._report(report)
+        return report
+
+    def _aggregate(
+        self, frames: list[DataFrame], batch_id: int, state: PipelineState
+    ) -> tuple[dict[Granularity, pa.Table], BatchStats, pa.Table]:
+        """The batch's levels, counts and recorded events (moved, rejected by the late-event policy, or
+        invalid)."""
+        layout = self.layout
+        arrival_ms = int(time.time() * 1000)
+        typed = functools.reduce(DataFrame.union, [
+            type_events(raw, layout.stream, required=self._required, time_attribute=layout.spec.time_attribute,
+                        arrival_ms=arrival_ms)
+            for raw in frames
+        ])
         events = arrange(typed, layout, state)
         records = policy_records(events, layout) if needs_latest(layout, state) else None
         try:
@@ -143,27 +204,7 @@ class AggregationPipeline:
                 msg = f"batch {batch_id}: {invalid} invalid events counted, {rows.num_rows} read"
                 raise StoreError(msg)
             recorded = pa.concat_tables([rows, by_policy])
-        t1 = time.perf_counter()
-        rows_out = sum(t.num_rows for t in levels.values())
-        if stats.events_read:
-            after = self._state_after(state, stats, levels[layout.spec.finest])
-            stream = pa.array([layout.stream.name] * recorded.num_rows, pa.string())
-            batch = BatchWrite(self.pipeline_id, batch_id, stats, levels,
-                               recorded.append_column("stream", stream), after, self.shard_id)
-            written = self.store.write_batch(layout, batch)
-        else:
-            written = False
-        # Between batches, so a purge never interleaves with this pipeline's writes (nor, through the
-        # store's lock, with anyone else's).
-        purged = self.purger.maybe_purge() if self.purger is not None else None
-        if self.compactor is not None:
-            self.compactor.maybe_compact()
-        t2 = time.perf_counter()
-        skipped = not written and stats.events_read > 0
-        report = BatchReport(layout.name, batch_id, stats, rows_out if written else 0, skipped, t1 - t0, t2 - t1,
-                             purged.rows if purged is not None else 0)
-        self._report(report)
-        return report
+        return levels, stats, recorded
 
     def _cascade(
         self, events: DataFrame, batch_id: int, records: DataFrame | None
@@ -206,20 +247,20 @@ class AggregationPipeline:
             typed.filter(F.col(REASON).isNotNull())
             .select(
                 F.lit(RecordKind.INVALID.value).alias("kind"),
-                F.col(REASON).alias("reason"),
+                _storable(F.col(REASON)).alias("reason"),
                 F.col(FIELD).alias("field"),
-                F.col(VALUE).alias("value"),
-                F.col(RAW).alias("raw"),
+                _storable(F.col(VALUE)).alias("value"),
+                _storable(F.col(RAW)).alias("raw"),
                 F.col(EVENT_TS).alias("event_timestamp"),
             )
             .toArrow()
         )
 
     @staticmethod
-    def _state_after(state: PipelineState, stats: BatchStats, finest: pa.Table) -> PipelineState:
+    def _state_after(state: PipelineState, stats: BatchStats, finest: pa.Table | None) -> PipelineState:
         latest = max((t for t in (state.latest_event_ts, stats.max_event_ts) if t is not None), default=None)
         recovery = state.recovery_bucket
-        newest = pc.max(finest.column(AGG_TIMESTAMP)).as_py()
+        newest = pc.max(finest.column(AGG_TIMESTAMP)).as_py() if finest is not None else None
         # The first event newer than the recovery point ends recovery, and it is always aggregated.
         if recovery is not None and newest is not None and newest > recovery:
             recovery = None

@@ -23,6 +23,8 @@ class BatchReport:
     store_seconds: float
     #: Rows the retention purge after this batch deleted (purges run between batches).
     rows_purged: int = 0
+    #: Input files of the batch that could not be read (recorded with their reason, events unknown).
+    files_rejected: int = 0
 
     @property
     def seconds(self) -> float:
@@ -39,6 +41,7 @@ class PipelineTotals:
     events_rejected: int = 0
     rows_written: int = 0
     rows_purged: int = 0
+    files_rejected: int = 0
     spark_seconds: float = 0.0
     store_seconds: float = 0.0
     max_event_ts: int | None = None
@@ -56,6 +59,7 @@ class PipelineTotals:
         self.events_moved += r.stats.events_moved
         self.events_rejected += r.stats.events_rejected
         self.rows_written += r.rows_written
+        self.files_rejected += r.files_rejected
         self.spark_seconds += r.spark_seconds
         self.store_seconds += r.store_seconds
         if r.stats.max_event_ts is not None:

@@ -22,13 +22,15 @@ from pyspark.sql.streaming import StreamingQuery
 
 from tiltframe.engine.continuous import ContinuousRun, ContinuousTotals
 from tiltframe.engine.events import REASON, type_events
+from tiltframe.engine.file_batches import BAD_FILE_POLICIES, FileBatches
+from tiltframe.engine.file_manifest import ChangedFile
 from tiltframe.engine.pipeline import AggregationPipeline, pipeline_id_for
 from tiltframe.engine.reports import BatchReport, PipelineTotals
 from tiltframe.engine.session import get_session
 from tiltframe.engine.shards import Deployment, claim_shard
 from tiltframe.engine.sinks import ConsoleSink, Sink
-from tiltframe.engine.sources import FileBatches, FileInput, read_stream
-from tiltframe.errors import UsageError
+from tiltframe.engine.sources import FileInput, list_stream, read_stream
+from tiltframe.errors import UsageError, unknown
 from tiltframe.retrieval.retrieve import retrieve
 from tiltframe.spec.expressions import attributes_of
 from tiltframe.spec.model import AppSpec, RetrievalQuery
@@ -51,6 +53,8 @@ class RunResult:
     outputs: dict[str, int] = field(default_factory=dict)
     requests_rejected: int = 0
     continuous: dict[str, ContinuousTotals] = field(default_factory=dict)
+    #: Input files that grew or changed after a batch read them, per aggregation (docs/bad-input.md).
+    files_changed: dict[str, list[ChangedFile]] = field(default_factory=dict)
 
 
 def _as_input(value: InputLike, max_files: int | None) -> FileInput | DataFrame:
@@ -76,13 +80,18 @@ class Run:
         trigger_interval: str = "1 second",
         stores: StoreRegistry | None = None,
         deployment: Deployment | None = None,
+        on_bad_file: str = "skip",
     ) -> None:
         check_runnable(app)
+        if on_bad_file not in BAD_FILE_POLICIES:
+            msg = f"on_bad_file: {unknown('policy', on_bad_file, BAD_FILE_POLICIES)}"
+            raise UsageError(msg)
+        self.on_bad_file = on_bad_file
         inputs = {app.input_stream(name): source for name, source in inputs.items()}  # a table: its rows' stream
-        unknown = [name for name in inputs if name not in {s.name for s in app.streams}]
-        if unknown:
+        strangers = [name for name in inputs if name not in {s.name for s in app.streams}]
+        if strangers:
             names = ", ".join(s.name for s in app.streams)
-            msg = f"--input names stream(s) {', '.join(unknown)} not defined in the app (streams: {names})"
+            msg = f"--input names stream(s) {', '.join(strangers)} not defined in the app (streams: {names})"
             raise UsageError(msg)
         self.app = app
         self.data_dir = Path(data_dir)
@@ -97,6 +106,7 @@ class Run:
         self.inputs = {k: _as_input(v, max_files_per_trigger) for k, v in inputs.items()}
         self.result = RunResult()
         self._queries: list[StreamingQuery] = []
+        self._file_batches: dict[str, FileBatches] = {}
         self._lock = threading.Lock()
         self.pipelines: dict[str, AggregationPipeline] = {}
         self.deployment = deployment or Deployment()
@@ -135,7 +145,7 @@ class Run:
             self.result.continuous[name] = handle.totals
 
     def checkpoint_dir(self, layout: AggregationLayout) -> Path:
-        return self.data_dir / "checkpoints" / f"{layout.name}-{layout.spec_hash}"
+        return checkpoint_dir(self.data_dir, layout)
 
     def _start_aggregations(self) -> None:
         for agg in self.app.aggregations:
@@ -147,8 +157,10 @@ class Run:
             checkpoint = self.checkpoint_dir(pipeline.layout) / "spark"
             name = f"tiltframe-{agg.name}"
             if not isinstance(source, DataFrame):
-                df = read_stream(self.spark, source, stream)
-                batches = FileBatches(self.spark, df, source, stream, checkpoint, pipeline.foreach_batch)
+                df, fmt = list_stream(self.spark, source, stream)
+                batches = FileBatches(self.spark, fmt, stream, checkpoint, pipeline.process,
+                                      on_bad_file=self.on_bad_file)
+                self._file_batches[agg.name] = batches
                 self._start(df, name, checkpoint, batches)
             elif source.isStreaming:
                 self._start(source, name, checkpoint, pipeline.foreach_batch)
@@ -199,6 +211,8 @@ class Run:
                 handle.finish()
             self._start_retrievals()
             self._await_all(poll_seconds)
+        for name, batches in self._file_batches.items():
+            self.result.files_changed[name] = batches.manifest.warn_changed()
         return self.result
 
     def _await_all(self, poll_seconds: float) -> None:
@@ -234,6 +248,11 @@ class Run:
         """Close the stores (after :meth:`wait` or :meth:`stop`)."""
         self.stores.close()
         self.readers.close()
+
+
+def checkpoint_dir(data_dir: Path, layout: AggregationLayout) -> Path:
+    """Where the pipeline of ``layout`` keeps its checkpoint (Spark's, the files it read, its id)."""
+    return data_dir / "checkpoints" / f"{layout.name}-{layout.spec_hash}"
 
 
 def continuous_name(app: AppSpec, index: int) -> str:

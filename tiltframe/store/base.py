@@ -27,6 +27,7 @@ class RecordKind(enum.StrEnum):
     OLDER_THAN_BUFFER = "older_than_buffer"  # dropped by @IgnoreEventsOlderThanBuffer('true')
     BEFORE_RECOVERY = "before_recovery"  # a new pipeline's replay of what the store holds
     MOVED = "moved"  # aggregated, but into another bucket than its own (Siddhi's buffer)
+    FILE = "file"  # a whole input file that cannot be read (its events are not counted: they are unknown)
 
 
 #: Text columns of the rejected-events table, in order (Arrow tables passed to ``write_batch`` use them).

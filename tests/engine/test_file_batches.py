@@ -1,17 +1,16 @@
-"""File sources: each micro-batch is read again from the files Spark's logs give it."""
+"""File sources: each micro-batch is read from the files Spark's logs give it."""
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
 import pytest
-from pyspark.sql import DataFrame
 
 import tiltframe as tf
 from tests.engine.test_streaming import APP, write_jsonl
-from tiltframe.engine.sources import FileBatches, FileInput, _hadoop_path, batch_files, read_stream
+from tiltframe.engine.file_batches import FileBatches, _hadoop_path, batch_files
+from tiltframe.engine.sources import FileInput, list_stream
 from tiltframe.spec.durations import Granularity, Unit
 from tiltframe.spec.model import AppSpec
 from tiltframe.store.layout import AggregationLayout
@@ -68,17 +67,19 @@ def test_logged_uris_become_reader_paths() -> None:
     assert _hadoop_path("hdfs://namenode:8020/data/a.parquet") == "hdfs://namenode:8020/data/a.parquet"
 
 
-def test_without_logs_the_rows_spark_handed_over_are_processed(spark, tmp_path: Path, caplog) -> None:
+def test_without_logs_the_files_come_from_the_rows_spark_hands_over(spark, tmp_path: Path, caplog) -> None:
     app = tf.load_app(APP)
     inbox = tmp_path / "trades"
-    write_jsonl(inbox, [[_trade(0)]])
-    seen: list[tuple[DataFrame, int]] = []
-    source = FileInput(str(inbox))
-    stream = read_stream(spark, source, app.stream("TradeStream"))
-    batches = FileBatches(spark, stream, source, app.stream("TradeStream"), tmp_path / "none",
-                          lambda df, batch: seen.append((df, batch)))
-    raw = spark.createDataFrame([json.dumps(_trade(0))], "string")
-    with caplog.at_level(logging.WARNING, logger="tiltframe.engine.sources"):
+    write_jsonl(inbox, [[_trade(0)], [_trade(1)]])
+    seen: list[tuple[int, int, int]] = []
+    stream = app.stream("TradeStream")
+    listing, fmt = list_stream(spark, FileInput(str(inbox)), stream)
+    batches = FileBatches(spark, fmt, stream, tmp_path / "none" / "spark",
+                          lambda frames, batch, problems: seen.append((sum(f.count() for f in frames), batch,
+                                                                       len(problems))))
+    raw = spark.read.format("binaryFile").load(str(inbox))
+    with caplog.at_level(logging.INFO, logger="tiltframe.engine.file_batches"):
         batches(raw, 3)
-    assert seen == [(raw, 3)]
-    assert "not listed in the form known here" in caplog.text
+    assert seen == [(2, 3, 0)]
+    assert "not in the form known here" in caplog.text
+    assert listing.isStreaming

@@ -1,0 +1,269 @@
+"""A micro-batch's files read as DataFrames, each file as it is: its own CSV header (or none), its own
+Parquet schema, its name never taken for a pattern.
+
+Files of one folder differ in ordinary ways: one CSV file has a header and the next does not, or lists
+the columns in another order; a Parquet file written later has a column of another type, or nanosecond
+timestamps.  Files are grouped by what they look like (a CSV header, a Parquet schema), each group read
+with its own options, and a file that cannot be read at all is named with the reason instead of failing
+the batch (``FileProblem``).  Rows of every group then go through the same typing
+(``tiltframe.engine.events``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from tiltframe.engine.events import ARRIVAL_PART, CORRUPT
+from tiltframe.spec.model import StreamDef
+
+logger = logging.getLogger(__name__)
+
+#: Characters Hadoop would take for a pattern in a path handed to Spark's reader.
+GLOB_CHARS = frozenset("*?[]{}\\")
+#: The first bytes of a CSV file read to find its header; a header line is far shorter.
+_HEAD_BYTES = 64 * 1024
+_BOM = "\ufeff"
+#: Spark reads Parquet nanosecond timestamps only as longs (of nanoseconds), and only when asked to.
+NANOS_AS_LONG = "spark.sql.legacy.parquet.nanosAsLong"
+
+
+@dataclass(frozen=True, slots=True)
+class FileProblem:
+    """A file that could not be read: nothing of it was aggregated, and it is recorded with ``reason``."""
+
+    path: str
+    reason: str
+
+
+def escape_glob(path: str) -> str:
+    """``path`` with Hadoop's pattern characters escaped, so Spark reads exactly that file."""
+    return "".join(f"\\{c}" if c in GLOB_CHARS else c for c in path)
+
+
+def local_path(path: str) -> str | None:
+    """The local file of a Hadoop path (``file:/x``, ``file:///x`` or ``/x``); None for other schemes."""
+    parts = urlsplit(path)
+    if parts.scheme in ("", "file") and not parts.netloc:
+        return path.removeprefix("file:") if parts.scheme else path
+    return None
+
+
+def with_arrival_part(df: DataFrame, columns: Sequence[Column | str] = ("*",)) -> DataFrame:
+    """``columns`` of a file scan, tagged with their file, so arrival order follows the files even where
+    Spark packs several small files into one partition (it sorts them by size, not by time)."""
+    meta = [F.col(f"_metadata.{f}") for f in ("file_modification_time", "file_path", "file_block_start")]
+    return df.select(*columns, F.struct(*meta).alias(ARRIVAL_PART))
+
+
+def text_schema(names: Sequence[str], *, corrupt: bool = True) -> T.StructType:
+    """Every column as a string (typing rejects a bad value with a reason instead of failing the file)."""
+    fields = [T.StructField(n, T.StringType()) for n in names]
+    if corrupt:
+        fields.append(T.StructField(CORRUPT, T.StringType()))
+    return T.StructType(fields)
+
+
+def read_files(
+    spark: SparkSession, paths: Sequence[str], fmt: str, stream: StreamDef
+) -> tuple[list[DataFrame], list[FileProblem]]:
+    """The rows of ``paths`` (Hadoop paths of files in ``fmt``) as one DataFrame per group of alike files,
+    each with ``ARRIVAL_PART``, and the files that cannot be read."""
+    if not paths:
+        return [], []
+    if any(local_path(p) is not None for p in paths):
+        _skip_local_checksums(spark)
+    if fmt == "csv":
+        groups, problems = _csv_groups(spark, paths, stream)
+    elif fmt == "parquet":
+        groups, problems = _parquet_groups(spark, paths)
+    else:
+        reader = spark.read.format("json").schema(text_schema([a.name for a in stream.attributes]))
+        reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT)
+        groups, problems = [_Group(list(paths), lambda files, r=reader: with_arrival_part(r.load(files)))], []
+    frames: list[DataFrame] = []
+    for group in groups:
+        df, bad = _load(group)
+        problems.extend(bad)
+        if df is not None:
+            frames.append(df)
+    return frames, problems
+
+
+def _skip_local_checksums(spark: SparkSession) -> None:
+    """Open local files without looking for Hadoop checksum files beside them (inputs have none): the
+    checksum file's name of ``a:b.csv``, ``.a:b.csv.crc``, is not a valid path, and the file could not be
+    read at all.  Set on the process's cached local file system, which Spark's local reads share."""
+    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
+    jvm.org.apache.hadoop.fs.FileSystem.getLocal(conf).setVerifyChecksum(False)
+
+
+@dataclass
+class _Group:
+    """Files read alike: ``load`` reads a list of them (escaped paths) into the stream's columns and
+    ``ARRIVAL_PART``."""
+
+    paths: list[str]
+    load: Callable[[list[str]], DataFrame]
+
+
+def _load(group: _Group) -> tuple[DataFrame | None, list[FileProblem]]:
+    """The group's DataFrame; a file whose path Spark cannot even resolve (a name Hadoop refuses) is left
+    out with the reason, found by resolving the files one by one."""
+    try:
+        return group.load([escape_glob(p) for p in group.paths]), []
+    except Exception:  # resolved file by file below to name the file
+        logger.info("resolving %d files together failed; resolving them one by one", len(group.paths))
+    good: list[str] = []
+    problems: list[FileProblem] = []
+    for path in group.paths:
+        try:
+            group.load([escape_glob(path)])
+            good.append(path)
+        except Exception as exc:  # any failure leaves this one file out, with its reason
+            problems.append(FileProblem(path, f"file cannot be read: {root_cause(exc)}"))
+    return (group.load([escape_glob(p) for p in good]) if good else None), problems
+
+
+def root_cause(exc: BaseException) -> str:
+    """One line saying why ``exc`` happened: the last ``Caused by`` of a Java stack trace, else the first
+    line of the message (a Spark error's own message, not its stack)."""
+    text = str(exc).strip()
+    if "Caused by: " in text:
+        text = text.rsplit("Caused by: ", 1)[1]
+    line = next((part.strip() for part in text.splitlines() if part.strip()), type(exc).__name__)
+    return line[:500]
+
+
+# --- CSV: the header decided file by file ------------------------------------------------------------------
+
+
+def head(spark: SparkSession, path: str, size: int = _HEAD_BYTES) -> bytes:
+    """The first ``size`` bytes of a file: from the local disk, else through Spark's Hadoop file system."""
+    local = local_path(path)
+    if local is not None:
+        with open(local, "rb") as fh:
+            return fh.read(size)
+    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
+    stream = fs.open(hadoop_path)
+    try:
+        buffer = spark.sparkContext._gateway.new_array(jvm.byte, size)  # type: ignore[attr-defined]
+        read = stream.read(buffer)
+        return bytes(jvm.java.util.Arrays.copyOf(buffer, max(read, 0)))
+    finally:
+        stream.close()
+
+
+def csv_header(first_bytes: bytes, stream: StreamDef) -> tuple[str, ...] | None:
+    """The column names of a CSV file whose first line names every attribute of ``stream`` (in any order,
+    any case, with other columns too, after a byte order mark); None when the first line is data."""
+    text = first_bytes.decode("utf-8", errors="replace").removeprefix(_BOM)
+    line = text.splitlines()[0] if text else ""
+    try:
+        fields = next(csv.reader(io.StringIO(line)), [])
+    except csv.Error:
+        return None
+    names = tuple(f.strip() for f in fields)
+    lowered = [n.lower() for n in names]
+    if len(set(lowered)) != len(lowered) or not {a.name.lower() for a in stream.attributes} <= set(lowered):
+        return None
+    return names
+
+
+def _csv_groups(spark: SparkSession, paths: Sequence[str], stream: StreamDef) -> tuple[list[_Group], list[FileProblem]]:
+    by_header: dict[tuple[str, ...] | None, list[str]] = {}
+    problems: list[FileProblem] = []
+    for path in paths:
+        try:
+            header = csv_header(head(spark, path), stream)
+        except Exception as exc:  # an unreadable file is recorded, the others are read
+            problems.append(FileProblem(path, f"file cannot be read: {root_cause(exc)}"))
+            continue
+        by_header.setdefault(header, []).append(path)
+    return [_Group(files, _csv_loader(spark, header, stream)) for header, files in by_header.items()], problems
+
+
+def _csv_loader(
+    spark: SparkSession, header: tuple[str, ...] | None, stream: StreamDef
+) -> Callable[[list[str]], DataFrame]:
+    """Files with ``header`` (None: none) read into the stream's columns.  The reader takes multi-line
+    quoted fields, and a row with more or fewer fields than the file's columns is a malformed record."""
+    names = header if header is not None else tuple(a.name for a in stream.attributes)
+    positional = [f"_c{i}" for i in range(len(names))]
+    reader = (
+        spark.read.format("csv").schema(text_schema(positional))
+        .option("header", str(header is not None).lower())
+        .option("multiLine", "true").option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT)
+    )
+    by_name = {n.lower(): i for i, n in enumerate(names)}
+    columns: list[Column] = []
+    for attr in stream.attributes:
+        i = by_name.get(attr.name.lower())
+        if i is not None:
+            value = F.col(positional[i])
+            # A byte order mark that Spark leaves on a header-less file's first field.
+            columns.append((F.regexp_replace(value, f"^{_BOM}", "") if i == 0 else value).alias(attr.name))
+
+    def load(files: list[str]) -> DataFrame:
+        return with_arrival_part(reader.load(files), [*columns, CORRUPT])
+
+    return load
+
+
+# --- Parquet: each file with its own schema ----------------------------------------------------------------
+
+
+def _parquet_groups(spark: SparkSession, paths: Sequence[str]) -> tuple[list[_Group], list[FileProblem]]:
+    """Files grouped by their footer's schema; a file whose footer cannot be read is a problem."""
+    by_schema: dict[str, tuple[pa.Schema | None, list[str]]] = {}
+    problems: list[FileProblem] = []
+    for path in paths:
+        local = local_path(path)
+        if local is None:  # footers of remote files are read by Spark, with the first file's schema
+            by_schema.setdefault("", (None, []))[1].append(path)
+            continue
+        try:
+            schema = pq.read_schema(local)
+        except Exception as exc:  # a truncated or foreign file is recorded, not fatal
+            problems.append(FileProblem(path, f"not a readable Parquet file: {root_cause(exc)}"))
+            continue
+        by_schema.setdefault(schema.to_string(show_schema_metadata=False), (schema, []))[1].append(path)
+    return [_Group(files, _parquet_loader(spark, schema, files[0])) for schema, files in by_schema.values()], problems
+
+
+def _nanos(schema: pa.Schema | None) -> list[str]:
+    if schema is None:
+        return []
+    return [f.name for f in schema if pa.types.is_timestamp(f.type) and f.type.unit == "ns"]
+
+
+def _parquet_loader(spark: SparkSession, schema: pa.Schema | None, first: str) -> Callable[[list[str]], DataFrame]:
+    """Files of one Parquet schema, read with the schema Spark gives their first file.  Nanosecond
+    timestamps, which Spark reads only as longs, become instants again (to the microsecond)."""
+    nanos = _nanos(schema)
+    if nanos:
+        spark.conf.set(NANOS_AS_LONG, "true")
+    spark_schema = spark.read.parquet(escape_glob(first)).schema
+
+    def load(files: list[str]) -> DataFrame:
+        df = spark.read.schema(spark_schema).parquet(*files)
+        if not nanos:
+            return with_arrival_part(df)
+        fixed = [F.timestamp_micros(F.expr(f"`{c}` div 1000")).alias(c) if c in nanos else F.col(f"`{c}`")
+                 for c in df.columns]
+        return with_arrival_part(df, fixed)
+
+    return load
