@@ -22,6 +22,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from tiltframe.engine.continuous import ContinuousRun, ContinuousTotals
 from tiltframe.engine.events import REASON, type_events
+from tiltframe.engine.failures import said_where
 from tiltframe.engine.pipeline import AggregationPipeline, pipeline_id_for
 from tiltframe.engine.reports import BatchReport, PipelineTotals
 from tiltframe.engine.session import get_session
@@ -156,7 +157,8 @@ class Run:
                 pipeline.process(source, 0)
 
     def _start(self, df: DataFrame, name: str, checkpoint: Path, fn: Callable[[DataFrame, int], None]) -> None:
-        writer = df.writeStream.queryName(name).option("checkpointLocation", str(checkpoint)).foreachBatch(fn)
+        writer = df.writeStream.queryName(name).option("checkpointLocation", str(checkpoint))
+        writer = writer.foreachBatch(said_where(name, fn))  # a failure names the query and the batch
         if self.follow:
             writer = writer.trigger(processingTime=self.trigger_interval)
         else:

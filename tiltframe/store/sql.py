@@ -165,9 +165,9 @@ def sqlite_engine(path: Path, *, read_only: bool) -> Engine:
     """Engine on one SQLite file: WAL so readers never block the writer and see committed batches only.
 
     A read-only engine opens the file with ``mode=ro`` and ``query_only``, creates no file (immutable
-    while no writer is active: ``sqlite_read``) and never runs a pragma that writes.  pysqlite's implicit transactions are switched off (``isolation_level=None``); the ``begin``
-    hook emits ``BEGIN`` itself, ``BEGIN IMMEDIATE`` for writes so that the replay check and the merge
-    see one state of the database.
+    while no writer is active: ``sqlite_read``) and never runs a pragma that writes.  pysqlite's implicit
+    transactions are switched off (``isolation_level=None``); the ``begin`` hook emits ``BEGIN`` itself,
+    ``BEGIN IMMEDIATE`` for writes so that the replay check and the merge see one state of the database.
     """
 
     def connect() -> sqlite3.Connection:
