@@ -52,9 +52,20 @@ def json_value(value: Any) -> Any:
     raise TypeError(msg)
 
 
+def _finite(value: Any) -> Any:
+    """``value`` with NaN floats as None and infinite ones as strings: JSON has no such numbers."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else str(value).replace("inf", "Infinity")
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
 def to_json(value: Any) -> str:
-    """Indented JSON of ``value``, whatever numbers the store gave (see :func:`json_value`)."""
-    return json.dumps(value, indent=2, default=json_value)
+    """Indented, valid JSON of ``value``, whatever numbers the store gave (see :func:`json_value`)."""
+    return json.dumps(_finite(value), indent=2, default=json_value, allow_nan=False)
 
 
 def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
