@@ -87,3 +87,15 @@ def test_verbose_after_the_command_shows_spark_log(failing_run: tuple[list[str],
     failure = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
     assert failure == [line for line in failure if CAUSE in line and "batch 0" in line]
     assert len(failure) == 1
+
+
+@pytest.mark.slow
+def test_spark_that_does_not_start_says_why(failing_run: tuple[list[str], Path]) -> None:
+    command, data = failing_run
+    done = _tiltframe([*command, "--master", "nowhere"])
+    assert done.returncode == 1, done.stderr
+    log = data / "logs" / "spark.log"
+    assert done.stderr.splitlines() == [
+        "error: Spark did not start: SparkException: Master must either be yarn or start with spark, k8s, or local "
+        f"(Spark's log: {log})"]
+    assert "Exception in thread" in log.read_text(encoding="utf-8")

@@ -12,6 +12,7 @@ stderr on that file (``log_file``), which is the only place that catches all of 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -123,8 +124,14 @@ def _launch_jvm(log_file: Path, conf: SparkConf) -> None:
 
 
 def _last_line(path: Path, start: int) -> str:
-    """The last non-blank line written to ``path`` after byte ``start``."""
+    """The last line written to ``path`` after byte ``start`` that is no stack frame, in short: the JVM's
+    reason for exiting (``SparkException: Master must either be yarn or ...``)."""
     with path.open("rb") as f:
         f.seek(start)
-        lines = [line.strip() for line in f.read().decode("utf-8", "replace").splitlines() if line.strip()]
-    return lines[-1] if lines else ""
+        text = f.read().decode("utf-8", "replace")
+    lines = [line.strip() for line in text.splitlines()]
+    said = [line for line in lines if line and not line.startswith(("at ", "..."))]
+    if not said:
+        return ""
+    last = re.sub(r'^Exception in thread "[^"]*" ', "", said[-1])
+    return re.sub(r"^(?:[a-z_][\w$]*\.)+([A-Z][\w$]*: )", r"\1", last)
