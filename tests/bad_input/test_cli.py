@@ -118,6 +118,9 @@ KINDS: dict[str, tuple[Callable[[Files], list[str]], int, str]] = {
     "--data-dir is a file (purge)": (
         lambda f: ["purge", f.app, "--data-dir", f.path("plain-file")], 2,
         "--data-dir '{root}/plain-file' is a file, not a directory"),
+    "--data-dir inside a file (run)": (
+        lambda f: ["run", f.app, "--data-dir", f.path("plain-file/data")], 2,
+        "--data-dir '{root}/plain-file/data' cannot be made: '{root}/plain-file' is a file, not a directory"),
     "--config missing": (
         lambda f: ["run", f.app, "--config", f.path("nope.toml")], 2, "config file {root}/nope.toml does not exist"),
     "--config not UTF-8": (

@@ -75,6 +75,8 @@ def handle_errors(context: str | None = None) -> Iterator[None]:
         raise typer.Exit(EXIT_USAGE) from None
     except Exception as exc:
         _say(None, f"{_prefix(context, exc)}{failure_line(exc)}")
+        if isinstance(exc, TiltframeError) and "\n" in str(exc):  # the rest of a longer message, after it
+            stderr_console().print(str(exc).split("\n", 1)[1], markup=False)
         if isinstance(exc, TiltframeError) and settings.spark_log is None:
             if settings.debug:
                 traceback.print_exc()

@@ -56,9 +56,13 @@ ConfigOpt = Annotated[
 def resolve_data_dir(value: Path | None) -> Path:
     """The data directory (``--data-dir``, else the default); a usage error when it is not a directory."""
     path = value if value is not None else api.default_data_dir()
+    given = "--data-dir" if value is not None else "the data directory ($TILTFRAME_DATA_DIR or ./tiltframe-data)"
     if path.exists() and not path.is_dir():
-        given = "--data-dir" if value is not None else "the data directory ($TILTFRAME_DATA_DIR or ./tiltframe-data)"
         msg = f"{given} '{path}' is a file, not a directory (it holds the store, checkpoints and logs)"
+        raise UsageError(msg)
+    existing = next((parent for parent in path.absolute().parents if parent.exists()), None)
+    if not path.exists() and existing is not None and not existing.is_dir():
+        msg = f"{given} '{path}' cannot be made: '{existing}' is a file, not a directory"
         raise UsageError(msg)
     return path
 
