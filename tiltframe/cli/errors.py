@@ -14,8 +14,12 @@ from contextlib import contextmanager
 from typing import Any
 
 import typer
-from typer import _click
 from typer.core import TyperGroup
+
+try:  # typer vendors click since 0.20; before, it used the click package
+    from typer import _click as click
+except ImportError:  # pragma: no cover - older typer
+    import click  # type: ignore[no-redef]
 
 from tiltframe.cli.logs import settings
 from tiltframe.cli.output import stderr_console
@@ -109,16 +113,16 @@ class TiltframeGroup(TyperGroup):
         args = hoist_global_flags(sys.argv[1:] if args is None else args)
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except _click.exceptions.ClickException as exc:
+        except click.exceptions.ClickException as exc:
             if not standalone_mode:
                 raise
-            if isinstance(exc, _click.exceptions.NoArgsIsHelpError):  # the help was printed already
+            if type(exc).__name__ == "NoArgsIsHelpError":  # the help was printed already
                 sys.exit(exc.exit_code)
             ctx = getattr(exc, "ctx", None)
             where = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
             _say("usage error", f"{exc.format_message()}{where}")
             sys.exit(exc.exit_code)
-        except _click.exceptions.Abort:
+        except typer.Abort:
             if not standalone_mode:
                 raise
             stderr_console().print("aborted")

@@ -28,8 +28,8 @@ def _offset(sign: str | None, hh: str | None, mm: str | None) -> timezone:
     if sign is None:
         return UTC
     delta = timedelta(hours=int(hh or 0), minutes=int(mm or 0))
-    if delta >= timedelta(hours=24):
-        msg = f"the offset {sign}{hh}:{mm} is beyond +/-23:59"
+    if delta >= timedelta(hours=24) or int(mm or 0) > 59:
+        msg = f"the offset {sign}{hh}:{mm} is not one of -23:59 ... +23:59"
         raise ValueError(msg)
     return timezone(delta if sign == "+" else -delta)
 
