@@ -54,8 +54,10 @@ def configure(*, debug: bool, verbose: bool) -> None:
             handler.close()
         logger.setLevel(logging.WARNING)
         logger.propagate = loud
-        if not loud:
-            logger.addHandler(logging.NullHandler())
+        if not loud:  # nowhere until a Spark log file is known (not Python's last-resort stderr)
+            quiet = logging.NullHandler()
+            quiet.tiltframe_spark_log = True  # type: ignore[attr-defined]
+            logger.addHandler(quiet)
 
 
 def _to_spark_log(path: Path) -> None:
