@@ -40,11 +40,35 @@ def load_app(source: str | Path) -> AppSpec:
     looks_like_text = "\n" in text or "define " in text.lower() or ";" in text
     if isinstance(source, Path) or not looks_like_text:
         path = Path(source)
-        if not path.is_file():
-            msg = f"app file '{path}' does not exist"
+        app = parse_app(read_app_file(path))
+        if not (app.streams or app.aggregations or app.queries or app.continuous or app.tables):
+            msg = f"app file '{path}' defines nothing (expected 'define stream ...', 'define aggregation ...', ...)"
             raise UsageError(msg)
-        return parse_app(path.read_text(encoding="utf-8"))
+        return app
     return parse_app(str(source))
+
+
+def read_app_file(path: Path) -> str:
+    """The text of an app file (UTF-8, with or without a byte order mark); a usage error naming the file
+    when it is missing, a directory, unreadable or not UTF-8 (with the first bad byte and its line)."""
+    if path.is_dir():
+        msg = f"app file '{path}' is a directory; give the app's file (e.g. {path / 'app.siddhi'})"
+        raise UsageError(msg)
+    if not path.is_file():
+        msg = f"app file '{path}' does not exist"
+        raise UsageError(msg)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        msg = f"app file '{path}' cannot be read: {exc.strerror or exc}"
+        raise UsageError(msg) from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        msg = (f"app file '{path}' is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}, "
+               f"line {line}); save it as UTF-8")
+        raise UsageError(msg) from None
 
 
 def start(
@@ -210,7 +234,7 @@ def changed_files(app: AppSpec, *, data_dir: str | Path | None = None) -> dict[s
     """Input files that grew, changed or went away after a batch read them, per aggregation: what was
     read of each and what is there now (docs/bad-input.md)."""
     from tiltframe.engine.file_manifest import FileManifest
-    from tiltframe.engine.runner import checkpoint_dir
+    from tiltframe.engine.markers import checkpoint_dir
 
     root = Path(data_dir or default_data_dir())
     return {agg.name: FileManifest(checkpoint_dir(root, AggregationLayout.of(app, agg.name))).changed()

@@ -100,4 +100,6 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
 def unknown(kind: str, word: str, choices: Iterable[str]) -> str:
     """Message for an unknown name: the kind, the word, the closest match and the valid names."""
     options = sorted(set(choices))
+    if not options:
+        return f"unknown {kind} '{word}' (there is no {kind} to choose from)"
     return f"unknown {kind} '{word}'{did_you_mean(word, options)} (expected one of: {', '.join(options)})"

@@ -12,9 +12,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from typer.testing import CliRunner
 
 import tiltframe as tf
 from tests.bad_input.harness import Outcome, run
+from tiltframe.cli.app import app as cli
 from tiltframe.errors import DataError
 from tiltframe.timeutil.parse import parse_timestamp
 
@@ -172,6 +174,13 @@ def test_a_file_that_grows_after_it_was_read_is_reported(spark, tmp_path: Path) 
     assert (changed.size_read, changed.size_now) == (size, log.stat().st_size)
     assert f"{log.stat().st_size - size} bytes" in changed.message
     assert [c.path for c in tf.changed_files(app, data_dir=tmp_path / "data")["A"]] == [changed.path]
+    app_file = tmp_path / "app.siddhi"
+    app_file.write_text(APP)
+    shown = CliRunner().invoke(cli, ["inspect", str(app_file), "--data-dir", str(tmp_path / "data"),
+                                     "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    [doc] = json.loads(shown.output)
+    assert [(f["path"], f["size_read"]) for f in doc["files_changed"]] == [(changed.path, size)]
 
 
 # --- files that cannot be read ---------------------------------------------------------------------------------

@@ -158,14 +158,16 @@ def test_run_then_query_and_inspect(spark: object, app_file: Path, tmp_path: Pat
     result = runner.invoke(app, ["query", str(app_file), DAILY, "--format", "json", "--data-dir", data])
     assert json.loads(result.stdout) == rows
 
-    # Readers never write: query, inspect, and a run without input leave the database and its log as they
-    # are (SQLite's shared-memory index, -shm, is where readers register, so it is not compared).
-    files = [tmp_path / "data" / name for name in ("tiltframe.db", "tiltframe.db-wal")]
-    before = [(f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in files]
+    # Readers never write: query, inspect, and a run without input leave every file of the database as it
+    # is, and create none (no -wal, -shm or lock file: tests/cli/test_read_only_query.py).
+    def database() -> dict[str, tuple[int, int]]:
+        return {f.name: (f.stat().st_mtime_ns, f.stat().st_size) for f in (tmp_path / "data").glob("tiltframe.db*")}
+
+    before = database()
     for command in (["query", str(app_file), DAILY], ["inspect", str(app_file)], ["run", str(app_file)]):
         result = runner.invoke(app, [*command, "--data-dir", data])
         assert result.exit_code == 0, result.output
-    assert [(f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in files] == before
+    assert database() == before
     assert "only read" in result.stdout
 
     # Purge by the seed's default retention, from the latest event (2024-01-02 10:00:00): seconds keep

@@ -1,114 +1,56 @@
 """The ``tiltframe`` command line: run, query, inspect and validate apps, and the demo.
 
 Every command is one call into :mod:`tiltframe.api`, so the CLI and the library behave the same.  Data
-(query answers, summaries) goes to stdout; progress and errors go to stderr.  Exit codes: 0 success,
-1 runtime or data error, 2 usage error or invalid definition.
+(query answers, summaries) goes to stdout; progress and errors go to stderr, a failure in one line first
+(:mod:`tiltframe.cli.errors`), Spark's own log to ``<data-dir>/logs/spark.log`` (:mod:`tiltframe.cli.logs`).
+Exit codes: 0 success, 1 runtime or data error, 2 usage error or invalid definition.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import logging
-import re
-import sys
-import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from tiltframe import api
+from tiltframe.cli import logs
+from tiltframe.cli.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, TiltframeGroup, handle_errors
+from tiltframe.cli.inspection import info_document, print_info
+from tiltframe.cli.options import (
+    AppArg,
+    ConfigOpt,
+    DataDirOpt,
+    ShardOpt,
+    check_config_file,
+    check_format,
+    check_run_options,
+    checkpoint_location,
+    is_local,
+    pairs,
+    resolve_data_dir,
+    store_location,
+)
+from tiltframe.cli.output import records, result_table, stderr_console, stdout_console, to_json
 from tiltframe.cli.progress import RunProgress
-from tiltframe.errors import DefinitionError, TiltframeError, UsageError, unknown
-from tiltframe.spec.lateness import Lateness
-from tiltframe.spec.retention import Retention
+from tiltframe.cli.running import print_run_summary, wait_interruptibly
+from tiltframe.errors import UsageError
 from tiltframe.timeutil.parse import format_ts
 
-if TYPE_CHECKING:
-    import pandas as pd
-
-    from tiltframe.engine.runner import Run, RunResult
-    from tiltframe.spec.model import AggregationSpec, AppSpec
-
-EXIT_OK, EXIT_RUNTIME, EXIT_USAGE = 0, 1, 2
-FORMATS = ("csv", "json", "parquet")
+#: What other modules (the demo) and older callers import from here.
+__all__ = ["EXIT_OK", "EXIT_RUNTIME", "EXIT_USAGE", "app", "checkpoint_location", "handle_errors", "main",
+           "records", "result_table", "stderr_console", "stdout_console", "store_location"]
 
 app = typer.Typer(
     name="tiltframe",
     help="Incremental, multi-granularity rollups of event streams on Apache Spark (SiddhiQL aggregations).",
+    cls=TiltframeGroup,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
 )
-
-_state = {"debug": False}
-
-
-def stdout_console() -> Console:
-    """A console on the current stdout; wide when piped so that tables are not squeezed to 80 columns."""
-    return Console(width=None if sys.stdout.isatty() else 240, highlight=False, soft_wrap=False)
-
-
-def stderr_console() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
-
-
-# --- errors -------------------------------------------------------------------------------------------
-
-
-_TILTFRAME_ERROR_LINE = re.compile(r"tiltframe\.errors\.(\w+): (.+)")
-
-
-def _spark_message(exc: BaseException) -> str:
-    """The useful part of a Spark/py4j failure: the tiltframe error inside it, else its first lines."""
-    text = str(exc)
-    found = _TILTFRAME_ERROR_LINE.findall(text)
-    if found:
-        kind, message = found[-1]
-        return f"{kind}: {message}"
-    lines = [line for line in text.splitlines() if line.strip()]
-    head = "\n".join(lines[:8]) + ("\n..." if len(lines) > 8 else "")
-    return f"{type(exc).__name__}: {head}"
-
-
-@contextmanager
-def handle_errors(context: str | None = None) -> Iterator[None]:
-    """Turn exceptions into a message on stderr and the documented exit code (tracebacks with --debug)."""
-    err = stderr_console()
-    prefix = f"{context}: " if context else ""
-    try:
-        yield
-    except typer.Exit:
-        raise
-    except KeyboardInterrupt:
-        err.print("interrupted")
-        raise typer.Exit(130) from None
-    except (DefinitionError, UsageError) as exc:
-        if _state["debug"]:
-            traceback.print_exc()
-        kind = "invalid definition" if isinstance(exc, DefinitionError) else "usage error"
-        err.print(f"[bold red]error[/] ({kind}): {prefix}", end="")
-        err.print(str(exc), markup=False)
-        raise typer.Exit(EXIT_USAGE) from None
-    except TiltframeError as exc:
-        if _state["debug"]:
-            traceback.print_exc()
-        err.print("[bold red]error[/]: ", end="")
-        err.print(f"{prefix}{exc}", markup=False)
-        raise typer.Exit(EXIT_RUNTIME) from None
-    except Exception as exc:
-        if _state["debug"]:
-            traceback.print_exc()
-        err.print("[bold red]error[/]: ", end="")
-        err.print(f"{prefix}{_spark_message(exc)}", markup=False)
-        err.print("(run with --debug for the traceback)", style="dim")
-        raise typer.Exit(EXIT_RUNTIME) from None
 
 
 # --- global options -----------------------------------------------------------------------------------
@@ -124,239 +66,26 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Log tiltframe's DEBUG lines and show tracebacks on errors.")
+    ] = False,
     verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Log what the engine does (stderr).")
+        bool,
+        typer.Option(
+            "--verbose", "-v",
+            help="Log what tiltframe does (INFO) and Spark's log (WARN) on stderr instead of "
+            "<data-dir>/logs/spark.log; may also follow the command.",
+        ),
     ] = False,
     _show_version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
     ] = False,
 ) -> None:
     """Define rollups in SiddhiQL, stream events through Spark into per-granularity tables, query them."""
-    _state["debug"] = debug
-    level = logging.DEBUG if debug else logging.INFO if verbose else logging.WARNING
-    logging.basicConfig(
-        level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s", force=True
-    )
-    for noisy in ("py4j", "py4j.clientserver", "py4j.java_gateway"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-
-
-# --- shared option types ------------------------------------------------------------------------------
-
-AppArg = Annotated[
-    Path,
-    typer.Argument(
-        metavar="APP", help="The app file (SiddhiQL: define stream / define aggregation / queries)."
-    ),
-]
-DataDirOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--data-dir",
-        "-d",
-        help="Where the store and checkpoints live \\[default: $TILTFRAME_DATA_DIR or ./tiltframe-data].",
-        show_default=False,
-    ),
-]
-
-
-ShardOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--shard-id",
-        help="This deployment's shard, for aggregations partitioned by shard (@PartitionById) "
-        "\\[default: $TILTFRAME_SHARD_ID, or shard_id in the config file].",
-        show_default=False,
-    ),
-]
-ConfigOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--config",
-        help="A TOML file with shard_id and partition_by_id (partition every aggregation that does not say) "
-        "\\[default: $TILTFRAME_CONFIG].",
-        show_default=False,
-    ),
-]
-
-
-def _data_dir(value: Path | None) -> Path:
-    return value if value is not None else api.default_data_dir()
-
-
-def _pairs(values: list[str] | None, option: str) -> dict[str, str]:
-    """``STREAM=VALUE`` options as a dict; a usage error for anything else or a repeated stream."""
-    result: dict[str, str] = {}
-    for raw in values or []:
-        name, sep, value = raw.partition("=")
-        name, value = name.strip(), value.strip()
-        if not sep or not name or not value:
-            msg = f"{option} '{raw}': expected STREAM=VALUE, for example {option} TradeStream=data/trades"
-            raise UsageError(msg)
-        if name in result:
-            msg = f"{option} names stream {name} twice"
-            raise UsageError(msg)
-        result[name] = value
-    return result
-
-
-def _is_local(path: str) -> bool:
-    return "://" not in path and not path.startswith(("hdfs:", "s3a:", "s3:", "gs:", "abfs:", "file:"))
-
-
-def _output_streams(spec: AppSpec) -> list[str]:
-    """What ``--output`` may name: the output streams of retrieval joins and the continuous queries."""
-    from tiltframe.engine.runner import continuous_name
-
-    joins = [q.insert_into or q.name or f"query{i}" for i, q in enumerate(spec.queries) if q.request_stream is not None]
-    return [*joins, *(continuous_name(spec, i) for i in range(len(spec.continuous)))]
-
-
-def store_location(spec: AppSpec, agg: AggregationSpec, data_dir: Path) -> Path | str:
-    """Where an aggregation's rollups are kept: its SQLite file, or its server URL without the password."""
-    from tiltframe import store
-
-    return store.store_location(agg.store, data_dir)
-
-
-def checkpoint_location(spec: AppSpec, agg: AggregationSpec, data_dir: Path) -> Path:
-    """The checkpoint directory of an aggregation's streaming query (as the runner names it)."""
-    from tiltframe.store.layout import AggregationLayout
-
-    layout = AggregationLayout.of(spec, agg.name)
-    return data_dir / "checkpoints" / f"{layout.name}-{layout.spec_hash}"
+    logs.configure(debug=debug, verbose=verbose)
 
 
 # --- run ----------------------------------------------------------------------------------------------
-
-
-def _check_run_options(
-    spec: AppSpec,
-    inputs: dict[str, str],
-    formats: dict[str, str],
-    outputs: dict[str, str],
-) -> None:
-    """Fail fast (before Spark starts) on names and paths that cannot work."""
-    streams = [s.name for s in spec.streams] + [t.name for t in spec.tables]
-    for name in inputs:
-        if name not in streams:
-            msg = f"--input: {unknown('stream', name, streams)}"
-            raise UsageError(msg)
-    for name, fmt in formats.items():
-        if name not in inputs:
-            msg = f"--input-format {name}={fmt}: stream {name} has no --input"
-            raise UsageError(msg)
-        if fmt.lower() not in FORMATS:
-            msg = f"--input-format {name}: {unknown('format', fmt, FORMATS)}"
-            raise UsageError(msg)
-    out_names = _output_streams(spec)
-    for name in outputs:
-        if name not in out_names:
-            if not out_names:
-                msg = f"--output {name}: the app has no retrieval join or continuous query, so nothing to output"
-                raise UsageError(msg)
-            msg = f"--output: {unknown('output stream', name, out_names)}"
-            raise UsageError(msg)
-    for name, path in inputs.items():
-        if _is_local(path) and not Path(path).is_dir():
-            what = "does not exist" if not Path(path).exists() else "is not a directory"
-            msg = f"--input {name}={path}: '{path}' {what} (give a directory of csv, json or parquet files)"
-            raise UsageError(msg)
-
-
-def _print_run_summary(
-    console: Console,
-    spec: AppSpec,
-    result: RunResult,
-    data_dir: Path,
-    wall_seconds: float,
-) -> None:
-    for agg in spec.aggregations:
-        t = result.aggregations.get(agg.name)
-        table = Table(title=f"aggregation {agg.name}", title_justify="left", show_header=False, box=None)
-        table.add_column(style="bold")
-        table.add_column(justify="right")
-        if t is None:
-            console.print(f"aggregation {agg.name}: only read (stream {agg.source} has no --input)")
-            continue
-        table.add_row(
-            "micro-batches", f"{t.batches:,}" + (f" (+{t.skipped} already committed)" if t.skipped else "")
-        )
-        table.add_row("events read", f"{t.events_read:,}")
-        table.add_row("events aggregated", f"{t.events_aggregated:,}")
-        if t.events_moved:
-            table.add_row("events moved to another bucket", f"{t.events_moved:,}")
-        table.add_row("events rejected", f"{t.events_rejected:,}")
-        table.add_row("rows written", f"{t.rows_written:,}")
-        if t.rows_purged:
-            table.add_row("rows purged (retention)", f"{t.rows_purged:,}")
-        table.add_row("latest event time (GMT)", format_ts(t.max_event_ts))
-        table.add_row("time", f"{t.spark_seconds:.1f}s Spark + {t.store_seconds:.1f}s store")
-        table.add_row("store", str(store_location(spec, agg, data_dir)))
-        table.add_row("checkpoint", str(checkpoint_location(spec, agg, data_dir)))
-        console.print(table)
-    for out, n in sorted(result.outputs.items()):
-        console.print(f"output stream {out}: {n:,} rows")
-    for name, c in result.continuous.items():
-        line = f"continuous query {name}: {c.rows_emitted:,} rows emitted, {c.events_late:,} late events"
-        console.print(f"{line}, {c.events_rejected:,} events rejected ({c.batches:,} micro-batches)")
-    if result.requests_rejected:
-        console.print(f"requests rejected: {result.requests_rejected:,}")
-    console.print(f"done in {wall_seconds:.1f}s")
-
-
-def wait_interruptibly(handle: Run, progress: RunProgress | None = None) -> tuple[RunResult, bool]:
-    """``handle.wait()`` that a Ctrl-C stops gracefully; returns the result and whether it was interrupted.
-
-    PySpark's own SIGINT handler makes a py4j call from inside a py4j call (and logs scary tracebacks), so
-    while waiting SIGINT only sets a flag; the main thread then stops the queries.  Committed batches are
-    kept and the checkpoint makes the next run resume after them.  A second Ctrl-C exits at once.
-    """
-    import os
-    import signal
-    import threading
-
-    stop = threading.Event()
-    done = threading.Event()
-    outcome: dict[str, Any] = {}
-
-    def on_sigint(signum: int, frame: object) -> None:
-        if stop.is_set():
-            os._exit(130)
-        stop.set()
-
-    def waiter() -> None:
-        try:
-            outcome["result"] = handle.wait()
-        except BaseException as exc:  # re-raised in the main thread
-            outcome["error"] = exc
-        finally:
-            done.set()
-
-    previous = (
-        signal.signal(signal.SIGINT, on_sigint)
-        if threading.current_thread() is threading.main_thread()
-        else None
-    )
-    try:
-        worker = threading.Thread(target=waiter, name="tiltframe-wait", daemon=True)
-        worker.start()
-        while not done.wait(0.2):
-            if stop.is_set():
-                if progress is not None:
-                    progress.status = "stopping (committed batches are kept; the next run resumes after them)"
-                handle.stop()
-                done.wait(60)
-                return handle.result, True
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
-    if "error" in outcome:
-        if stop.is_set():
-            return handle.result, True
-        raise outcome["error"]
-    return outcome["result"], stop.is_set()
 
 
 @app.command()
@@ -403,6 +132,11 @@ def run(
     ] = None,
     shard_id: ShardOpt = None,
     config: ConfigOpt = None,
+    on_bad_file: Annotated[
+        str,
+        typer.Option("--on-bad-file", metavar="skip|fail",
+                     help="An input file that cannot be read: record it and go on (skip), or stop (fail)."),
+    ] = "skip",
 ) -> None:
     """Aggregate the input streams into the store and run the continuous queries (everything available, or
     --follow until Ctrl-C)."""
@@ -415,14 +149,15 @@ def run(
         from tiltframe.spec.validate import check_runnable
 
         check_runnable(spec)
-        inputs = _pairs(input_, "--input")
-        formats = _pairs(input_format, "--input-format")
-        outputs = _pairs(output, "--output")
-        _check_run_options(spec, inputs, formats, outputs)
+        inputs = pairs(input_, "--input")
+        formats = pairs(input_format, "--input-format")
+        outputs = pairs(output, "--output")
+        check_run_options(spec, inputs, formats, outputs)
         from tiltframe.engine.shards import load_deployment
 
+        check_config_file(config)
         deployment = load_deployment(shard_id, config)
-        directory = _data_dir(data_dir)
+        directory = resolve_data_dir(data_dir)
         if not inputs:
             err.print("note: no --input given; the aggregations receive no events")
         fed = {spec.input_stream(name) for name in inputs}
@@ -432,21 +167,21 @@ def run(
                     f"note: stream {agg.source} has no --input; aggregation {agg.name} receives no events"
                 )
 
-        from tiltframe.engine.session import get_session
         from tiltframe.engine.sinks import sink_for
         from tiltframe.engine.sources import FileInput
 
         file_inputs = {
             name: FileInput(
-                str(Path(path).resolve()) if _is_local(path) else path,
+                str(Path(path).resolve()) if is_local(path) else path,
                 formats[name].lower() if name in formats else None,
                 max_files_per_trigger,
             )
             for name, path in inputs.items()
         }
         sinks = {name: sink_for(path) for name, path in outputs.items()}
-        err.print(f"starting Spark ({master or 'default master'}) ...", style="dim")
-        spark = get_session(master)
+        if err.is_terminal or logs.settings.verbose:
+            err.print(f"starting Spark ({master or 'default master'}) ...", style="dim")
+        spark = logs.start_spark(master, directory)
         started = time.monotonic()
         progress = RunProgress(err, [a.name for a in spec.aggregations], follow=follow)
         with progress:
@@ -461,6 +196,7 @@ def run(
                 max_files_per_trigger=max_files_per_trigger,
                 shard_id=deployment.shard_id,
                 partition_by_id=deployment.partition_by_id,
+                on_bad_file=on_bad_file,
             )
             try:
                 result, interrupted = wait_interruptibly(handle, progress)
@@ -468,47 +204,10 @@ def run(
                 handle.close()
         if interrupted:
             err.print("stopped by Ctrl-C")
-        _print_run_summary(out, spec, result, directory, time.monotonic() - started)
+        print_run_summary(out, spec, result, directory, time.monotonic() - started)
 
 
 # --- query --------------------------------------------------------------------------------------------
-
-
-def _cell(value: Any) -> str:
-    import math
-
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    if isinstance(value, float):
-        text = f"{value:.10g}"
-        return text if any(ch in text for ch in ".einf") else f"{text}.0"
-    return str(value)
-
-
-def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    """Rows as JSON-ready dicts: plain numbers, NaN as null."""
-    return json.loads(frame.to_json(orient="records", double_precision=15))
-
-
-def result_table(frame: pd.DataFrame, *, zone: str = "UTC", title: str | None = None) -> Table:
-    """A rich table of a query answer; AGG_TIMESTAMP also shown as a date in the aggregation's zone."""
-    label = "time (GMT)" if zone.upper() in ("UTC", "GMT") else f"time ({zone})"
-    table = Table(title=title, title_justify="left")
-    columns: list[str] = []
-    for c in frame.columns:
-        numeric = frame[c].dtype.kind in "iuf"
-        table.add_column(str(c), justify="right" if numeric else "left")
-        columns.append(str(c))
-        if c == "AGG_TIMESTAMP":
-            table.add_column(label)
-    for rec in frame.itertuples(index=False):
-        cells: list[str] = []
-        for c, v in zip(columns, rec, strict=True):
-            cells.append(_cell(v))
-            if c == "AGG_TIMESTAMP":
-                cells.append(format_ts(int(v), zone) if v is not None else "")
-        table.add_row(*cells)
-    return table
 
 
 @app.command()
@@ -527,24 +226,23 @@ def query(
 ) -> None:
     """Answer an on-demand retrieval from the store (no Spark needed)."""
     with handle_errors():
-        if fmt not in ("table", "csv", "json"):
-            msg = f"--format: {unknown('format', fmt, ['table', 'csv', 'json'])}"
-            raise UsageError(msg)
+        check_format(fmt, ("table", "csv", "json"))
         spec = api.load_app(app_file)
+        directory = resolve_data_dir(data_dir)
     with handle_errors("query"):
         from tiltframe.lang import parse_query
         from tiltframe.spec.validate import validate_query
 
         zone = spec.timezone or "UTC"
         if text.lstrip()[:6].lower() == "select":  # SQL over a pre-aggregated table
-            frame = api.select(spec, text, data_dir=_data_dir(data_dir))
+            frame = api.select(spec, text, data_dir=directory)
         else:
             q = parse_query(text, aggregations=[a.name for a in spec.aggregations])
             validate_query(spec, q)
-            frame = api.query(spec, q, data_dir=_data_dir(data_dir))
+            frame = api.query(spec, q, data_dir=directory)
             zone = spec.zone_of(spec.aggregation(q.aggregation))
         if fmt == "json":
-            typer.echo(json.dumps(records(frame), indent=2))
+            typer.echo(to_json(records(frame)))
         elif fmt == "csv":
             typer.echo(frame.to_csv(index=False), nl=False)
         else:
@@ -566,108 +264,23 @@ def inspect(
 ) -> None:
     """Show each aggregation's tables, row counts, time range, event counts and latest rejected events."""
     with handle_errors():
-        if fmt not in ("table", "json"):
-            msg = f"--format: {unknown('format', fmt, ['table', 'json'])}"
-            raise UsageError(msg)
+        check_format(fmt, ("table", "json"))
         spec = api.load_app(app_file)
-        directory = _data_dir(data_dir)
+        directory = resolve_data_dir(data_dir)
         infos = api.inspect(spec, data_dir=directory)
         rejected = {
             agg.name: api.rejected(spec, agg.name, data_dir=directory, limit=rejected_rows)
             for agg in spec.aggregations
         }
+        changed = api.changed_files(spec, data_dir=directory)
         if fmt == "json":
-            docs = []
-            for agg, info in zip(spec.aggregations, infos, strict=True):
-                doc = dataclasses.asdict(info)
-                doc["rejected_by_reason"] = [{"reason": r, "events": n} for r, n in info.rejected_by_reason]
-                for t in doc["tables"]:
-                    t["first_bucket_gmt"] = _ts_or_none(t["first_bucket"])
-                    t["last_bucket_gmt"] = _ts_or_none(t["last_bucket"])
-                doc["min_event_time_gmt"] = _ts_or_none(info.min_event_ts)
-                doc["max_event_time_gmt"] = _ts_or_none(info.max_event_ts)
-                doc["store"] = str(store_location(spec, agg, directory))
-                doc["latest_rejected"] = records(rejected[agg.name])
-                docs.append(doc)
-            typer.echo(json.dumps(docs, indent=2))
+            docs = [info_document(spec, agg, info, rejected[agg.name], directory, changed[agg.name])
+                    for agg, info in zip(spec.aggregations, infos, strict=True)]
+            typer.echo(to_json(docs))
             return
         out = stdout_console()
         for agg, info in zip(spec.aggregations, infos, strict=True):
-            _print_info(out, spec, agg, info, rejected[agg.name], directory)
-
-
-def _ts_or_none(ms: int | None) -> str | None:
-    return format_ts(ms) if ms is not None else None
-
-
-def _print_info(
-    out: Console, spec: AppSpec, agg: AggregationSpec, info: Any, rejected: pd.DataFrame, data_dir: Path
-) -> None:
-    out.rule(f"[bold]{info.name}[/] (from {agg.source}, zone {info.zone}, spec {info.spec_hash})")
-    out.print(f"store: {store_location(spec, agg, data_dir)}")
-    if info.shards:
-        out.print(f"shards: {', '.join(info.shards)} (rows merged on read)")
-    tables = Table(title="tables", title_justify="left")
-    for name, justify in (
-        ("table", "left"),
-        ("per", "left"),
-        ("rows", "right"),
-        ("first bucket (GMT)", "left"),
-        ("last bucket (GMT)", "left"),
-    ):
-        tables.add_column(name, justify=justify)  # type: ignore[arg-type]
-    for t in info.tables:
-        tables.add_row(
-            t.table, t.granularity, f"{t.rows:,}", format_ts(t.first_bucket), format_ts(t.last_bucket)
-        )
-    out.print(tables)
-    counts = Table(show_header=False, box=None)
-    counts.add_column(style="bold")
-    counts.add_column(justify="right")
-    counts.add_row("late events", Lateness.of(agg).describe())
-    counts.add_row("retention", Retention.of(agg).describe(agg))
-    counts.add_row("micro-batches committed", f"{info.batches:,}")
-    counts.add_row("events read", f"{info.events_read:,}")
-    counts.add_row("events aggregated (own bucket)", f"{info.events_aggregated:,}")
-    counts.add_row("events moved (another bucket)", f"{info.events_moved:,}")
-    counts.add_row("events rejected", f"{info.events_rejected:,}")
-    counts.add_row("first event (GMT)", format_ts(info.min_event_ts))
-    counts.add_row("last event (GMT)", format_ts(info.max_event_ts))
-    out.print(counts)
-    if info.purges:
-        purged = Table(title="purged", title_justify="left")
-        for column in ("table", "keeps buckets from (GMT)", "rows purged", "last purge (GMT)"):
-            purged.add_column(column, justify="right" if column == "rows purged" else "left")
-        for p in info.purges:
-            purged.add_row(p.table, format_ts(p.purged_before), f"{p.rows_purged:,}",
-                           format_ts(p.purged_at))
-        out.print(purged)
-    if info.recorded_by_kind:
-        kinds = Table(title="recorded events by kind", title_justify="left")
-        kinds.add_column("kind")
-        kinds.add_column("events", justify="right")
-        for kind, n in info.recorded_by_kind:
-            kinds.add_row(kind, f"{n:,}")
-        out.print(kinds)
-    if info.rejected_by_reason:
-        reasons = Table(title="rejected by reason", title_justify="left")
-        reasons.add_column("reason", overflow="fold")
-        reasons.add_column("events", justify="right")
-        for reason, n in info.rejected_by_reason:
-            reasons.add_row(reason, f"{n:,}")
-        out.print(reasons)
-    if not rejected.empty:
-        latest = Table(title=f"latest {len(rejected)} rejected or moved events", title_justify="left")
-        import pandas as pd  # only here: the CLI starts without it
-
-        rejected = rejected.assign(event_time=[_ts_or_none(None if pd.isna(v) else int(v))
-                                               for v in rejected["event_timestamp"]])
-        cols = [c for c in ("batch_id", "kind", "reason", "event_time", "raw") if c in rejected.columns]
-        for c in cols:
-            latest.add_column(c, overflow="fold", max_width=90 if c == "raw" else None)
-        for rec in rejected[cols].itertuples(index=False):
-            latest.add_row(*(_cell(v) for v in rec))
-        out.print(latest)
+            print_info(out, spec, agg, info, rejected[agg.name], directory, changed[agg.name])
 
 
 # --- purge --------------------------------------------------------------------------------------------
@@ -684,7 +297,7 @@ def purge(
     """Purge now what the retention periods no longer keep (measured from the latest event time)."""
     with handle_errors():
         spec = api.load_app(app_file)
-        results = api.purge(spec, aggregation, data_dir=_data_dir(data_dir))
+        results = api.purge(spec, aggregation, data_dir=resolve_data_dir(data_dir))
     from tiltframe.store.layout import AggregationLayout
 
     out = stdout_console()
@@ -728,12 +341,11 @@ def insert(
         spec = api.load_app(app_file)
         spec.table(table)
         if not path.exists():
-            msg = f"'{path}' does not exist"
+            msg = f"'{path}' does not exist (give a .csv, .json/.jsonl or .parquet file, or a folder of them)"
             raise UsageError(msg)
-        from tiltframe.engine.session import get_session
-
-        totals = api.insert(spec, table, path, data_dir=_data_dir(data_dir), spark=get_session(master),
-                            preaggregate=not no_preaggregation)
+        directory = resolve_data_dir(data_dir)
+        spark = logs.start_spark(master, directory)
+        totals = api.insert(spec, table, path, data_dir=directory, spark=spark, preaggregate=not no_preaggregation)
     stdout_console().print(f"{table}: {totals.events_read:,} rows read, {totals.events_aggregated:,} inserted, "
                            f"{totals.events_rejected:,} rejected (kept with their reasons; tiltframe inspect)")
 
@@ -748,7 +360,7 @@ def compact(
     tables into one row per interval and dimension values; queries answer the same."""
     with handle_errors():
         spec = api.load_app(app_file)
-        removed = api.compact(spec, table, data_dir=_data_dir(data_dir))
+        removed = api.compact(spec, table, data_dir=resolve_data_dir(data_dir))
     out = stdout_console()
     if not removed:
         out.print("the app has no pre-aggregated table; nothing to compact")
@@ -768,8 +380,9 @@ def migrate(app_file: AppArg, data_dir: DataDirOpt = None, shard_id: ShardOpt = 
 
     with handle_errors():
         spec = api.load_app(app_file)
+        check_config_file(config)
         deployment = load_deployment(shard_id, config)
-        changed = api.migrate(spec, data_dir=_data_dir(data_dir), shard_id=deployment.shard_id,
+        changed = api.migrate(spec, data_dir=resolve_data_dir(data_dir), shard_id=deployment.shard_id,
                               partition_by_id=deployment.partition_by_id)
     out = stdout_console()
     if not changed:
@@ -856,9 +469,11 @@ def demo(
     from tiltframe.demo import run_demo
 
     with handle_errors("demo"):
+        directory = resolve_data_dir(data_dir)
+        logs.start_spark(master, directory)  # before the demo asks for it: Spark's log goes to its file
         run_demo(
             events=events,
-            data_dir=_data_dir(data_dir),
+            data_dir=directory,
             days=days,
             files=files,
             files_per_trigger=files_per_trigger,

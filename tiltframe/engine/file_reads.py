@@ -16,7 +16,6 @@ import io
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -25,6 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from tiltframe.engine.events import ARRIVAL_PART, CORRUPT
+from tiltframe.engine.file_manifest import local_path
 from tiltframe.spec.model import StreamDef
 
 logger = logging.getLogger(__name__)
@@ -49,14 +49,6 @@ class FileProblem:
 def escape_glob(path: str) -> str:
     """``path`` with Hadoop's pattern characters escaped, so Spark reads exactly that file."""
     return "".join(f"\\{c}" if c in GLOB_CHARS else c for c in path)
-
-
-def local_path(path: str) -> str | None:
-    """The local file of a Hadoop path (``file:/x``, ``file:///x`` or ``/x``); None for other schemes."""
-    parts = urlsplit(path)
-    if parts.scheme in ("", "file") and not parts.netloc:
-        return path.removeprefix("file:") if parts.scheme else path
-    return None
 
 
 def with_arrival_part(df: DataFrame, columns: Sequence[Column | str] = ("*",)) -> DataFrame:

@@ -1,4 +1,5 @@
-"""Small JSON files that name what a directory belongs to (a pipeline's id, a deployment's shard)."""
+"""Small JSON files that name what a directory belongs to (a pipeline's id, a deployment's shard), and
+where a pipeline's directory is."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ import json
 import os
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tiltframe.store.layout import AggregationLayout
 
 
 def write_marker(path: Path, content: dict[str, Any]) -> None:
@@ -19,3 +23,8 @@ def write_marker(path: Path, content: dict[str, Any]) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
+
+
+def checkpoint_dir(data_dir: Path, layout: AggregationLayout) -> Path:
+    """Where the pipeline of ``layout`` keeps its checkpoint: Spark's, the files it read, its id."""
+    return data_dir / "checkpoints" / f"{layout.name}-{layout.spec_hash}"

@@ -22,8 +22,10 @@ from pyspark.sql.streaming import StreamingQuery
 
 from tiltframe.engine.continuous import ContinuousRun, ContinuousTotals
 from tiltframe.engine.events import REASON, type_events
+from tiltframe.engine.failures import said_where
 from tiltframe.engine.file_batches import BAD_FILE_POLICIES, FileBatches
 from tiltframe.engine.file_manifest import ChangedFile
+from tiltframe.engine.markers import checkpoint_dir
 from tiltframe.engine.pipeline import AggregationPipeline, pipeline_id_for
 from tiltframe.engine.reports import BatchReport, PipelineTotals
 from tiltframe.engine.session import get_session
@@ -168,7 +170,8 @@ class Run:
                 pipeline.process(source, 0)
 
     def _start(self, df: DataFrame, name: str, checkpoint: Path, fn: Callable[[DataFrame, int], None]) -> None:
-        writer = df.writeStream.queryName(name).option("checkpointLocation", str(checkpoint)).foreachBatch(fn)
+        writer = df.writeStream.queryName(name).option("checkpointLocation", str(checkpoint))
+        writer = writer.foreachBatch(said_where(name, fn))  # a failure names the query and the batch
         if self.follow:
             writer = writer.trigger(processingTime=self.trigger_interval)
         else:
@@ -248,11 +251,6 @@ class Run:
         """Close the stores (after :meth:`wait` or :meth:`stop`)."""
         self.stores.close()
         self.readers.close()
-
-
-def checkpoint_dir(data_dir: Path, layout: AggregationLayout) -> Path:
-    """Where the pipeline of ``layout`` keeps its checkpoint (Spark's, the files it read, its id)."""
-    return data_dir / "checkpoints" / f"{layout.name}-{layout.spec_hash}"
 
 
 def continuous_name(app: AppSpec, index: int) -> str:

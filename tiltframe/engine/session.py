@@ -3,15 +3,24 @@
 Library calls take ``spark: SparkSession | None`` and never stop a session they did not create.  Bucket
 math never depends on ``spark.sql.session.timeZone`` (it works on epoch milliseconds and explicit zones),
 so a caller's session setting is left alone.
+
+A session tiltframe creates can keep Spark's own output (log4j lines, stack traces, the JVM's start-up
+notices, Python workers' stderr) in a log file instead of the terminal: the JVM is started with its
+stderr on that file (``log_file``), which is the only place that catches all of it.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
+import time
+from pathlib import Path
 
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
+
+from tiltframe.errors import TiltframeError
 
 #: Settings for sessions tiltframe creates; tuned for small clusters and laptops.
 DEFAULT_CONF = {
@@ -29,9 +38,30 @@ DEFAULT_CONF = {
 #: Paths listed by the driver itself, in local mode, before Spark lists them with a job.
 LOCAL_LISTING_THRESHOLD = 4096
 
+#: The environment variable that sets Spark's log level.
+LOG_LEVEL_ENV = "TILTFRAME_SPARK_LOG_LEVEL"
 
-def get_session(master: str | None = None, *, app_name: str = "tiltframe") -> SparkSession:
-    """The active session if there is one, else a new one (``local[*]`` unless ``master`` says)."""
+#: A log file is moved aside to ``<name>.1`` when a session starts and finds it larger than this.
+LOG_ROTATE_BYTES = 10 * 1024 * 1024
+
+
+class SparkStartError(TiltframeError):
+    """Spark did not start (no Java, a bad setting, not enough memory, ...)."""
+
+
+def get_session(
+    master: str | None = None,
+    *,
+    app_name: str = "tiltframe",
+    log_file: Path | None = None,
+    log_level: str | None = None,
+) -> SparkSession:
+    """The active session if there is one, else a new one (``local[*]`` unless ``master`` says).
+
+    ``log_file``: where a new session's Spark output goes instead of stderr (ignored when a session or
+    a JVM already exists, as under spark-submit).  Spark's log level: ``$TILTFRAME_SPARK_LOG_LEVEL``, else
+    ``log_level``, else WARN into a log file and ERROR on the terminal.
+    """
     # Local sessions stay on loopback instead of whatever the host name resolves to.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # Python workers run in this interpreter's environment (stateful processors need its packages).
@@ -59,6 +89,49 @@ def get_session(master: str | None = None, *, app_name: str = "tiltframe") -> Sp
     conf["spark.driver.memory"] = os.environ.get("TILTFRAME_DRIVER_MEMORY", "4g")
     for key, value in conf.items():
         builder = builder.config(key, value)
+    to_file = log_file is not None and master is not None and SparkContext._gateway is None
+    if log_file is not None and master is not None and to_file:
+        settings = SparkConf(loadDefaults=False).setMaster(master).setAppName(app_name).setAll(list(conf.items()))
+        _launch_jvm(log_file, settings)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(os.environ.get("TILTFRAME_SPARK_LOG_LEVEL", "ERROR"))
+    level = os.environ.get(LOG_LEVEL_ENV) or log_level or ("WARN" if to_file else "ERROR")
+    spark.sparkContext.setLogLevel(level)
     return spark
+
+
+def _launch_jvm(log_file: Path, conf: SparkConf) -> None:
+    """Start Spark's JVM (as ``getOrCreate`` would, with the same settings) with its stderr on
+    ``log_file``; a JVM that does not start is a :class:`SparkStartError` quoting the log's last line."""
+    from pyspark.errors import PySparkRuntimeError
+    from pyspark.java_gateway import launch_gateway
+
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    if log_file.exists() and log_file.stat().st_size > LOG_ROTATE_BYTES:
+        log_file.replace(log_file.with_name(log_file.name + ".1"))
+    with log_file.open("ab") as sink:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+        header = f"\n=== tiltframe: Spark starts ({conf.get('spark.master')}) at {stamp}, pid {os.getpid()}\n"
+        sink.write(header.encode())
+        sink.flush()
+        size = sink.tell()
+        try:
+            gateway = launch_gateway(conf, popen_kwargs={"stderr": sink})
+        except PySparkRuntimeError as exc:
+            last = _last_line(log_file, size) or str(exc)
+            msg = f"Spark did not start: {last} (Spark's log: {log_file})"
+            raise SparkStartError(msg) from exc
+    SparkContext._ensure_initialized(gateway=gateway)
+
+
+def _last_line(path: Path, start: int) -> str:
+    """The last line written to ``path`` after byte ``start`` that is no stack frame, in short: the JVM's
+    reason for exiting (``SparkException: Master must either be yarn or ...``)."""
+    with path.open("rb") as f:
+        f.seek(start)
+        text = f.read().decode("utf-8", "replace")
+    lines = [line.strip() for line in text.splitlines()]
+    said = [line for line in lines if line and not line.startswith(("at ", "..."))]
+    if not said:
+        return ""
+    last = re.sub(r'^Exception in thread "[^"]*" ', "", said[-1])
+    return re.sub(r"^(?:[a-z_][\w$]*\.)+([A-Z][\w$]*: )", r"\1", last)

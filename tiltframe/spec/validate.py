@@ -397,7 +397,7 @@ def validate_query(app: AppSpec, q: RetrievalQuery) -> None:
         try:
             within_range(*(w.value for w in q.within))  # type: ignore[union-attr]
         except QueryError as exc:
-            raise _fail(str(exc), q.within[0].pos) from None
+            raise _fail(str(exc), _failing_bound(q.within).pos) from None
     for item in q.select or ():
         for attr in attributes_of(item.expr):
             check_ref(attr)
@@ -411,6 +411,19 @@ def validate_query(app: AppSpec, q: RetrievalQuery) -> None:
             raise _fail(msg, q.pos)
     if q.limit is not None and q.limit < 0:
         raise _fail(f"limit must not be negative, got {q.limit}", q.pos)
+
+
+def _failing_bound(within: tuple[Expr, ...]) -> Expr:
+    """The ``within`` value an error is about: the first that is no valid timestamp, else the start."""
+    from tiltframe.timeutil.parse import parse_timestamp
+
+    if len(within) == 2:
+        for bound in within:
+            try:
+                parse_timestamp(bound.value)  # type: ignore[attr-defined]
+            except QueryError:
+                return bound
+    return within[0]
 
 
 def _side_of(attr: Attr, q: RetrievalQuery) -> str:

@@ -53,6 +53,7 @@ from tiltframe.store.layout import (
     SHARD_ID,
     AggregationLayout,
 )
+from tiltframe.store.sqlite_read import check_unchanged, open_reader
 
 AGGREGATIONS = "TILTFRAME_AGGREGATIONS"
 BATCHES = "TILTFRAME_BATCHES"
@@ -163,17 +164,16 @@ def max_parameters(dialect: sa.Dialect) -> int:
 def sqlite_engine(path: Path, *, read_only: bool) -> Engine:
     """Engine on one SQLite file: WAL so readers never block the writer and see committed batches only.
 
-    A read-only engine opens the file with ``mode=ro`` and ``query_only`` and never runs a pragma that
-    writes.  pysqlite's implicit transactions are switched off (``isolation_level=None``); the ``begin``
-    hook emits ``BEGIN`` itself, ``BEGIN IMMEDIATE`` for writes so that the replay check and the merge
-    see one state of the database.
+    A read-only engine opens the file with ``mode=ro`` and ``query_only``, creates no file (immutable
+    while no writer is active: ``sqlite_read``) and never runs a pragma that writes.  pysqlite's implicit
+    transactions are switched off (``isolation_level=None``); the ``begin`` hook emits ``BEGIN`` itself,
+    ``BEGIN IMMEDIATE`` for writes so that the replay check and the merge see one state of the database.
     """
 
     def connect() -> sqlite3.Connection:
         timeout = BUSY_TIMEOUT_MS / 1000
-        if read_only:
-            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=timeout,
-                                   isolation_level=None, check_same_thread=False)
+        if read_only:  # creates no file, even on a read-only disk (sqlite_read)
+            conn = open_reader(path, timeout)
             conn.execute("PRAGMA query_only = ON")
         else:
             conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
@@ -183,7 +183,11 @@ def sqlite_engine(path: Path, *, read_only: bool) -> Engine:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         return conn
 
-    engine = sa.create_engine(f"sqlite:///{path.resolve()}", creator=connect)
+    # A reader connects per transaction: each one decides afresh whether the file is read as immutable.
+    pool = {"poolclass": sa.pool.NullPool} if read_only else {}
+    engine = sa.create_engine(f"sqlite:///{path.resolve()}", creator=connect, **pool)
+    if read_only:
+        sa.event.listen(engine, "commit", lambda conn: check_unchanged(conn.connection.dbapi_connection))
 
     @sa.event.listens_for(engine, "begin")
     def _begin(conn: Connection) -> None:

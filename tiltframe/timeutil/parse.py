@@ -9,6 +9,7 @@ Spark side parses event timestamps with the same pattern (``tiltframe.engine.eve
 
 from __future__ import annotations
 
+import calendar
 import re
 from datetime import UTC, datetime, timedelta, timezone
 
@@ -39,14 +40,16 @@ def _zone(text: str | None) -> timezone:
     if not text or text in "Zz":
         return UTC
     digits = text[1:].replace(":", "")
-    delta = timedelta(hours=int(digits[:2]), minutes=int(digits[2:4] or 0))
-    return timezone(delta if text[0] == "+" else -delta)
+    return _offset(text[0], digits[:2], digits[2:4] or "00")
 
 
 def _offset(sign: str | None, hh: str | None, mm: str | None) -> timezone:
     if sign is None:
         return UTC
     delta = timedelta(hours=int(hh or 0), minutes=int(mm or 0))
+    if delta >= timedelta(hours=24) or int(mm or 0) > 59:
+        msg = f"the offset {sign}{hh}:{mm} is not one of -23:59 ... +23:59"
+        raise ValueError(msg)
     return timezone(delta if sign == "+" else -delta)
 
 
@@ -96,20 +99,21 @@ def _pattern_range(text: str) -> tuple[int, int] | None:
         raise QueryError(msg)
     defaults = [0, 1, 1, 0, 0, 0]
     values = [int(f) if f != "**" else defaults[i] for i, f in enumerate(fields)]
-    tz = _offset(*m.groups()[6:])
     try:
-        start = datetime(*values, tzinfo=tz)  # type: ignore[misc]
+        start = datetime(*values, tzinfo=_offset(*m.groups()[6:]))  # type: ignore[misc]
     except ValueError as exc:
         msg = f"invalid within pattern '{text}': {exc}"
         raise QueryError(msg) from None
     unit = first_wild - 1  # the last fixed field sets the length of the range
     if unit == 0:
-        end = start.replace(year=start.year + 1)
+        days = 366 if calendar.isleap(start.year) else 365
     elif unit == 1:
-        end = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
+        days = calendar.monthrange(start.year, start.month)[1]
     else:
-        end = start + [timedelta(days=1), timedelta(hours=1), timedelta(minutes=1)][unit - 2]
-    return _epoch_ms(start), _epoch_ms(end)
+        days = [1, 1 / 24, 1 / 1440][unit - 2]
+    # In milliseconds, not datetimes: the range of year 9999 ends in year 10000, past datetime's range (the
+    # offset is fixed, so every day of the range has 24 hours).
+    return _epoch_ms(start), _epoch_ms(start) + round(days * 86_400_000)
 
 
 def within_range(start: object, end: object = None) -> tuple[int, int]:

@@ -1,0 +1,170 @@
+"""The options commands share, and the checks that turn a wrong one into a usage error (exit 2) before
+any work starts."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from tiltframe import api
+from tiltframe.errors import UsageError, unknown
+
+if TYPE_CHECKING:
+    from tiltframe.spec.model import AggregationSpec, AppSpec
+
+FORMATS = ("csv", "json", "parquet")
+
+AppArg = Annotated[
+    Path,
+    typer.Argument(
+        metavar="APP", help="The app file (SiddhiQL: define stream / define aggregation / queries)."
+    ),
+]
+DataDirOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--data-dir",
+        "-d",
+        help="Where the store, checkpoints and Spark's log (logs/spark.log) live "
+        "\\[default: $TILTFRAME_DATA_DIR or ./tiltframe-data].",
+        show_default=False,
+    ),
+]
+ShardOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--shard-id",
+        help="This deployment's shard, for aggregations partitioned by shard (@PartitionById) "
+        "\\[default: $TILTFRAME_SHARD_ID, or shard_id in the config file].",
+        show_default=False,
+    ),
+]
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        help="A TOML file with shard_id and partition_by_id (partition every aggregation that does not say) "
+        "\\[default: $TILTFRAME_CONFIG].",
+        show_default=False,
+    ),
+]
+
+
+def resolve_data_dir(value: Path | None) -> Path:
+    """The data directory (``--data-dir``, else the default); a usage error when it is not a directory."""
+    path = value if value is not None else api.default_data_dir()
+    given = "--data-dir" if value is not None else "the data directory ($TILTFRAME_DATA_DIR or ./tiltframe-data)"
+    if path.exists() and not path.is_dir():
+        msg = f"{given} '{path}' is a file, not a directory (it holds the store, checkpoints and logs)"
+        raise UsageError(msg)
+    existing = next((parent for parent in path.absolute().parents if parent.exists()), None)
+    if not path.exists() and existing is not None and not existing.is_dir():
+        msg = f"{given} '{path}' cannot be made: '{existing}' is a file, not a directory"
+        raise UsageError(msg)
+    return path
+
+
+def check_format(fmt: str, choices: tuple[str, ...]) -> None:
+    if fmt not in choices:
+        msg = f"--format: {unknown('format', fmt, choices)}"
+        raise UsageError(msg)
+
+
+def check_config_file(config: Path | None) -> None:
+    """A config file that is a directory or not UTF-8 is a usage error (the rest is checked on reading)."""
+    from tiltframe.engine.shards import CONFIG_ENV
+
+    raw = config if config is not None else os.environ.get(CONFIG_ENV) or None
+    if raw is None:
+        return
+    path = Path(raw)
+    if path.is_dir():
+        msg = f"config file {path} is a directory; give a TOML file"
+        raise UsageError(msg)
+    if path.is_file():
+        data = path.read_bytes()
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            msg = f"config file {path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+            raise UsageError(msg) from None
+
+
+def pairs(values: list[str] | None, option: str) -> dict[str, str]:
+    """``STREAM=VALUE`` options as a dict; a usage error for anything else or a repeated stream."""
+    result: dict[str, str] = {}
+    for raw in values or []:
+        name, sep, value = raw.partition("=")
+        name, value = name.strip(), value.strip()
+        if not sep or not name or not value:
+            msg = f"{option} '{raw}': expected STREAM=VALUE, for example {option} TradeStream=data/trades"
+            raise UsageError(msg)
+        if name in result:
+            msg = f"{option} names stream {name} twice"
+            raise UsageError(msg)
+        result[name] = value
+    return result
+
+
+def is_local(path: str) -> bool:
+    return "://" not in path and not path.startswith(("hdfs:", "s3a:", "s3:", "gs:", "abfs:", "file:"))
+
+
+def output_streams(spec: AppSpec) -> list[str]:
+    """What ``--output`` may name: the output streams of retrieval joins and the continuous queries."""
+    from tiltframe.engine.runner import continuous_name
+
+    joins = [q.insert_into or q.name or f"query{i}" for i, q in enumerate(spec.queries) if q.request_stream is not None]
+    return [*joins, *(continuous_name(spec, i) for i in range(len(spec.continuous)))]
+
+
+def store_location(spec: AppSpec, agg: AggregationSpec, data_dir: Path) -> Path | str:
+    """Where an aggregation's rollups are kept: its SQLite file, or its server URL without the password."""
+    from tiltframe import store
+
+    return store.store_location(agg.store, data_dir)
+
+
+def checkpoint_location(spec: AppSpec, agg: AggregationSpec, data_dir: Path) -> Path:
+    """The checkpoint directory of an aggregation's streaming query (as the runner names it)."""
+    from tiltframe.engine.markers import checkpoint_dir
+    from tiltframe.store.layout import AggregationLayout
+
+    return checkpoint_dir(data_dir, AggregationLayout.of(spec, agg.name))
+
+
+def check_run_options(
+    spec: AppSpec,
+    inputs: dict[str, str],
+    formats: dict[str, str],
+    outputs: dict[str, str],
+) -> None:
+    """Fail fast (before Spark starts) on names and paths that cannot work."""
+    streams = [s.name for s in spec.streams] + [t.name for t in spec.tables]
+    for name in inputs:
+        if name not in streams:
+            msg = f"--input: {unknown('stream', name, streams)}"
+            raise UsageError(msg)
+    for name, fmt in formats.items():
+        if name not in inputs:
+            msg = f"--input-format {name}={fmt}: stream {name} has no --input"
+            raise UsageError(msg)
+        if fmt.lower() not in FORMATS:
+            msg = f"--input-format {name}: {unknown('format', fmt, FORMATS)}"
+            raise UsageError(msg)
+    out_names = output_streams(spec)
+    for name in outputs:
+        if name not in out_names:
+            if not out_names:
+                msg = f"--output {name}: the app has no retrieval join or continuous query, so nothing to output"
+                raise UsageError(msg)
+            msg = f"--output: {unknown('output stream', name, out_names)}"
+            raise UsageError(msg)
+    for name, path in inputs.items():
+        if is_local(path) and not Path(path).is_dir():
+            what = "does not exist" if not Path(path).exists() else "is not a directory"
+            msg = f"--input {name}={path}: '{path}' {what} (give a directory of csv, json or parquet files)"
+            raise UsageError(msg)
