@@ -29,6 +29,7 @@ from sqlalchemy.engine import Connection
 from tiltframe.errors import StoreError
 from tiltframe.spec.table_changes import ConfigChange, plan_change
 from tiltframe.spec.tables import TableSpec
+from tiltframe.store.frames import fetch_all, typed_frame
 from tiltframe.store.layout import AGG_COUNT, SHARD_ID, AggregationLayout
 
 if TYPE_CHECKING:
@@ -104,9 +105,9 @@ def _merge_over_removed(
 ) -> None:
     """The stored rows merged per interval and the remaining dimensions, under the compacted shard."""
     from tiltframe.retrieval.merge import merge_rows
-    from tiltframe.store.sql import COMPACTED, _fetch_all, _frame, prepare_rows
+    from tiltframe.store.sql import COMPACTED, prepare_rows
 
-    frame = _frame(_fetch_all(conn, sa.select(*rows.c)), types).drop(columns=[SHARD_ID])
+    frame = typed_frame(fetch_all(conn, sa.select(*rows.c)), types).drop(columns=[SHARD_ID])
     for name in layout.column_types:
         if name not in frame.columns:  # a measure added: no value for the rows stored before
             frame[name] = pd.Series([None] * len(frame), dtype=object)
