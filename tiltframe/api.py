@@ -58,11 +58,14 @@ def start(
     max_files_per_trigger: int | None = None,
     shard_id: str | None = None,
     partition_by_id: bool = False,
+    rebuild: bool = False,
 ) -> Run:
     """Start the app's streaming queries and return the handle (``wait()`` / ``stop()``).
 
     ``shard_id`` names this deployment among the writers of aggregations partitioned by shard
     (``@PartitionById``, or every aggregation that does not say when ``partition_by_id``).
+    ``rebuild`` first drops what the store holds of each aggregation fed here and its checkpoint, so that
+    every input is read again (the way on when the store was replaced or emptied; docs/deployment.md).
     """
     from tiltframe.engine.runner import Run
     from tiltframe.engine.shards import Deployment
@@ -77,6 +80,7 @@ def start(
         on_batch=on_batch,
         max_files_per_trigger=max_files_per_trigger,
         deployment=Deployment(shard_id, partition_by_id),
+        rebuild=rebuild,
     )
     return run_.start()
 
@@ -92,8 +96,10 @@ def run(
     max_files_per_trigger: int | None = None,
     shard_id: str | None = None,
     partition_by_id: bool = False,
+    rebuild: bool = False,
 ) -> RunResult:
-    """Process everything available on ``inputs`` (files or DataFrames) and return the totals."""
+    """Process everything available on ``inputs`` (files or DataFrames) and return the totals (``rebuild``:
+    as in :func:`start`)."""
     handle = start(
         app,
         inputs,
@@ -104,6 +110,7 @@ def run(
         max_files_per_trigger=max_files_per_trigger,
         shard_id=shard_id,
         partition_by_id=partition_by_id,
+        rebuild=rebuild,
     )
     try:
         return handle.wait()

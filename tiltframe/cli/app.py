@@ -403,6 +403,11 @@ def run(
     ] = None,
     shard_id: ShardOpt = None,
     config: ConfigOpt = None,
+    rebuild: Annotated[
+        bool,
+        typer.Option("--rebuild", help="Drop what the store holds of the aggregations fed here and their "
+                     "checkpoints, then read every input again (after the store was replaced or emptied)."),
+    ] = False,
 ) -> None:
     """Aggregate the input streams into the store and run the continuous queries (everything available, or
     --follow until Ctrl-C)."""
@@ -461,6 +466,7 @@ def run(
                 max_files_per_trigger=max_files_per_trigger,
                 shard_id=deployment.shard_id,
                 partition_by_id=deployment.partition_by_id,
+                rebuild=rebuild,
             )
             try:
                 result, interrupted = wait_interruptibly(handle, progress)

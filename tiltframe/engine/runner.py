@@ -22,7 +22,8 @@ from pyspark.sql.streaming import StreamingQuery
 
 from tiltframe.engine.continuous import ContinuousRun, ContinuousTotals
 from tiltframe.engine.events import REASON, type_events
-from tiltframe.engine.pipeline import AggregationPipeline, pipeline_id_for
+from tiltframe.engine.identity import open_pipeline
+from tiltframe.engine.pipeline import AggregationPipeline
 from tiltframe.engine.reports import BatchReport, PipelineTotals
 from tiltframe.engine.session import get_session
 from tiltframe.engine.shards import Deployment, claim_shard
@@ -76,6 +77,7 @@ class Run:
         trigger_interval: str = "1 second",
         stores: StoreRegistry | None = None,
         deployment: Deployment | None = None,
+        rebuild: bool = False,
     ) -> None:
         check_runnable(app)
         inputs = {app.input_stream(name): source for name, source in inputs.items()}  # a table: its rows' stream
@@ -113,10 +115,10 @@ class Run:
                 logger.info("stream %s has no input; aggregation %s is only read", agg.source, agg.name)
                 continue
             layout = layouts[agg.name]
-            store = self.stores.for_aggregation(agg)
-            store.ensure_schema(layout)
-            checkpoint = self.checkpoint_dir(layout)
-            pipeline = AggregationPipeline(layout, store, pipeline_id_for(checkpoint, layout), on_batch=on_batch,
+            # The store must hold what the checkpoint wrote to it (rebuild: neither holds anything any more).
+            store, pipeline_id = open_pipeline(self.stores.for_aggregation(agg), layout, self.checkpoint_dir(layout),
+                                               rebuild=rebuild, shard_id=shards.get(agg.name))
+            pipeline = AggregationPipeline(layout, store, pipeline_id, on_batch=on_batch,
                                            purger=Purger(layout, store), shard_id=shards.get(agg.name),
                                            compactor=Compactor(layout, store) if agg.workers else None)
             self.pipelines[agg.name] = pipeline
