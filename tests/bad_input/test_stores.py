@@ -162,6 +162,25 @@ def test_sqlite_file_restored_from_a_backup_is_named(spark, tmp_path: Path) -> N
 
 
 @pytest.mark.slow
+def test_store_replaced_by_another_deployments_store_is_named(spark, tmp_path: Path) -> None:
+    """Kind: the store swapped for another one that holds the same aggregation, written by another pipeline
+    (another deployment's data directory): none of this checkpoint's batches are in it."""
+    inbox, other_inbox, data, other = tmp_path / "in", tmp_path / "other-in", tmp_path / "data", tmp_path / "other"
+    write(inbox, "1.jsonl", events(["a"]))
+    write(other_inbox, "1.jsonl", events(["z", "z"]))
+    run(spark, APP, {"S": inbox}, data)
+    run(spark, APP, {"S": other_inbox}, other)
+    for path in data.glob(f"{DB_FILE_NAME}*"):
+        path.unlink()
+    for path in other.glob(f"{DB_FILE_NAME}*"):
+        shutil.copy2(path, data / path.name)
+    write(inbox, "2.jsonl", events(["b"], start=4))
+    with pytest.raises(StoreError) as err:
+        run(spark, APP, {"S": inbox}, data)
+    fails_with(err, "holds no batch of pipeline", "replaced or emptied")
+
+
+@pytest.mark.slow
 def test_deleted_sqlite_store_exits_1_from_the_cli_and_rebuild_recovers(spark, tmp_path: Path) -> None:
     """Kind: the embedded store's file deleted; the CLI says so and exits 1, ``run --rebuild`` recovers."""
     inbox, data, app_file = tmp_path / "in", tmp_path / "data", tmp_path / "app.siddhi"
@@ -201,17 +220,18 @@ def test_checkpoint_that_lost_sparks_progress_is_named(spark, tmp_path: Path) ->
 # --- keys and text ------------------------------------------------------------------------------------
 
 
-TRICKY = ["IBM", "ibm", "IBM ", " IBM", "é", "e\u0301", "e", "📈", "😀", "ß", "ss", "k" * 300, "k" * 299 + "K",
-          "x" * 20_000]
+TRICKY = ["IBM", "ibm", "IBM ", "IBM  ", " IBM", "é", "e\u0301", "e", "E", "📈", "😀", "ß", "ss"]
+LONG = ["k" * 300, "k" * 299 + "K", "é" * 256, "x" * 20_000]
 
 
 @pytest.mark.slow
-def test_keys_differing_in_case_space_accent_or_emoji_and_long_keys_stay_apart(spark, tmp_path: Path,
-                                                                                store: str | None) -> None:
-    """Kinds: case, trailing/leading space, accents (composed or not), emoji, a 300-character key, a
-    20 000-character key: one group each, the same rows on every store."""
+@pytest.mark.parametrize("keys", [TRICKY, LONG], ids=["case-space-accent-emoji", "long"])
+def test_distinct_keys_stay_apart_on_every_store(spark, tmp_path: Path, store: str | None, keys: list[str]) -> None:
+    """Kinds: keys differing only in case, trailing or leading spaces, accents (composed or not) or emoji;
+    keys of 300 characters (two alike but for the last one), 256 two-byte characters and 20 000
+    characters: one group each, the same rows on every store."""
     inbox = tmp_path / "in"
-    rows = events(TRICKY * 2)
+    rows = events(keys * 2)
     write(inbox, "1.jsonl", rows)
     out = run(spark, APP, {"S": inbox}, tmp_path / "data", store=store)
     assert daily(out) == oracle(rows)

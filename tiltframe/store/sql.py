@@ -257,9 +257,12 @@ class SqlStore:
         """A store in a PostgreSQL or MySQL/MariaDB database (which must exist).
 
         Positional parameters (``%s``) keep the multi-row upserts on the DBAPI cursor; REPEATABLE READ
-        gives every read one snapshot, so a query never sees half of a batch.
+        gives every read one snapshot, so a query never sees half of a batch.  MySQL connections speak
+        utf8mb4 unless the URL says otherwise (``store.mysql``).
         """
-        engine = sa.create_engine(url, paramstyle="format", pool_pre_ping=True, isolation_level="REPEATABLE READ")
+        args = {"charset": "utf8mb4"} if mysql.is_mysql(url.get_backend_name()) and "charset" not in url.query else {}
+        engine = sa.create_engine(url, paramstyle="format", pool_pre_ping=True, isolation_level="REPEATABLE READ",
+                                  connect_args=args)
         return cls(engine, read_only=read_only)
 
     def __repr__(self) -> str:
