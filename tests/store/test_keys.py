@@ -11,13 +11,25 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pytest
+import sqlalchemy as sa
 
-from tiltframe.store.base import REJECTED_COLUMNS, REJECTED_TIMES
+from tiltframe.spec.expressions import Attr
+from tiltframe.spec.model import AggregateItem, AggregationSpec, AppSpec, Attribute, AttrType, KeyItem, StreamDef
+from tiltframe.store.base import REJECTED_COLUMNS, REJECTED_TIMES, BatchStats, BatchWrite
+from tiltframe.store.layout import AggregationLayout
+from tiltframe.store.mysql import KEY_HASH, key_hash_sql
 from tiltframe.store.recorded import MAX_RECORDED_BYTES, fit_text
+from tiltframe.store.schema import level_tables
 from tiltframe.store.sql import SqlStore
 
 from .conftest import BACKENDS, MIN, SEC, fresh_store, make_layout
 from .test_sql_store import T0, batch, row
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
 
 #: Keys that a case-insensitive, accent-insensitive or PAD SPACE collation would merge.
 TRICKY = ["IBM", "ibm", "IBM ", "IBM  ", " IBM", "é", unicodedata.normalize("NFD", "é"), "e", "E", "📈", "😀",
@@ -104,3 +116,58 @@ def test_info_is_plain_json_on_every_store(store: SqlStore) -> None:
     assert json.loads(text)["events_read"] == 2
     assert all(type(v) is int for v in (info.batches, info.events_read, info.events_aggregated,
                                         info.events_rejected, info.events_moved, info.min_event_ts))
+
+
+PAIRS = [("ab", "c"), ("a", "bc"), ("a", "b:c"), ("a:b", "c"), ("é", ""), ("", "é"), ("x" * 5000, "y"),
+         ("x" * 5000, "Y")]
+
+
+def _two_keys() -> AggregationLayout:
+    stream = StreamDef("S", (Attribute("a", AttrType.STRING), Attribute("b", AttrType.STRING),
+                             Attribute("n", AttrType.LONG), Attribute("ts", AttrType.LONG)))
+    agg = AggregationSpec("Pairs", "S", (KeyItem("a"), KeyItem("b"), AggregateItem("sum", Attr("n"), "total")),
+                          (SEC,), ("a", "b"), "ts")
+    return AggregationLayout.of(AppSpec((stream,), (agg,)), "Pairs")
+
+
+def test_several_string_keys_never_run_into_each_other(tmp_path: Path, backend: str) -> None:
+    """Two keys ``("ab", "c")`` and ``("a", "bc")`` are two groups (MySQL digests each key with its length),
+    and the digest the store computes is the one MySQL computes for rows copied within the database."""
+    layout = _two_keys()
+    data = pa.table({"AGG_TIMESTAMP": [T0] * len(PAIRS), "a": [p[0] for p in PAIRS], "b": [p[1] for p in PAIRS],
+                     "AGG_EVENT_TIMESTAMP": [T0] * len(PAIRS), "AGG_COUNT": [1] * len(PAIRS),
+                     "total_SUM": list(range(1, len(PAIRS) + 1))})
+    with fresh_store(backend, tmp_path / "db", layout) as (store, _):
+        for b in (1, 2):
+            assert store.write_batch(layout, BatchWrite("p", b, BatchStats(len(PAIRS), len(PAIRS), 0), {SEC: data}))
+        got = store.read(layout, SEC)
+        assert sorted(zip(got["a"], got["b"], got["total_SUM"], strict=True)) == sorted(
+            (a, b, 2 * (i + 1)) for i, (a, b) in enumerate(PAIRS))
+        if backend != "mysql":
+            return
+        table = store._tables(layout)[SEC]
+        with store._engine.connect() as conn:
+            same = conn.execute(sa.select(sa.func.min(table.c[KEY_HASH] == key_hash_sql(layout, table.c)))).scalar()
+        assert same == 1
+
+
+def test_tables_made_before_key_digests_keep_working_and_are_named(tmp_path: Path, caplog) -> None:
+    """A MySQL table made by an earlier tiltframe (VARCHAR(255) keys in the primary key) is written as
+    before, with a warning that says how to make it keep every key apart."""
+    layout = make_layout()
+    with fresh_store("mysql", tmp_path / "db", make_layout(name="Other")) as (store, _):
+        with store._engine.begin() as conn:
+            for table in level_tables(layout, "mysql", hashed=False).values():
+                table.create(conn)
+        store.ensure_schema(layout)
+        assert "made by an earlier tiltframe" in caplog.text and "--rebuild" in caplog.text
+        rows = [row(T0, "IBM", T0, 1, 0, 1.0, 2)]
+        assert store.write_batch(layout, batch(layout, 1, rows, min_rows=rows))
+        assert store.write_batch(layout, batch(layout, 2, rows, min_rows=rows))
+        assert store.read(layout, SEC)["total_SUM"].tolist() == [4]
+        store.reset(layout)  # a rebuild makes the tables anew, keyed by the digest
+        store.ensure_schema(layout)
+        with store._engine.connect() as conn:
+            assert KEY_HASH in sa.inspect(conn).get_pk_constraint("TradeAggregation_SECONDS")["constrained_columns"]
+        assert store.write_batch(layout, batch(layout, 3, [row(T0, "IBM ", T0, 3, 0, 1.0, 2), *rows]))
+        assert sorted(store.read(layout, SEC)["symbol"]) == ["IBM", "IBM "]

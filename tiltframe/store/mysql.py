@@ -5,19 +5,24 @@ Text compares byte for byte.  The servers' default collations fold case and acce
 ``IBM ``, even with ``utf8mb4_bin``).  Every text column tiltframe creates there is utf8mb4 with a binary
 NO PAD collation: ``utf8mb4_nopad_bin`` on MariaDB, ``utf8mb4_0900_bin`` on MySQL 8.0.17 and later.
 
-Keys of any length.  InnoDB indexes at most 3072 bytes of a key, so a string key column is LONGTEXT and the
-unique key holds a stored generated column instead: ``AGG_KEY_HASH``, the SHA-256 of the string keys
-(each prefixed with its length in bytes, so that ``("ab", "c")`` and ``("a", "bc")`` differ).  The unique
-key ``tiltframe_key`` is (``AGG_TIMESTAMP``, the other keys, ``AGG_KEY_HASH``, ``SHARD_ID``), which the
-upsert's ``ON DUPLICATE KEY UPDATE`` finds rows by.  MariaDB refuses a primary key on a generated column,
-so such a table has no primary key (InnoDB adds a hidden one).  Tables whose keys are all numbers keep
-their primary key.
+Keys of any length.  InnoDB indexes at most 3072 bytes of a key, so a string key column is LONGTEXT and
+the primary key holds ``AGG_KEY_HASH`` in its place: the SHA-256 of the string keys (several each prefixed
+with their length in bytes, so that ``("ab", "c")`` and ``("a", "bc")`` differ), computed from the rows
+before they are written (:func:`key_hashes`; :func:`key_hash_sql` is the same digest in SQL, for rows
+copied within the database).  The primary key is (``AGG_TIMESTAMP``, the other keys, ``AGG_KEY_HASH``,
+``SHARD_ID``), which the upsert's ``ON DUPLICATE KEY UPDATE`` finds rows by.  A plain column, not a
+generated one: MariaDB refuses a primary key on a generated column, and a unique key beside InnoDB's
+hidden primary key made merges twice as slow.  Tables whose keys are all numbers keep their keys as
+they are.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from hashlib import sha256
 from typing import Any
 
+import pyarrow as pa
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection
@@ -26,9 +31,8 @@ from tiltframe.spec.model import AttrType
 from tiltframe.store.layout import SHARD_ID, AggregationLayout
 
 MYSQL_DIALECTS = frozenset({"mysql", "mariadb"})
-#: The generated column of the string keys' digest, and the unique key that holds it.
+#: The column of the string keys' digest, in the primary key in their place.
 KEY_HASH = "AGG_KEY_HASH"
-KEY_INDEX = "tiltframe_key"
 
 
 def is_mysql(dialect: sa.Dialect | str) -> bool:
@@ -70,42 +74,46 @@ def string_keys(layout: AggregationLayout) -> list[str]:
     return [k.name for k in layout.keys if k.type is AttrType.STRING]
 
 
-def key_hash_column(layout: AggregationLayout) -> sa.Column[Any]:
-    """``AGG_KEY_HASH``: SHA-256 of the string keys, computed and stored by the server."""
-    names = [f"`{k.replace('`', '``')}`" for k in string_keys(layout)]
-    text = names[0] if len(names) == 1 else "CONCAT({})".format(", ".join(f"LENGTH({n}), ':', {n}" for n in names))
-    return sa.Column(KEY_HASH, mysql.BINARY(32), sa.Computed(f"UNHEX(SHA2({text}, 256))", persisted=True))
+def hashes_keys(layout: AggregationLayout, dialect: sa.Dialect | str) -> bool:
+    """Whether the tables of ``layout`` on ``dialect`` are keyed by ``AGG_KEY_HASH``."""
+    return is_mysql(dialect) and bool(string_keys(layout))
 
 
-def unique_key(layout: AggregationLayout) -> list[str]:
-    """The columns of ``tiltframe_key``: the stored key with the string keys replaced by their digest."""
+def primary_key(layout: AggregationLayout) -> list[str]:
+    """The primary key of a hashed table: the stored key with the string keys replaced by their digest."""
     text = set(string_keys(layout))
     kept = [k for k in layout.stored_key_names if k not in text and k != SHARD_ID]
     return [*kept, KEY_HASH, *([SHARD_ID] if layout.partitioned else [])]
 
 
-def key_columns(conn: Connection, table: str) -> list[str]:
-    """The columns that identify a stored row: the primary key, else (MySQL) ``tiltframe_key``."""
-    inspector = sa.inspect(conn)
-    primary = list(inspector.get_pk_constraint(table)["constrained_columns"])
-    if primary or not is_mysql(conn.dialect):
-        return primary
-    return next((list(i["column_names"]) for i in inspector.get_indexes(table) if i["name"] == KEY_INDEX), [])
+def key_hashes(layout: AggregationLayout, data: pa.Table) -> pa.Array:
+    """``AGG_KEY_HASH`` of each row of ``data`` (its string keys never NULL)."""
+    columns = [data.column(k).to_pylist() for k in string_keys(layout)]
+    if len(columns) == 1:
+        return pa.array([sha256(k.encode()).digest() for k in columns[0]], pa.binary(32))
+    out = []
+    for keys in zip(*columns, strict=True):
+        parts = [k.encode() for k in keys]
+        out.append(sha256(b"".join(b"%d:%s" % (len(b), b) for b in parts)).digest())
+    return pa.array(out, pa.binary(32))
+
+
+def key_hash_sql(layout: AggregationLayout, columns: Mapping[str, Any]) -> Any:
+    """:func:`key_hashes` as an SQL expression over ``columns`` (name to column) of the string keys."""
+    keys = [columns[k] for k in string_keys(layout)]
+    text = keys[0] if len(keys) == 1 else sa.func.concat(
+        *(part for k in keys for part in (sa.func.length(k), sa.literal_column("':'"), k)))
+    return sa.func.unhex(sa.func.sha2(text, sa.literal_column("256")))
 
 
 def add_shard_to_key(conn: Connection, table: str, layout: AggregationLayout) -> None:
-    """Make the filled ``SHARD_ID`` column NOT NULL and part of the key of ``table`` (a partitioned
-    ``layout``), whether the table has ``tiltframe_key`` or (keys all numbers, or made by an earlier
-    tiltframe) a primary key."""
+    """Make the filled ``SHARD_ID`` column NOT NULL and part of the primary key of ``table`` (a partitioned
+    ``layout``), keyed by ``AGG_KEY_HASH`` or (keys all numbers, or made by an earlier tiltframe) not."""
     quote = conn.dialect.identifier_preparer.quote
     shard = f"{quote(SHARD_ID)} {shard_column_ddl(conn.dialect)} NOT NULL"
-    if KEY_INDEX in {i["name"] for i in sa.inspect(conn).get_indexes(table)}:
-        key = ", ".join(quote(k) for k in unique_key(layout))
-        rekey = f"DROP INDEX {quote(KEY_INDEX)}, ADD CONSTRAINT {quote(KEY_INDEX)} UNIQUE ({key})"
-    else:
-        key = ", ".join(quote(k) for k in layout.stored_key_names)
-        rekey = f"DROP PRIMARY KEY, ADD PRIMARY KEY ({key})"
-    conn.exec_driver_sql(f"ALTER TABLE {quote(table)} MODIFY {shard}, {rekey}")
+    hashed = KEY_HASH in {c["name"] for c in sa.inspect(conn).get_columns(table)}
+    key = ", ".join(quote(k) for k in (primary_key(layout) if hashed else layout.stored_key_names))
+    conn.exec_driver_sql(f"ALTER TABLE {quote(table)} MODIFY {shard}, DROP PRIMARY KEY, ADD PRIMARY KEY ({key})")
 
 
 def shard_column_ddl(dialect: sa.Dialect) -> str:
@@ -114,9 +122,12 @@ def shard_column_ddl(dialect: sa.Dialect) -> str:
 
 
 def earlier_keys(conn: Connection, table: str, layout: AggregationLayout) -> str | None:
-    """Why a table made by an earlier tiltframe may merge distinct keys (its string keys in the primary
-    key, in the server's default collation), or None."""
-    if not string_keys(layout) or KEY_HASH in {c["name"] for c in sa.inspect(conn).get_columns(table)}:
+    """Why an existing table made by an earlier tiltframe may merge distinct keys (its string keys in the
+    primary key, in the server's default collation), or None."""
+    inspector = sa.inspect(conn)
+    if not string_keys(layout) or not inspector.has_table(table):
+        return None
+    if KEY_HASH in {c["name"] for c in inspector.get_columns(table)}:
         return None
     return (f"table {table} was made by an earlier tiltframe: its string keys are limited to 255 characters and "
             f"compare in the database's collation, which may take keys differing only in case, accents or "

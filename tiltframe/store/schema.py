@@ -16,7 +16,7 @@ from tiltframe.spec.durations import Granularity
 from tiltframe.spec.model import AttrType
 from tiltframe.store.base import REJECTED_COLUMNS, REJECTED_TIMES
 from tiltframe.store.layout import SHARD_ID, AggregationLayout
-from tiltframe.store.mysql import KEY_INDEX, StoredText, is_mysql, key_hash_column, string_keys, unique_key
+from tiltframe.store.mysql import KEY_HASH, StoredText, hashes_keys, is_mysql, primary_key
 
 AGGREGATIONS = "TILTFRAME_AGGREGATIONS"
 BATCHES = "TILTFRAME_BATCHES"
@@ -78,25 +78,30 @@ def sql_type(t: AttrType) -> sa.types.TypeEngine[Any]:
     return sa.Boolean()
 
 
-def level_tables(layout: AggregationLayout, dialect: str) -> dict[Granularity, sa.Table]:
+def level_tables(
+    layout: AggregationLayout, dialect: str, *, hashed: bool | None = None
+) -> dict[Granularity, sa.Table]:
     """The table of each granularity of ``layout`` on ``dialect``: its columns in order, keyed by
-    ``stored_key_names`` (on MySQL/MariaDB with string keys: by ``tiltframe_key``, see ``store.mysql``)."""
-    hashed = is_mysql(dialect) and bool(string_keys(layout))
-    primary = set() if hashed else set(layout.stored_key_names)
+    ``stored_key_names``, or on MySQL/MariaDB with string keys by ``AGG_KEY_HASH`` in their place
+    (``store.mysql``; ``hashed=False``: a table made before, keyed by its VARCHAR(255) keys)."""
+    hashed = hashes_keys(layout, dialect) if hashed is None else hashed
+    key = primary_key(layout) if hashed else list(layout.stored_key_names)
     md = sa.MetaData()
 
     def columns() -> list[Any]:
-        cols: list[Any] = [sa.Column(c, StoredText(255) if c == SHARD_ID else sql_type(t), primary_key=c in primary,
+        cols: list[Any] = [sa.Column(c, _text(layout, dialect, hashed, c) if t is AttrType.STRING else sql_type(t),
                                      nullable=c not in layout.stored_key_names, autoincrement=False)
                            for c, t in layout.stored_column_types.items()]
         if hashed:
-            cols += [key_hash_column(layout), sa.UniqueConstraint(*unique_key(layout), name=KEY_INDEX)]
-        return cols
+            cols.append(sa.Column(KEY_HASH, mysql.BINARY(32), nullable=False))
+        return [*cols, sa.PrimaryKeyConstraint(*key)]
 
     return {g: sa.Table(layout.table_name(g), md, *columns(), sqlite_with_rowid=False)
             for g in layout.spec.granularities}
 
 
-def stored_columns(table: sa.Table) -> list[sa.Column[Any]]:
-    """The columns a row of ``table`` is written with (not those the database computes)."""
-    return [c for c in table.columns if c.computed is None]
+def _text(layout: AggregationLayout, dialect: str, hashed: bool, column: str) -> StoredText:
+    """A text column: a shard id is short; so is a key of a MySQL table keyed by its text (one made before
+    ``AGG_KEY_HASH``), since MySQL cannot key a LONGTEXT column."""
+    short = column == SHARD_ID or (is_mysql(dialect) and not hashed and column in layout.stored_key_names)
+    return StoredText(255) if short else StoredText()

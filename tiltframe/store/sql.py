@@ -65,7 +65,6 @@ from tiltframe.store.schema import (
     SHARED,
     TABLES_TABLE,
     level_tables,
-    stored_columns,
 )
 
 logger = logging.getLogger(__name__)
@@ -322,12 +321,15 @@ class SqlStore:
                 conn.execute(sa.update(AGGREGATIONS_TABLE).where(a.name == layout.name).values(**registration))
             else:
                 self._check_same_spec(layout, row)
+            if mysql.hashes_keys(layout, conn.dialect):  # tables made before AGG_KEY_HASH keep their keys
+                earlier = mysql.earlier_keys(conn, layout.table_name(layout.spec.finest), layout)
+                if earlier:
+                    logger.warning("%s", earlier)
+                self._tables_cache[key] = level_tables(layout, conn.dialect.name, hashed=None if earlier is None
+                                                       else False)
             for g, table in self._tables(layout).items():
                 table.create(conn, checkfirst=True)
                 self._check_partitioning(conn, layout, table)
-                earlier = mysql.earlier_keys(conn, table.name, layout) if mysql.is_mysql(conn.dialect) else None
-                if earlier:
-                    logger.warning("%s", earlier)
                 conn.exec_driver_sql(view_ddl(conn.dialect, layout, table, view_name(layout, g)))
             if layout.table is not None:
                 self._record_definition(conn, layout.table)
@@ -352,7 +354,7 @@ class SqlStore:
     def _check_partitioning(self, conn: Connection, layout: AggregationLayout, table: sa.Table) -> None:
         """Tables made before ``@PartitionById`` lack ``SHARD_ID``: point to ``tiltframe migrate``, never
         write rows that would merge with another shard's."""
-        has_shards = SHARD_ID in mysql.key_columns(conn, table.name)
+        has_shards = SHARD_ID in _primary_key(conn, table.name)
         if has_shards == layout.partitioned:
             return
         if layout.partitioned:
@@ -502,6 +504,7 @@ class SqlStore:
                 conn.exec_driver_sql(f"DROP VIEW IF EXISTS {quote(view_name(layout, g))}")
                 table.drop(conn)
         self._ready.discard((layout.name, layout.spec_hash, layout.partitioned))
+        self._tables_cache.pop((layout.name, layout.spec_hash, layout.partitioned), None)
 
     # --- migrating -----------------------------------------------------------------------------------
 
@@ -531,7 +534,7 @@ class SqlStore:
             present = set(inspector.get_table_names())
             quote = conn.dialect.identifier_preparer.quote
             for g, table in self._tables(layout).items():
-                if table.name not in present or SHARD_ID in mysql.key_columns(conn, table.name):
+                if table.name not in present or SHARD_ID in _primary_key(conn, table.name):
                     continue
                 conn.exec_driver_sql(f"DROP VIEW IF EXISTS {quote(view_name(layout, g))}")
                 if conn.dialect.name == "sqlite":
@@ -673,6 +676,8 @@ class SqlStore:
         self, conn: Connection, layout: AggregationLayout, table: sa.Table, data: pa.Table
     ) -> int:
         """Upsert prepared ``data`` into ``table`` in multi-row statements; returns the row count."""
+        if mysql.KEY_HASH in table.c:
+            data = data.append_column(mysql.KEY_HASH, mysql.key_hashes(layout, data))
         width = data.num_columns
         rows = ROWS_PER_STATEMENT
         if conn.dialect.name == "sqlite":
@@ -701,9 +706,10 @@ class SqlStore:
     ) -> tuple[str, list[int] | None]:
         """SQL text of the ``n``-row upsert into ``table`` and how to reorder row-major values for it."""
         dialect = conn.dialect
-        key = (dialect.name, dialect.server_version_info, layout.spec_hash, layout.partitioned, table.name, n)
+        key = (dialect.name, dialect.server_version_info, layout.spec_hash, layout.partitioned, table.name,
+               len(table.columns), n)
         if key not in _STATEMENTS:
-            columns = stored_columns(table)
+            columns = list(table.columns)
             names = [f"r{i}_{j}" for i in range(n) for j in range(len(columns))]
             rows = [{c.name: sa.bindparam(names[i * len(columns) + j]) for j, c in enumerate(columns)}
                     for i in range(n)]
@@ -774,7 +780,7 @@ class SqlStore:
                 tables.append(TableInfo(t.name, str(g), int(count), _int(first), _int(last)))
             finest = self._tables(layout)[layout.spec.finest].name
             shards: list[str] = []
-            if finest in present and SHARD_ID in mysql.key_columns(conn, finest):
+            if finest in present and SHARD_ID in _primary_key(conn, finest):
                 shards = [str(v) for v in conn.execute(
                     sa.select(sa.column(SHARD_ID)).select_from(sa.table(finest)).distinct().order_by(
                         sa.column(SHARD_ID))).scalars()]
@@ -900,6 +906,10 @@ def _schema_lock(conn: Connection, *, held: bool) -> Iterator[None]:
             conn.commit()
         except sa.exc.DBAPIError:
             conn.invalidate()  # a pooled session must not keep the lock; closing it releases it
+
+
+def _primary_key(conn: Connection, table: str) -> list[str]:
+    return list(sa.inspect(conn).get_pk_constraint(table)["constrained_columns"])
 
 
 def rebuild_table(conn: Connection, table: sa.Table, aside: str, fill: Callable[[str], None]) -> None:

@@ -31,6 +31,7 @@ from tiltframe.spec.table_changes import ConfigChange, plan_change
 from tiltframe.spec.tables import TableSpec
 from tiltframe.store.frames import fetch_all, typed_frame
 from tiltframe.store.layout import AGG_COUNT, SHARD_ID, AggregationLayout
+from tiltframe.store.mysql import KEY_HASH, key_hash_sql
 
 if TYPE_CHECKING:
     from tiltframe.store.sql import SqlStore
@@ -86,6 +87,9 @@ def follow_change(
             rows = sa.table(aside, *(sa.column(c) for c in keep))
             if change.removed_dimensions:
                 _merge_over_removed(store, conn, layout, table, rows, {c: old_types[c] for c in keep})
+            elif KEY_HASH in table.c:  # MySQL: the digest of the string keys, as the merge computes it
+                digest = key_hash_sql(layout, rows.c).label(KEY_HASH)
+                conn.execute(sa.insert(table).from_select([*keep, KEY_HASH], sa.select(*rows.c, digest)))
             else:
                 conn.execute(sa.insert(table).from_select(keep, sa.select(*rows.c)))
 
