@@ -84,6 +84,7 @@ def start(
     shard_id: str | None = None,
     partition_by_id: bool = False,
     on_bad_file: str = "skip",
+    rebuild: bool = False,
 ) -> Run:
     """Start the app's streaming queries and return the handle (``wait()`` / ``stop()``).
 
@@ -91,6 +92,8 @@ def start(
     (``@PartitionById``, or every aggregation that does not say when ``partition_by_id``).
     ``on_bad_file``: an input file that cannot be read is recorded and set aside (``"skip"``), or stops the
     run (``"fail"``).
+    ``rebuild`` first drops what the store holds of each aggregation fed here and its checkpoint, so that
+    every input is read again (the way on when the store was replaced or emptied; docs/deployment.md).
     """
     from tiltframe.engine.runner import Run
     from tiltframe.engine.shards import Deployment
@@ -106,6 +109,7 @@ def start(
         max_files_per_trigger=max_files_per_trigger,
         deployment=Deployment(shard_id, partition_by_id),
         on_bad_file=on_bad_file,
+        rebuild=rebuild,
     )
     return run_.start()
 
@@ -122,8 +126,10 @@ def run(
     shard_id: str | None = None,
     partition_by_id: bool = False,
     on_bad_file: str = "skip",
+    rebuild: bool = False,
 ) -> RunResult:
-    """Process everything available on ``inputs`` (files or DataFrames) and return the totals."""
+    """Process everything available on ``inputs`` (files or DataFrames) and return the totals (``rebuild``:
+    as in :func:`start`)."""
     handle = start(
         app,
         inputs,
@@ -135,6 +141,7 @@ def run(
         shard_id=shard_id,
         partition_by_id=partition_by_id,
         on_bad_file=on_bad_file,
+        rebuild=rebuild,
     )
     try:
         return handle.wait()

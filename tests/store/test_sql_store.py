@@ -23,7 +23,7 @@ import tiltframe.store.sql as sqlmod
 from tiltframe.errors import DefinitionError, NotSupportedYet, StoreError
 from tiltframe.spec.durations import Granularity, Unit
 from tiltframe.spec.model import StoreSpec
-from tiltframe.store import DB_FILE_NAME, connect_store
+from tiltframe.store import DB_FILE_NAME, commits, connect_store
 from tiltframe.store.base import REJECTED_COLUMNS, REJECTED_TIMES, BatchStats, BatchWrite, PipelineState
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.sql import SqlStore
@@ -298,14 +298,14 @@ def test_readers_see_only_committed_batches(store: SqlStore, layout, db_path: Pa
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     store.write_batch(layout, batch(layout, 1, [row(T0, "A", T0, 1, 0, 1.0, 1)]))
     inside, release = threading.Event(), threading.Event()
-    original = SqlStore._record_commit
+    original = commits.record_commit
 
     def paused(*args: Any) -> None:
         original(*args)
         inside.set()  # everything of batch 2 is written, the transaction is still open
         assert release.wait(30)
 
-    monkeypatch.setattr(SqlStore, "_record_commit", staticmethod(paused))
+    monkeypatch.setattr(commits, "record_commit", paused)
     writer = threading.Thread(target=store.write_batch, args=(layout, batch(layout, 2, [
         row(T0, "A", T0, 2, 0, 1.0, 10), row(T0 + 1000, "B", T0, 2, 1, 1.0, 100)])))
     writer.start()

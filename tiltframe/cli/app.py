@@ -137,6 +137,11 @@ def run(
         typer.Option("--on-bad-file", metavar="skip|fail",
                      help="An input file that cannot be read: record it and go on (skip), or stop (fail)."),
     ] = "skip",
+    rebuild: Annotated[
+        bool,
+        typer.Option("--rebuild", help="Drop what the store holds of the aggregations fed here and their "
+                     "checkpoints, then read every input again (after the store was replaced or emptied)."),
+    ] = False,
 ) -> None:
     """Aggregate the input streams into the store and run the continuous queries (everything available, or
     --follow until Ctrl-C)."""
@@ -197,6 +202,7 @@ def run(
                 shard_id=deployment.shard_id,
                 partition_by_id=deployment.partition_by_id,
                 on_bad_file=on_bad_file,
+                rebuild=rebuild,
             )
             try:
                 result, interrupted = wait_interruptibly(handle, progress)

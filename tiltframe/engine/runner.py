@@ -25,8 +25,9 @@ from tiltframe.engine.events import REASON, type_events
 from tiltframe.engine.failures import said_where
 from tiltframe.engine.file_batches import BAD_FILE_POLICIES, FileBatches
 from tiltframe.engine.file_manifest import ChangedFile
+from tiltframe.engine.identity import open_pipeline
 from tiltframe.engine.markers import checkpoint_dir
-from tiltframe.engine.pipeline import AggregationPipeline, pipeline_id_for
+from tiltframe.engine.pipeline import AggregationPipeline
 from tiltframe.engine.reports import BatchReport, PipelineTotals
 from tiltframe.engine.session import get_session
 from tiltframe.engine.shards import Deployment, claim_shard
@@ -83,6 +84,7 @@ class Run:
         stores: StoreRegistry | None = None,
         deployment: Deployment | None = None,
         on_bad_file: str = "skip",
+        rebuild: bool = False,
     ) -> None:
         check_runnable(app)
         if on_bad_file not in BAD_FILE_POLICIES:
@@ -125,10 +127,10 @@ class Run:
                 logger.info("stream %s has no input; aggregation %s is only read", agg.source, agg.name)
                 continue
             layout = layouts[agg.name]
-            store = self.stores.for_aggregation(agg)
-            store.ensure_schema(layout)
-            checkpoint = self.checkpoint_dir(layout)
-            pipeline = AggregationPipeline(layout, store, pipeline_id_for(checkpoint, layout), on_batch=on_batch,
+            # The store must hold what the checkpoint wrote to it (rebuild: neither holds anything any more).
+            store, pipeline_id = open_pipeline(self.stores.for_aggregation(agg), layout, self.checkpoint_dir(layout),
+                                               rebuild=rebuild, shard_id=shards.get(agg.name))
+            pipeline = AggregationPipeline(layout, store, pipeline_id, on_batch=on_batch,
                                            purger=Purger(layout, store), shard_id=shards.get(agg.name),
                                            compactor=Compactor(layout, store) if agg.workers else None)
             self.pipelines[agg.name] = pipeline

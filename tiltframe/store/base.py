@@ -145,6 +145,16 @@ class Store(Protocol):
 
     def is_committed(self, layout: AggregationLayout, pipeline_id: str, batch_id: int) -> bool: ...
 
+    def last_committed_batch(self, layout: AggregationLayout, pipeline_id: str) -> int | None:
+        """The greatest batch id of ``pipeline_id`` the store holds a commit record of (None: none, or
+        no store at all); the checkpoint's record of what it wrote is compared with it at start."""
+        ...
+
+    def reset(self, layout: AggregationLayout, shard_id: str | None = None) -> None:
+        """Drop the aggregation's tables, commit records, recorded events and purge marks (a rebuild, which
+        then reads every input again); refused when the tables hold another shard's rows."""
+        ...
+
     def pipeline_state(
         self, layout: AggregationLayout, pipeline_id: str, shard_id: str | None = None
     ) -> PipelineState:

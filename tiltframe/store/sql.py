@@ -1,7 +1,10 @@
 """``SqlStore``: the rollup tables in a SQL database, written with SQLAlchemy Core.
 
-SQLite, PostgreSQL and MySQL/MariaDB share this class; what differs per dialect (engine setup, upsert
-syntax, the cursor that runs the merge, identifier limits) is kept apart below.
+SQLite, PostgreSQL and MySQL/MariaDB share this class; what differs per dialect (engine setup, the cursor
+that runs the merge, identifier limits) is kept apart below, and in their own modules: the tables
+(``schema``), MySQL/MariaDB's text and keys (``mysql``), the upsert's merge expressions (``merges``),
+commit records (``commits``), recorded events (``recorded``), values a state cannot hold (``overflow``),
+query results as DataFrames (``frames``).
 
 Merging a batch is the hot path (millions of partial rows per micro-batch at the finest level).  What
 made it fast on SQLite: sort the rows by primary key first (the B-tree then fills and updates pages in
@@ -13,9 +16,9 @@ raw DBAPI cursor.  That is about twice as fast as ``executemany`` into a staging
 
 from __future__ import annotations
 
+import logging
 import sqlite3
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -25,14 +28,15 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql, postgresql, sqlite
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Engine
 
 from tiltframe.errors import DefinitionError, StoreError
-from tiltframe.functions.registry import EVENT_ORDER, Merge
+from tiltframe.functions.registry import Merge
 from tiltframe.spec.durations import Granularity
 from tiltframe.spec.model import AttrType
 from tiltframe.spec.tables import TableSpec
+from tiltframe.store import commits, mysql
 from tiltframe.store.base import (
     REJECTED_COLUMNS,
     REJECTED_TIMES,
@@ -44,22 +48,27 @@ from tiltframe.store.base import (
     RecordKind,
     TableInfo,
 )
-from tiltframe.store.layout import (
-    AGG_ARRIVAL_BATCH,
-    AGG_ARRIVAL_SEQ,
-    AGG_COUNT,
-    AGG_EVENT_TIMESTAMP,
-    AGG_TIMESTAMP,
-    SHARD_ID,
-    AggregationLayout,
+from tiltframe.store.commits import now_ms
+from tiltframe.store.frames import fetch_all, typed_frame
+from tiltframe.store.layout import AGG_COUNT, AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, SHARD_ID, AggregationLayout
+from tiltframe.store.merges import SqlOps, upsert_statement
+from tiltframe.store.overflow import check_holdable, explain_overflow
+from tiltframe.store.recorded import insert_recorded
+from tiltframe.store.schema import (
+    AGGREGATIONS,
+    AGGREGATIONS_TABLE,
+    BATCHES,
+    BATCHES_TABLE,
+    PURGES_TABLE,
+    REJECTED,
+    REJECTED_TABLE,
+    SHARED,
+    TABLES_TABLE,
+    level_tables,
 )
 from tiltframe.store.sqlite_read import check_unchanged, open_reader
 
-AGGREGATIONS = "TILTFRAME_AGGREGATIONS"
-BATCHES = "TILTFRAME_BATCHES"
-REJECTED = "TILTFRAME_REJECTED"
-PURGES = "TILTFRAME_PURGES"
-TABLES = "TILTFRAME_TABLES"
+logger = logging.getLogger(__name__)
 
 #: Rows per multi-row upsert statement, and rows turned into Python objects at a time (bounds memory).
 ROWS_PER_STATEMENT = 500
@@ -74,79 +83,11 @@ CHUNK_ROWS = 50_000
 _STATEMENTS: dict[tuple[Any, ...], tuple[str, list[int] | None]] = {}
 BUSY_TIMEOUT_MS = 30_000
 
-# Shared tables; every *_at column is epoch milliseconds (UTC), like every other time in tiltframe.
-_SHARED = sa.MetaData()
-_NAME, _LONG = sa.String(255), sa.BigInteger
-_AGGREGATIONS = sa.Table(
-    AGGREGATIONS, _SHARED, sa.Column("name", _NAME, primary_key=True),
-    *(sa.Column(c, t, nullable=False) for c, t in (("spec_hash", sa.String(64)), ("zone", sa.String(64)),
-                                                   ("granularities", sa.Text), ("created_at", _LONG))),
-)
-_BATCHES = sa.Table(
-    BATCHES, _SHARED, sa.Column("aggregation", _NAME, primary_key=True),
-    sa.Column("pipeline_id", _NAME, primary_key=True),
-    sa.Column("batch_id", _LONG, primary_key=True, autoincrement=False),
-    *(sa.Column(c, _LONG, nullable=False)
-      for c in ("events_read", "events_aggregated", "events_moved", "events_rejected")),
-    sa.Column("min_event_ts", _LONG), sa.Column("max_event_ts", _LONG),
-    sa.Column("rows_written", _LONG, nullable=False), sa.Column("committed_at", _LONG, nullable=False),
-    # The pipeline's state after the batch (``PipelineState``), read by its next batch.
-    sa.Column("latest_event_ts", _LONG), sa.Column("recovery_bucket", _LONG),
-)
-_REJECTED = sa.Table(
-    REJECTED, _SHARED, sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("aggregation", _NAME, nullable=False, index=True),
-    sa.Column("pipeline_id", _NAME, nullable=False),
-    sa.Column("batch_id", _LONG, nullable=False), *(sa.Column(c, sa.Text) for c in REJECTED_COLUMNS),
-    *(sa.Column(c, _LONG) for c in REJECTED_TIMES), sa.Column("recorded_at", _LONG, nullable=False),
-)
-
-_PURGES = sa.Table(
-    PURGES, _SHARED, sa.Column("aggregation", _NAME, primary_key=True),
-    sa.Column("granularity", sa.String(32), primary_key=True),
-    # Buckets starting before ``purged_before`` were deleted and are never written again.
-    sa.Column("purged_before", _LONG, nullable=False), sa.Column("latest_event_ts", _LONG, nullable=False),
-    sa.Column("rows_purged", _LONG, nullable=False), sa.Column("purged_at", _LONG, nullable=False),
-)
-
-# The definition of each pre-aggregated table (``TableSpec.to_json``), which a changed one is compared with.
-_TABLES = sa.Table(
-    TABLES, _SHARED, sa.Column("name", _NAME, primary_key=True), sa.Column("definition", sa.Text, nullable=False),
-    sa.Column("updated_at", _LONG, nullable=False),
-)
-
 _ARROW_TYPES = {
     AttrType.STRING: pa.string(), AttrType.INT: pa.int64(), AttrType.LONG: pa.int64(),
     AttrType.FLOAT: pa.float64(), AttrType.DOUBLE: pa.float64(), AttrType.BOOL: pa.bool_(),
     AttrType.BINARY: pa.binary(),
 }
-#: The dtype pandas itself gives a column of Python strings (``str`` in pandas 3, ``object`` before).
-_STR_DTYPE = pd.Series(["x"]).dtype
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def _sql_type(t: AttrType, *, key: bool) -> sa.types.TypeEngine[Any]:
-    """Column type of an attribute; MySQL cannot index TEXT, so its string keys are VARCHAR."""
-    if t is AttrType.STRING:
-        return sa.Text().with_variant(sa.String(255), "mysql", "mariadb") if key else sa.Text()
-    if t.is_integral:
-        return sa.BigInteger()
-    if t.is_numeric:
-        return sa.Double()
-    if t is AttrType.BINARY:  # sketches; MySQL's BLOB stops at 64 KiB
-        return sa.LargeBinary().with_variant(mysql.LONGBLOB(), "mysql", "mariadb")
-    return sa.Boolean()
-
-
-def _columns(layout: AggregationLayout) -> list[sa.Column[Any]]:
-    """The columns of one table of ``layout``, the primary key marked (a shard id is short text)."""
-    keys = set(layout.stored_key_names)
-    return [sa.Column(c, sa.String(255) if c == SHARD_ID else _sql_type(t, key=c in keys), primary_key=c in keys,
-                      autoincrement=False)
-            for c, t in layout.stored_column_types.items()]
 
 
 # --- dialect-specific parts ------------------------------------------------------------------------------
@@ -196,22 +137,6 @@ def sqlite_engine(path: Path, *, read_only: bool) -> Engine:
     return engine
 
 
-def upsert_statement(
-    dialect: str, table: sa.Table, layout: AggregationLayout, rows: list[dict[str, Any]]
-) -> sa.Executable:
-    """Multi-row insert of ``rows`` that merges into existing keys, in the dialect's upsert syntax."""
-    if dialect in ("mysql", "mariadb"):
-        my = mysql.insert(table).values(rows)
-        return my.on_duplicate_key_update(list(merge_assignments(layout, table, my.inserted).items()))
-    module = {"sqlite": sqlite, "postgresql": postgresql}.get(dialect)
-    if module is None:
-        msg = f"no upsert for SQL dialect {dialect!r}"
-        raise StoreError(msg)
-    ins = module.insert(table).values(rows)
-    keys = [table.c[k] for k in layout.stored_key_names]
-    return ins.on_conflict_do_update(index_elements=keys, set_=merge_assignments(layout, table, ins.excluded))
-
-
 # --- views of final values, for dashboards ---------------------------------------------------------------
 
 #: Suffix of the view of final values beside each table (``TradeAggregation_DAYS_FINAL``).
@@ -220,31 +145,6 @@ VIEW_SUFFIX = "_FINAL"
 
 def view_name(layout: AggregationLayout, g: Granularity) -> str:
     return layout.table_name(g) + VIEW_SUFFIX
-
-
-class SqlOps:
-    """The ``Ops`` of finalize and combine functions for SQL expressions: division in floating point,
-    NULL for 0; sketches cannot be read in SQL (``apply``)."""
-
-    @staticmethod
-    def div(a: Any, b: Any) -> Any:  # an inline 0: the merge statements bind row values only
-        return sa.cast(a, sa.Double()) / sa.func.nullif(b, sa.literal_column("0"))
-
-    @staticmethod
-    def where(cond: Any, a: Any, b: Any) -> Any:
-        return sa.case((cond, a), else_=b)
-
-    @staticmethod
-    def isnull(a: Any) -> Any:
-        return a.is_(None)
-
-    @staticmethod
-    def sqrt(a: Any) -> Any:
-        return sa.func.sqrt(a)
-
-    @staticmethod
-    def apply(fn: Any, a: Any) -> Any:
-        raise NotImplementedError
 
 
 def view_ddl(dialect: sa.Dialect, layout: AggregationLayout, table: sa.Table, name: str) -> str:
@@ -280,64 +180,6 @@ def _merged_in_sql(layout: AggregationLayout, table: sa.Table) -> sa.Subquery:
     return (sa.select(*keys, *(_SQL_MERGE[s.merge](c[s.name]).label(s.name) for s in states),
                       sa.func.max(c[AGG_EVENT_TIMESTAMP]).label(AGG_EVENT_TIMESTAMP))
             .group_by(*keys).subquery("merged"))
-
-
-# --- portable merge expressions --------------------------------------------------------------------------
-
-
-def merge_assignments(layout: AggregationLayout, old: sa.Table, new: Any) -> dict[str, Any]:
-    """``SET`` expressions merging a new partial row into the stored one (``new``: excluded/inserted row).
-
-    Written with CASE and COALESCE only, so NULLs (an empty min, say) never win and every dialect agrees.
-    The order columns come last and in reverse (seq, batch, event time): MySQL evaluates assignments left
-    to right with earlier ones already applied, and this order gives it the same result as everybody else.
-    """
-    sets: dict[str, Any] = {}
-    for columns in layout.state_groups:
-        fn = columns[0].function
-        if fn.combine is not None:
-            merged = fn.combine({s.state.suffix: old.c[s.name] for s in columns},
-                                {s.state.suffix: new[s.name] for s in columns}, SqlOps())
-            sets.update({s.name: merged[s.state.suffix] for s in reversed(columns)})
-            continue
-        sets.update({s.name: _merge(s.merge, old.c[s.name], new[s.name])
-                     for s in columns if s.merge not in (Merge.EARLIEST, Merge.LATEST)})
-        for kind in (Merge.EARLIEST, Merge.LATEST):
-            event = {s.state.field: s.name for s in columns if s.merge is kind}
-            if event:
-                order = [event[f] for f in EVENT_ORDER]
-                sets.update(_pick_event(old, new, order, [event["value"]], later=kind is Merge.LATEST))
-    if not layout.tracks_arrival:
-        sets[AGG_EVENT_TIMESTAMP] = _merge(Merge.MAX, old.c[AGG_EVENT_TIMESTAMP], new[AGG_EVENT_TIMESTAMP])
-        return sets
-    order = [AGG_EVENT_TIMESTAMP, AGG_ARRIVAL_BATCH, AGG_ARRIVAL_SEQ]
-    sets.update(_pick_event(old, new, order, [v.name for v in layout.values], later=True))
-    return sets
-
-
-def _pick_event(old: sa.Table, new: Any, order: list[str], values: list[str], *, later: bool) -> dict[str, Any]:
-    """``SET`` expressions keeping the fields of the later (or earlier) of the stored and the new event,
-    ranked by the ``order`` columns (event time, batch, seq; a NULL time never wins).
-
-    The order columns are assigned last and in reverse, because MySQL applies assignments left to right:
-    each comparison then still sees the stored values of the columns that decide it.
-    """
-    (o_ts, o_b, o_s), (n_ts, n_b, n_s) = (old.c[c] for c in order), (new[c] for c in order)
-    if later:
-        beats = sa.or_(n_ts > o_ts, sa.and_(n_ts == o_ts, sa.or_(n_b > o_b, sa.and_(n_b == o_b, n_s > o_s))))
-    else:
-        beats = sa.or_(n_ts < o_ts, sa.and_(n_ts == o_ts, sa.or_(n_b < o_b, sa.and_(n_b == o_b, n_s < o_s))))
-    take = sa.or_(o_ts.is_(None), beats)
-    return {name: sa.case((take, new[name]), else_=old.c[name]) for name in (*values, *reversed(order))}
-
-
-def _merge(kind: Merge, old: Any, new: Any) -> Any:
-    if kind.is_sketch:  # merged before the upsert (``SqlStore._merge_sketches``): the new value is the union
-        return sa.func.coalesce(new, old)
-    if kind is Merge.SUM:
-        return sa.func.coalesce(old + new, old, new)
-    better = new < old if kind is Merge.MIN else new > old
-    return sa.case((new.is_(None), old), (sa.or_(old.is_(None), better), new), else_=old)
 
 
 # --- Arrow preparation -----------------------------------------------------------------------------------
@@ -392,37 +234,6 @@ def _flatten(data: pa.Table) -> list[Any]:
     return flat
 
 
-_NUMPY_TYPES = {AttrType.STRING: object, AttrType.INT: "i8", AttrType.LONG: "i8", AttrType.FLOAT: "f8",
-                AttrType.DOUBLE: "f8", AttrType.BOOL: "?", AttrType.BINARY: object}
-
-
-def _frame(rows: Sequence[Sequence[Any]], types: dict[str, AttrType]) -> pd.DataFrame:
-    """A DataFrame with one properly typed column per entry of ``types``.
-
-    Rows go through one structured NumPy array (C speed, no per-column Python loops); only when a
-    column holds NULL does it fall back to per-column building (``Int64``/``boolean`` for those columns).
-    """
-    try:
-        packed = np.array(rows, dtype=[(n, _NUMPY_TYPES[t]) for n, t in types.items()])
-        columns: dict[str, Any] = {n: packed[n] for n in types}
-    except (TypeError, ValueError):
-        columns = dict(zip(types, zip(*rows, strict=True), strict=True))
-    out = {}
-    for name, t in types.items():
-        values = columns[name]
-        if t is AttrType.STRING:
-            out[name] = pd.Series(values, dtype=_STR_DTYPE)
-        elif t is AttrType.BINARY:  # drivers give bytes, memoryview or bytearray
-            out[name] = pd.Series([None if v is None else bytes(v) for v in values], dtype=object)
-        elif t.is_numeric and not t.is_integral:
-            out[name] = pd.Series(values, dtype="float64")
-        elif isinstance(values, np.ndarray) or None not in values:
-            out[name] = pd.Series(values, dtype=_NUMPY_TYPES[t])
-        else:
-            out[name] = pd.Series(values, dtype="Int64" if t.is_integral else "boolean")
-    return pd.DataFrame(out)
-
-
 class SqlStore:
     """The :class:`~tiltframe.store.base.Store` on a SQL database: SQLite, PostgreSQL or MySQL/MariaDB."""
 
@@ -449,9 +260,12 @@ class SqlStore:
         """A store in a PostgreSQL or MySQL/MariaDB database (which must exist).
 
         Positional parameters (``%s``) keep the multi-row upserts on the DBAPI cursor; REPEATABLE READ
-        gives every read one snapshot, so a query never sees half of a batch.
+        gives every read one snapshot, so a query never sees half of a batch.  MySQL connections speak
+        utf8mb4 unless the URL says otherwise (``store.mysql``).
         """
-        engine = sa.create_engine(url, paramstyle="format", pool_pre_ping=True, isolation_level="REPEATABLE READ")
+        args = {"charset": "utf8mb4"} if mysql.is_mysql(url.get_backend_name()) and "charset" not in url.query else {}
+        engine = sa.create_engine(url, paramstyle="format", pool_pre_ping=True, isolation_level="REPEATABLE READ",
+                                  connect_args=args)
         return cls(engine, read_only=read_only)
 
     def __repr__(self) -> str:
@@ -471,10 +285,7 @@ class SqlStore:
     def _tables(self, layout: AggregationLayout) -> dict[Granularity, sa.Table]:
         key = (layout.name, layout.spec_hash, layout.partitioned)
         if key not in self._tables_cache:
-            md = sa.MetaData()
-            levels = {g: sa.Table(layout.table_name(g), md, *_columns(layout), sqlite_with_rowid=False)
-                      for g in layout.spec.granularities}
-            self._tables_cache[key] = levels
+            self._tables_cache[key] = level_tables(layout, self._engine.dialect.name)
         return self._tables_cache[key]
 
     def _check_identifiers(self, layout: AggregationLayout) -> None:
@@ -500,19 +311,26 @@ class SqlStore:
         self._check_identifiers(layout)
         notes: tuple[str, ...] = ()
         with self._errors("prepare the tables of", layout), self._write(schema=True) as conn:
-            _SHARED.create_all(conn, checkfirst=True)
+            SHARED.create_all(conn, checkfirst=True)
             self._check_shared_tables(conn)
-            a = _AGGREGATIONS.c
-            row = conn.execute(sa.select(_AGGREGATIONS).where(a.name == layout.name)).first()
+            a = AGGREGATIONS_TABLE.c
+            row = conn.execute(sa.select(AGGREGATIONS_TABLE).where(a.name == layout.name)).first()
             registration = {"spec_hash": layout.spec_hash, "zone": layout.zone,
                             "granularities": ",".join(g.table_suffix for g in layout.spec.granularities)}
             if row is None:
-                conn.execute(sa.insert(_AGGREGATIONS).values(name=layout.name, created_at=_now_ms(), **registration))
+                conn.execute(sa.insert(AGGREGATIONS_TABLE).values(name=layout.name, created_at=now_ms(),
+                                                                  **registration))
             elif row.spec_hash != layout.spec_hash and layout.table is not None:
                 notes = self._follow_table_change(conn, layout, row)
-                conn.execute(sa.update(_AGGREGATIONS).where(a.name == layout.name).values(**registration))
+                conn.execute(sa.update(AGGREGATIONS_TABLE).where(a.name == layout.name).values(**registration))
             else:
                 self._check_same_spec(layout, row)
+            if mysql.hashes_keys(layout, conn.dialect):  # tables made before AGG_KEY_HASH keep their keys
+                earlier = mysql.earlier_keys(conn, layout.table_name(layout.spec.finest), layout)
+                if earlier:
+                    logger.warning("%s", earlier)
+                self._tables_cache[key] = level_tables(layout, conn.dialect.name, hashed=None if earlier is None
+                                                       else False)
             for g, table in self._tables(layout).items():
                 table.create(conn, checkfirst=True)
                 self._check_partitioning(conn, layout, table)
@@ -525,17 +343,17 @@ class SqlStore:
     def _follow_table_change(self, conn: Connection, layout: AggregationLayout, row: sa.Row[Any]) -> tuple[str, ...]:
         from tiltframe.store.table_changes import follow_change  # it builds on this module
 
-        text = conn.execute(sa.select(_TABLES.c.definition).where(_TABLES.c.name == layout.name)).scalar()
+        text = conn.execute(sa.select(TABLES_TABLE.c.definition).where(TABLES_TABLE.c.name == layout.name)).scalar()
         if text is None:  # registered before definitions were recorded: nothing to compare with
             self._check_same_spec(layout, row, recorded=False)
         return follow_change(self, conn, layout, TableSpec.from_json(text), row.zone).notes
 
     @staticmethod
     def _record_definition(conn: Connection, table: TableSpec) -> None:
-        t = _TABLES.c
-        values = {"definition": table.to_json(), "updated_at": _now_ms()}
-        if conn.execute(sa.update(_TABLES).where(t.name == table.name).values(**values)).rowcount == 0:
-            conn.execute(sa.insert(_TABLES).values(name=table.name, **values))
+        t = TABLES_TABLE.c
+        values = {"definition": table.to_json(), "updated_at": now_ms()}
+        if conn.execute(sa.update(TABLES_TABLE).where(t.name == table.name).values(**values)).rowcount == 0:
+            conn.execute(sa.insert(TABLES_TABLE).values(name=table.name, **values))
 
     def _check_partitioning(self, conn: Connection, layout: AggregationLayout, table: sa.Table) -> None:
         """Tables made before ``@PartitionById`` lack ``SHARD_ID``: point to ``tiltframe migrate``, never
@@ -556,7 +374,7 @@ class SqlStore:
     def _check_shared_tables(self, conn: Connection) -> None:
         """A store made by an earlier tiltframe lacks columns; say so instead of failing mid-batch."""
         inspector = sa.inspect(conn)
-        for table in _SHARED.sorted_tables:
+        for table in SHARED.sorted_tables:
             have = {c["name"] for c in inspector.get_columns(table.name)}
             missing = [c.name for c in table.columns if c.name not in have]
             if missing:
@@ -590,14 +408,18 @@ class SqlStore:
         with self._errors("check a batch of", layout), self._engine.connect() as conn:
             if not sa.inspect(conn).has_table(BATCHES):
                 return False
-            return self._committed(conn, layout, pipeline_id, batch_id)
+            return commits.is_committed(conn, layout, pipeline_id, batch_id)
 
-    @staticmethod
-    def _committed(conn: Connection, layout: AggregationLayout, pipeline_id: str, batch_id: int) -> bool:
-        b = _BATCHES.c
-        query = sa.select(sa.literal(1)).where(
-            b.aggregation == layout.name, b.pipeline_id == pipeline_id, b.batch_id == batch_id)
-        return conn.execute(query).first() is not None
+    def last_committed_batch(self, layout: AggregationLayout, pipeline_id: str) -> int | None:
+        """The greatest batch id of ``pipeline_id`` whose commit record the store holds; None when it holds
+        none, or no store or tables are there at all (nothing is created)."""
+        if not self._exists():
+            return None
+        with self._errors("read the commit records of", layout), self._engine.connect() as conn:
+            if not sa.inspect(conn).has_table(BATCHES):
+                return None
+            last = commits.last_record(conn, layout, pipeline_id)
+        return None if last is None else int(last.batch_id)
 
     def pipeline_state(
         self, layout: AggregationLayout, pipeline_id: str, shard_id: str | None = None
@@ -606,13 +428,9 @@ class SqlStore:
         the recovery point: the latest bucket of the finest table (None when it is empty); with shards,
         of the rows of ``shard_id`` only, since other shards' events are not this pipeline's replays."""
         self.ensure_schema(layout)
-        b = _BATCHES.c
         finest = self._tables(layout)[layout.spec.finest]
         with self._errors("read the pipeline state of", layout), self._engine.connect() as conn:
-            last = conn.execute(
-                sa.select(b.latest_event_ts, b.recovery_bucket)
-                .where(b.aggregation == layout.name, b.pipeline_id == pipeline_id)
-                .order_by(b.batch_id.desc()).limit(1)).first()
+            last = commits.last_record(conn, layout, pipeline_id)
             if last is not None:
                 return PipelineState(last.latest_event_ts, last.recovery_bucket)
             if layout.spec.workers is not None:  # rows inserted into a table are never replays of stored ones
@@ -624,23 +442,73 @@ class SqlStore:
         return PipelineState(None, stored)
 
     def write_batch(self, layout: AggregationLayout, batch: BatchWrite) -> bool:
-        """Merge ``batch`` in one transaction; False (and nothing written) if it was committed before."""
+        """Merge ``batch`` in one transaction; False (and nothing written) if it was committed before.
+
+        A state the store cannot hold (``store.overflow``) is a ``StoreError`` naming its row, and nothing
+        of the batch is written.
+        """
         self.ensure_schema(layout)
         if self.is_committed(layout, batch.pipeline_id, batch.batch_id):
             return False  # cheap early exit for replays; checked again inside the write transaction
         tables = self._tables(layout)
         levels = [(tables[layout.spec.granularity(g)], prepare_rows(layout, data, batch.shard_id))
                   for g, data in batch.levels.items()]
-        with self._errors("write a batch of", layout), self._write(layout) as conn:
-            if self._committed(conn, layout, batch.pipeline_id, batch.batch_id):
-                return False
-            purged = self._purged_before(conn, layout)
-            rows = sum(self._merge_rows(conn, layout, table,
-                                        self._merge_sketches(conn, layout, table, _after(data, purged.get(table.name))))
-                       for table, data in levels)
-            self._insert_rejected(conn, layout, batch)
-            self._record_commit(conn, layout, batch, rows)
+        check_holdable(self._engine.dialect.name, self.url, layout, batch.batch_id, levels)
+        try:
+            with self._errors("write a batch of", layout), self._write(layout) as conn:
+                if commits.is_committed(conn, layout, batch.pipeline_id, batch.batch_id):
+                    return False
+                purged = self._purged_before(conn, layout)
+                rows = sum(self._merge_rows(conn, layout, table, self._merge_sketches(
+                    conn, layout, table, _after(data, purged.get(table.name)))) for table, data in levels)
+                insert_recorded(conn, layout, batch)
+                commits.record_commit(conn, layout, batch, rows)
+        except StoreError as failed:  # rolled back; a sum out of range is named by its row
+            raise self._explained(layout, batch.batch_id, levels, failed) from failed.__cause__
         return True
+
+    def _explained(self, layout: AggregationLayout, batch_id: int, levels: list[tuple[sa.Table, pa.Table]],
+                   failed: StoreError) -> StoreError:
+        """``failed``, or the error naming the row whose merged sum left its state's range."""
+        try:
+            with self._engine.connect() as conn, conn.begin():
+                return explain_overflow(conn, self.url, layout, batch_id, levels) or failed
+        except Exception:  # the database is gone as well: its own failure says enough
+            return failed
+
+    def reset(self, layout: AggregationLayout, shard_id: str | None = None) -> None:
+        """Drop everything the store holds of ``layout`` (a rebuild): its commit records, recorded events and
+        purge marks first, then its tables and views, made anew by the next ``ensure_schema``.  The
+        registration and a pre-aggregated table's recorded definition stay.
+
+        A database that commits each DDL statement (MySQL) may stop in between; the records go first so that
+        such a store holds no batch of any pipeline and the next start says so.  A partitioned aggregation
+        whose tables hold another shard's rows is refused: those rows are not this pipeline's to drop.
+        """
+        self._require_writable()
+        if not self._exists():
+            return
+        with self._errors("rebuild", layout), self._write(layout, schema=True) as conn:
+            present = set(sa.inspect(conn).get_table_names())
+            if BATCHES not in present:
+                return
+            tables = {g: t for g, t in self._tables(layout).items() if t.name in present}
+            finest = tables.get(layout.spec.finest)
+            if layout.partitioned and shard_id is not None and finest is not None:
+                others = conn.execute(sa.select(finest.c[SHARD_ID]).where(finest.c[SHARD_ID] != shard_id)
+                                      .limit(1)).scalar()
+                if others is not None:
+                    msg = (f"cannot rebuild aggregation {layout.name}: its tables in {self.url} also hold rows of "
+                           f"shard {others!r}, which a rebuild of shard {shard_id!r} must not drop; stop every "
+                           f"shard's pipeline, then rebuild them all (each with --rebuild)")
+                    raise StoreError(msg)
+            commits.forget(conn, layout)
+            quote = conn.dialect.identifier_preparer.quote  # MySQL commits the deletes before its first DROP
+            for g, table in tables.items():
+                conn.exec_driver_sql(f"DROP VIEW IF EXISTS {quote(view_name(layout, g))}")
+                table.drop(conn)
+        self._ready.discard((layout.name, layout.spec_hash, layout.partitioned))
+        self._tables_cache.pop((layout.name, layout.spec_hash, layout.partitioned), None)
 
     # --- migrating -----------------------------------------------------------------------------------
 
@@ -663,7 +531,7 @@ class SqlStore:
             inspector = sa.inspect(conn)
             if not inspector.has_table(AGGREGATIONS):
                 return []
-            row = conn.execute(sa.select(_AGGREGATIONS).where(_AGGREGATIONS.c.name == layout.name)).first()
+            row = conn.execute(sa.select(AGGREGATIONS_TABLE).where(AGGREGATIONS_TABLE.c.name == layout.name)).first()
             if row is None:
                 return []
             self._check_same_spec(layout, row)
@@ -703,9 +571,9 @@ class SqlStore:
                 keys = [table.c[k] for k in layout.key_names]
                 repeated = (sa.select(*keys).where(table.c[AGG_TIMESTAMP] < before_ms).group_by(*keys)
                             .having(sa.func.count() > 1).subquery())
-                query = sa.select(*table.c).join(repeated, sa.and_(*(table.c[k] == repeated.c[k]
-                                                                     for k in layout.key_names)))
-                rows = _frame(_fetch_all(conn, query), types)
+                query = sa.select(*(table.c[c] for c in types)).join(
+                    repeated, sa.and_(*(table.c[k] == repeated.c[k] for k in layout.key_names)))
+                rows = typed_frame(fetch_all(conn, query), types)
                 if rows.empty:
                     continue
                 key = sa.and_(*(table.c[k] == sa.bindparam(f"k_{k}") for k in layout.stored_key_names))
@@ -723,13 +591,13 @@ class SqlStore:
     def latest_event_ts(self, layout: AggregationLayout) -> int | None:
         """The greatest event time aggregated by any pipeline of ``layout`` (what retention is measured
         against), or None before the first event."""
-        b = _BATCHES.c
+        b = BATCHES_TABLE.c
         with self._errors("read the latest event time of", layout), self._read(layout) as (conn, _):
             return conn.execute(sa.select(sa.func.max(b.max_event_ts)).where(b.aggregation == layout.name)).scalar()
 
     def last_purged_at(self, layout: AggregationLayout) -> int:
         """Epoch ms of the last purge of ``layout``, or of its registration when it was never purged."""
-        p = _PURGES.c
+        p = PURGES_TABLE.c
         with self._errors("read the purge time of", layout), self._read(layout) as (conn, registered):
             last = conn.execute(sa.select(sa.func.max(p.purged_at)).where(p.aggregation == layout.name)).scalar()
             return int(last if last is not None else registered.created_at)
@@ -750,7 +618,7 @@ class SqlStore:
         deleted: dict[Granularity, int] = {}
         with self._errors("purge", layout), self._write(layout) as conn:
             stored = self._purged_before(conn, layout)
-            now, p = _now_ms(), _PURGES.c
+            now, p = now_ms(), PURGES_TABLE.c
             for g, instant in before.items():
                 table = tables[layout.spec.granularity(g)]
                 previous = stored.get(table.name)
@@ -759,17 +627,17 @@ class SqlStore:
                 deleted[g] = max(count, 0)
                 values = {"purged_before": cut, "latest_event_ts": latest_event_ts, "purged_at": now}
                 if previous is None:
-                    conn.execute(sa.insert(_PURGES).values(aggregation=layout.name, granularity=g.table_suffix,
+                    conn.execute(sa.insert(PURGES_TABLE).values(aggregation=layout.name, granularity=g.table_suffix,
                                                            rows_purged=deleted[g], **values))
                 else:
                     key = (p.aggregation == layout.name, p.granularity == g.table_suffix)
-                    conn.execute(sa.update(_PURGES).where(*key).values(rows_purged=p.rows_purged + deleted[g],
+                    conn.execute(sa.update(PURGES_TABLE).where(*key).values(rows_purged=p.rows_purged + deleted[g],
                                                                        **values))
         return deleted
 
     def _purged_before(self, conn: Connection, layout: AggregationLayout) -> dict[str, int]:
         """Per table name of ``layout``: the start before which its buckets were purged."""
-        p = _PURGES.c
+        p = PURGES_TABLE.c
         rows = conn.execute(sa.select(p.granularity, p.purged_before).where(p.aggregation == layout.name)).all()
         return {f"{layout.name}_{suffix}": int(before) for suffix, before in rows}
 
@@ -792,7 +660,7 @@ class SqlStore:
         query = sa.select(*(table.c[k] for k in keys), *(table.c[s.name] for s in sketches)).where(
             ts >= bounds["min"], ts <= bounds["max"])
         types = layout.stored_column_types
-        stored = _frame(_fetch_all(conn, query), {c: types[c] for c in (*keys, *(s.name for s in sketches))})
+        stored = typed_frame(fetch_all(conn, query), {c: types[c] for c in (*keys, *(s.name for s in sketches))})
         if stored.empty:
             return data
         batch = data.select(keys).to_pandas().reset_index(names="_row")
@@ -812,6 +680,8 @@ class SqlStore:
         self, conn: Connection, layout: AggregationLayout, table: sa.Table, data: pa.Table
     ) -> int:
         """Upsert prepared ``data`` into ``table`` in multi-row statements; returns the row count."""
+        if mysql.KEY_HASH in table.c:
+            data = data.append_column(mysql.KEY_HASH, mysql.key_hashes(layout, data))
         width = data.num_columns
         rows = ROWS_PER_STATEMENT
         if conn.dialect.name == "sqlite":
@@ -840,11 +710,13 @@ class SqlStore:
     ) -> tuple[str, list[int] | None]:
         """SQL text of the ``n``-row upsert into ``table`` and how to reorder row-major values for it."""
         dialect = conn.dialect
-        key = (dialect.name, dialect.server_version_info, layout.spec_hash, layout.partitioned, table.name, n)
+        key = (dialect.name, dialect.server_version_info, layout.spec_hash, layout.partitioned, table.name,
+               len(table.columns), n)
         if key not in _STATEMENTS:
-            names = [f"r{i}_{j}" for i in range(n) for j in range(len(table.columns))]
-            rows = [{c.name: sa.bindparam(names[i * len(table.columns) + j])
-                     for j, c in enumerate(table.columns)} for i in range(n)]
+            columns = list(table.columns)
+            names = [f"r{i}_{j}" for i in range(n) for j in range(len(columns))]
+            rows = [{c.name: sa.bindparam(names[i * len(columns) + j]) for j, c in enumerate(columns)}
+                    for i in range(n)]
             compiler = _SERVER_PLACEHOLDERS if dialect.name == "postgresql" else dialect
             compiled = upsert_statement(dialect.name, table, layout, rows).compile(dialect=compiler)
             if not compiled.positional:
@@ -858,29 +730,6 @@ class SqlStore:
             order = [position[p] for p in compiled.positiontup or ()]
             _STATEMENTS[key] = (str(compiled), None if order == list(range(len(names))) else order)
         return _STATEMENTS[key]
-
-    @staticmethod
-    def _insert_rejected(conn: Connection, layout: AggregationLayout, batch: BatchWrite) -> None:
-        if batch.rejected is None or batch.rejected.num_rows == 0:
-            return
-        base = {"aggregation": layout.name, "pipeline_id": batch.pipeline_id, "batch_id": batch.batch_id,
-                "recorded_at": _now_ms()}
-        def row(r: dict[str, Any]) -> dict[str, Any]:  # a missing column just stays NULL
-            text = {k: None if v is None else str(v) for k, v in r.items() if k in REJECTED_COLUMNS}
-            return {**base, **text, **{k: r[k] for k in REJECTED_TIMES if k in r}}
-
-        rows = [row(r) for r in batch.rejected.to_pylist()]
-        conn.execute(sa.insert(_REJECTED), rows)
-
-    @staticmethod
-    def _record_commit(conn: Connection, layout: AggregationLayout, batch: BatchWrite, rows: int) -> None:
-        s = batch.stats
-        conn.execute(sa.insert(_BATCHES).values(
-            aggregation=layout.name, pipeline_id=batch.pipeline_id, batch_id=batch.batch_id,
-            events_read=s.events_read, events_aggregated=s.events_aggregated, events_moved=s.events_moved,
-            events_rejected=s.events_rejected, min_event_ts=s.min_event_ts, max_event_ts=s.max_event_ts,
-            rows_written=rows, committed_at=_now_ms(), latest_event_ts=batch.state.latest_event_ts,
-            recovery_bucket=batch.state.recovery_bucket))
 
     # --- reading --------------------------------------------------------------------------------------
 
@@ -900,29 +749,29 @@ class SqlStore:
         types = layout.stored_column_types if with_shards else layout.column_types
         with self._errors("read", layout), self._read(layout) as (conn, _):
             if not sa.inspect(conn).has_table(table.name):
-                return _frame([], types)
+                return typed_frame([], types)
             query = sa.select(*(table.c[c] for c in types)).order_by(
                 *(table.c[k] for k in layout.key_names))
             if start_ms is not None:
                 query = query.where(table.c[AGG_TIMESTAMP] >= start_ms)
             if end_ms is not None:
                 query = query.where(table.c[AGG_TIMESTAMP] < end_ms)
-            rows = _fetch_all(conn, query)
-        return _frame(rows, types)
+            rows = fetch_all(conn, query)
+        return typed_frame(rows, types)
 
     def rejected(self, layout: AggregationLayout, limit: int = 100) -> pd.DataFrame:
         """The latest ``limit`` recorded events of ``layout`` (rejected or moved), newest first."""
-        r = _REJECTED.c
+        r = REJECTED_TABLE.c
         types = {"batch_id": AttrType.LONG, **dict.fromkeys(REJECTED_COLUMNS, AttrType.STRING),
                  **dict.fromkeys(REJECTED_TIMES, AttrType.LONG), "recorded_at": AttrType.LONG}
         query = (sa.select(*(r[c] for c in types)).where(r.aggregation == layout.name)
                  .order_by(r.id.desc()).limit(limit))
         with self._errors("read the rejected events of", layout), self._read(layout) as (conn, _):
-            return _frame(_fetch_all(conn, query), types)
+            return typed_frame(fetch_all(conn, query), types)
 
     def info(self, layout: AggregationLayout) -> AggregationInfo:
         """Row counts and bucket ranges per table, batch totals and rejected counts by reason."""
-        b, r = _BATCHES.c, _REJECTED.c
+        b, r = BATCHES_TABLE.c, REJECTED_TABLE.c
         with self._errors("inspect", layout), self._read(layout) as (conn, registered):
             present = set(sa.inspect(conn).get_table_names())
             tables = []
@@ -932,7 +781,7 @@ class SqlStore:
                     ts = t.c[AGG_TIMESTAMP]
                     count, first, last = conn.execute(
                         sa.select(sa.func.count(), sa.func.min(ts), sa.func.max(ts))).one()
-                tables.append(TableInfo(t.name, str(g), count, first, last))
+                tables.append(TableInfo(t.name, str(g), int(count), _int(first), _int(last)))
             finest = self._tables(layout)[layout.spec.finest].name
             shards: list[str] = []
             if finest in present and SHARD_ID in _primary_key(conn, finest):
@@ -944,7 +793,7 @@ class SqlStore:
                 sa.select(sa.func.count(), *(sa.func.coalesce(sa.func.sum(c), 0) for c in counts),
                           sa.func.min(b.min_event_ts), sa.func.max(b.max_event_ts))
                 .where(b.aggregation == layout.name)).one()
-            p = _PURGES.c
+            p = PURGES_TABLE.c
             order = {g.table_suffix: i for i, g in enumerate(layout.spec.granularities)}
             purges = conn.execute(sa.select(p.granularity, p.purged_before, p.rows_purged, p.purged_at)
                                   .where(p.aggregation == layout.name)).all()
@@ -952,11 +801,12 @@ class SqlStore:
                 sa.select(c, sa.func.count()).where(r.aggregation == layout.name, *where)
                 .group_by(c).order_by(sa.func.count().desc(), c)).all()
                 for c, where in ((r.reason, (r.kind.is_distinct_from(RecordKind.MOVED.value),)), (r.kind, ())))
-        return AggregationInfo(
+        batches, read, aggregated, rejected, moved, first_ts, last_ts = (_int(v) for v in totals)
+        return AggregationInfo(  # plain ints: the servers' drivers give DECIMAL for a SUM
             name=layout.name, spec_hash=registered.spec_hash, zone=registered.zone, tables=tuple(tables),
-            batches=totals[0], events_read=totals[1], events_aggregated=totals[2],
-            events_rejected=totals[3], rejected_by_reason=tuple((str(x), int(n)) for x, n in reasons),
-            min_event_ts=totals[5], max_event_ts=totals[6], events_moved=totals[4],
+            batches=batches or 0, events_read=read or 0, events_aggregated=aggregated or 0,
+            events_rejected=rejected or 0, rejected_by_reason=tuple((str(x), int(n)) for x, n in reasons),
+            min_event_ts=first_ts, max_event_ts=last_ts, events_moved=moved or 0,
             recorded_by_kind=tuple((str(x), int(n)) for x, n in kinds),
             purges=tuple(PurgeInfo(f"{layout.name}_{g}", int(b), int(n), int(at))
                          for g, b, n, at in sorted(purges, key=lambda p: order.get(p[0], len(order)))),
@@ -991,7 +841,7 @@ class SqlStore:
             conn = conn.execution_options(isolation_level="READ COMMITTED")
         with conn, _schema_lock(conn, held=schema), conn.begin():
             if layout is not None and conn.dialect.name != "sqlite":
-                a = _AGGREGATIONS.c
+                a = AGGREGATIONS_TABLE.c
                 conn.execute(sa.select(a.name).where(a.name == layout.name).with_for_update())
             yield conn
 
@@ -1004,7 +854,7 @@ class SqlStore:
         with self._engine.connect() as conn, conn.begin():
             if not sa.inspect(conn).has_table(AGGREGATIONS):
                 raise StoreError(no_data)
-            row = conn.execute(sa.select(_AGGREGATIONS).where(_AGGREGATIONS.c.name == layout.name)).first()
+            row = conn.execute(sa.select(AGGREGATIONS_TABLE).where(AGGREGATIONS_TABLE.c.name == layout.name)).first()
             if row is None:
                 raise StoreError(no_data)
             self._check_same_spec(layout, row)
@@ -1095,24 +945,30 @@ def _copy_with_shard(conn: Connection, layout: AggregationLayout, table: sa.Tabl
 
 
 def _alter_with_shard(conn: Connection, layout: AggregationLayout, table: sa.Table, shard_id: str) -> None:
-    """PostgreSQL and MySQL: add ``SHARD_ID``, fill it, and make it part of the primary key."""
+    """PostgreSQL and MySQL: add ``SHARD_ID``, fill it, and make it part of the key."""
     quote = conn.dialect.identifier_preparer.quote
     name, shard = quote(table.name), quote(SHARD_ID)
+    on_mysql = mysql.is_mysql(conn.dialect)
     if SHARD_ID not in {c["name"] for c in sa.inspect(conn).get_columns(table.name)}:
-        conn.exec_driver_sql(f"ALTER TABLE {name} ADD COLUMN {shard} VARCHAR(255) NULL")
+        kind = mysql.shard_column_ddl(conn.dialect) if on_mysql else "VARCHAR(255)"
+        conn.exec_driver_sql(f"ALTER TABLE {name} ADD COLUMN {shard} {kind} NULL")
     conn.execute(sa.update(table).where(table.c[SHARD_ID].is_(None)).values({SHARD_ID: shard_id}))
+    if on_mysql:
+        mysql.add_shard_to_key(conn, table.name, layout)
+        return
     key = ", ".join(quote(k) for k in layout.stored_key_names)
-    if conn.dialect.name == "postgresql":
-        constraint = sa.inspect(conn).get_pk_constraint(table.name)["name"]
-        conn.exec_driver_sql(f"ALTER TABLE {name} ALTER COLUMN {shard} SET NOT NULL")
-        conn.exec_driver_sql(f"ALTER TABLE {name} DROP CONSTRAINT {quote(constraint)}, ADD PRIMARY KEY ({key})")
-    else:
-        conn.exec_driver_sql(f"ALTER TABLE {name} MODIFY {shard} VARCHAR(255) NOT NULL, DROP PRIMARY KEY, "
-                             f"ADD PRIMARY KEY ({key})")
+    constraint = sa.inspect(conn).get_pk_constraint(table.name)["name"]
+    conn.exec_driver_sql(f"ALTER TABLE {name} ALTER COLUMN {shard} SET NOT NULL")
+    conn.exec_driver_sql(f"ALTER TABLE {name} DROP CONSTRAINT {quote(constraint)}, ADD PRIMARY KEY ({key})")
 
 
 #: The ``SHARD_ID`` of a row that compaction merged from several writers' rows.
 COMPACTED = "*"
+
+
+def _int(value: Any) -> int | None:
+    """A number from a driver (int, Decimal, NumPy) as a Python int; None stays None."""
+    return None if value is None else int(value)
 
 
 def _plain(value: Any) -> Any:
@@ -1147,16 +1003,3 @@ def _after(data: pa.Table, start: int | None) -> pa.Table:
 
 def _bind(values: list[Any], order: list[int] | None) -> list[Any]:
     return values if order is None else [values[i] for i in order]
-
-
-def _fetch_all(conn: Connection, query: sa.Select[Any]) -> list[Any]:
-    """Rows of ``query`` through the raw DBAPI cursor (much cheaper per row than SQLAlchemy's Row)."""
-    compiled = query.compile(dialect=conn.dialect)
-    params = compiled.construct_params()
-    args: Any = [params[p] for p in compiled.positiontup or ()] if compiled.positional else params
-    cursor = conn.connection.cursor()
-    try:
-        cursor.execute(str(compiled), args)
-        return list(cursor.fetchall())  # PyMySQL gives a tuple, which NumPy would read as one record
-    finally:
-        cursor.close()

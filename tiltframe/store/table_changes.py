@@ -29,7 +29,9 @@ from sqlalchemy.engine import Connection
 from tiltframe.errors import StoreError
 from tiltframe.spec.table_changes import ConfigChange, plan_change
 from tiltframe.spec.tables import TableSpec
+from tiltframe.store.frames import fetch_all, typed_frame
 from tiltframe.store.layout import AGG_COUNT, SHARD_ID, AggregationLayout
+from tiltframe.store.mysql import KEY_HASH, key_hash_sql
 
 if TYPE_CHECKING:
     from tiltframe.store.sql import SqlStore
@@ -85,6 +87,9 @@ def follow_change(
             rows = sa.table(aside, *(sa.column(c) for c in keep))
             if change.removed_dimensions:
                 _merge_over_removed(store, conn, layout, table, rows, {c: old_types[c] for c in keep})
+            elif KEY_HASH in table.c:  # MySQL: the digest of the string keys, as the merge computes it
+                digest = key_hash_sql(layout, rows.c).label(KEY_HASH)
+                conn.execute(sa.insert(table).from_select([*keep, KEY_HASH], sa.select(*rows.c, digest)))
             else:
                 conn.execute(sa.insert(table).from_select(keep, sa.select(*rows.c)))
 
@@ -104,9 +109,9 @@ def _merge_over_removed(
 ) -> None:
     """The stored rows merged per interval and the remaining dimensions, under the compacted shard."""
     from tiltframe.retrieval.merge import merge_rows
-    from tiltframe.store.sql import COMPACTED, _fetch_all, _frame, prepare_rows
+    from tiltframe.store.sql import COMPACTED, prepare_rows
 
-    frame = _frame(_fetch_all(conn, sa.select(*rows.c)), types).drop(columns=[SHARD_ID])
+    frame = typed_frame(fetch_all(conn, sa.select(*rows.c)), types).drop(columns=[SHARD_ID])
     for name in layout.column_types:
         if name not in frame.columns:  # a measure added: no value for the rows stored before
             frame[name] = pd.Series([None] * len(frame), dtype=object)

@@ -1,0 +1,52 @@
+"""Commit records: one row of ``TILTFRAME_BATCHES`` per micro-batch of a pipeline, written in the batch's
+transaction.  They make a replayed batch a no-op, carry the pipeline's state to its next batch, and tell
+which batches of which pipeline (checkpoint) the store holds, which the engine compares with the
+checkpoint at start (``tiltframe.engine.identity``)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from tiltframe.store.base import BatchWrite
+from tiltframe.store.layout import AggregationLayout
+from tiltframe.store.schema import BATCHES_TABLE, PURGES_TABLE, REJECTED_TABLE
+
+_B = BATCHES_TABLE.c
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def is_committed(conn: Connection, layout: AggregationLayout, pipeline_id: str, batch_id: int) -> bool:
+    query = sa.select(sa.literal(1)).where(
+        _B.aggregation == layout.name, _B.pipeline_id == pipeline_id, _B.batch_id == batch_id)
+    return conn.execute(query).first() is not None
+
+
+def record_commit(conn: Connection, layout: AggregationLayout, batch: BatchWrite, rows: int) -> None:
+    s = batch.stats
+    conn.execute(sa.insert(BATCHES_TABLE).values(
+        aggregation=layout.name, pipeline_id=batch.pipeline_id, batch_id=batch.batch_id,
+        events_read=s.events_read, events_aggregated=s.events_aggregated, events_moved=s.events_moved,
+        events_rejected=s.events_rejected, min_event_ts=s.min_event_ts, max_event_ts=s.max_event_ts,
+        rows_written=rows, committed_at=now_ms(), latest_event_ts=batch.state.latest_event_ts,
+        recovery_bucket=batch.state.recovery_bucket))
+
+
+def last_record(conn: Connection, layout: AggregationLayout, pipeline_id: str) -> sa.Row[Any] | None:
+    """The commit record of the pipeline's greatest batch (its id and the state after it), or None."""
+    return conn.execute(
+        sa.select(_B.batch_id, _B.latest_event_ts, _B.recovery_bucket)
+        .where(_B.aggregation == layout.name, _B.pipeline_id == pipeline_id)
+        .order_by(_B.batch_id.desc()).limit(1)).first()
+
+
+def forget(conn: Connection, layout: AggregationLayout) -> None:
+    """Delete the aggregation's commit records, recorded events and purge marks (a rebuild)."""
+    for table in (BATCHES_TABLE, REJECTED_TABLE, PURGES_TABLE):
+        conn.execute(sa.delete(table).where(table.c.aggregation == layout.name))
