@@ -20,16 +20,17 @@ STREAM = "define stream S (sym string, v double, ts long);\n"
 
 def test_store_names_agree_with_the_store() -> None:
     """``validate`` checks the names the store makes; the store defines them in its own modules."""
-    from tiltframe.store import sql, table_changes
+    from tiltframe.store import schema, sql, table_changes
 
-    assert set(layout.BOOKKEEPING_TABLES) == {sql.AGGREGATIONS, sql.BATCHES, sql.REJECTED, sql.PURGES, sql.TABLES}
+    assert set(layout.BOOKKEEPING_TABLES) == {schema.AGGREGATIONS, schema.BATCHES, schema.REJECTED, schema.PURGES,
+                                              schema.TABLES}
     assert layout.VIEW_SUFFIX == sql.VIEW_SUFFIX
     assert layout.ASIDE_SUFFIX == table_changes.ASIDE_SUFFIX
     servers = {k: v for k, v in sql.MAX_IDENTIFIER_LENGTH.items() if k != "sqlite"}
     assert min(servers.values()) == layout.MAX_IDENTIFIER_BYTES
 
 
-ENGINE_FILES = ("engine/events.py", "engine/arrival.py", "engine/partials.py", "engine/sources.py",
+ENGINE_FILES = ("engine/events.py", "engine/arrival.py", "engine/partials.py", "engine/file_reads.py",
                 "retrieval/merge.py")
 
 

@@ -194,7 +194,7 @@ def _csv_loader(
     """Files with ``header`` (None: none) read into the stream's columns.  The reader takes multi-line
     quoted fields, and a row with more or fewer fields than the file's columns is a malformed record."""
     names = header if header is not None else tuple(a.name for a in stream.attributes)
-    positional = [f"_c{i}" for i in range(len(names))]
+    positional = [f"_tiltframe_c{i}" for i in range(len(names))]
     reader = (
         spark.read.format("csv").schema(text_schema(positional))
         .option("header", str(header is not None).lower())
@@ -236,6 +236,22 @@ def _parquet_groups(spark: SparkSession, paths: Sequence[str]) -> tuple[list[_Gr
     return [_Group(files, _parquet_loader(spark, schema, files[0])) for schema, files in by_schema.values()], problems
 
 
+#: Spark's reading of each Parquet schema seen, per session: inferring it reads a footer through Spark,
+#: which every micro-batch would otherwise pay again for files written alike.
+_SPARK_SCHEMAS: dict[tuple[int, str], T.StructType] = {}
+
+
+def _spark_schema(spark: SparkSession, schema: pa.Schema | None, first: str) -> T.StructType:
+    if schema is None:  # a remote file: no footer read here to key the schema by
+        return spark.read.parquet(escape_glob(first)).schema
+    key = (id(spark), schema.to_string(show_schema_metadata=False))
+    if key not in _SPARK_SCHEMAS:
+        if len(_SPARK_SCHEMAS) > 256:
+            _SPARK_SCHEMAS.clear()
+        _SPARK_SCHEMAS[key] = spark.read.parquet(escape_glob(first)).schema
+    return _SPARK_SCHEMAS[key]
+
+
 def _nanos(schema: pa.Schema | None) -> list[str]:
     if schema is None:
         return []
@@ -248,7 +264,7 @@ def _parquet_loader(spark: SparkSession, schema: pa.Schema | None, first: str) -
     nanos = _nanos(schema)
     if nanos:
         spark.conf.set(NANOS_AS_LONG, "true")
-    spark_schema = spark.read.parquet(escape_glob(first)).schema
+    spark_schema = _spark_schema(spark, schema, first)
 
     def load(files: list[str]) -> DataFrame:
         df = spark.read.schema(spark_schema).parquet(*files)
