@@ -96,7 +96,12 @@ def forget_key(data_dir: Path, url: str | None, key: str) -> None:
 
 
 def fails_with(excinfo: pytest.ExceptionInfo[BaseException], *parts: str) -> str:
-    text = " ".join(str(excinfo.value).split())
+    """The failure's text (its one line and the Spark report chained to it) holds every part."""
+    chain, exc = [], excinfo.value
+    while exc is not None:
+        chain.append(str(exc))
+        exc = exc.__cause__
+    text = " ".join(" ".join(chain).split())
     for part in parts:
         assert part in text, text
     return text

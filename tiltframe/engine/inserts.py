@@ -41,7 +41,7 @@ def insert_rows(
         raise NotSupportedYet.at(msg, spec.pos)
     layout = AggregationLayout.of(app, table)
     if isinstance(rows, pd.DataFrame):
-        rows = spark.createDataFrame(rows)
+        rows = spark.createDataFrame(_gmt(rows))
     problems: list[FileProblem] = []
     if isinstance(rows, DataFrame):
         frames = [rows]
@@ -77,3 +77,10 @@ def _read(
         folder, fmt = checked(FileInput(str(path.resolve())), layout.stream)
         files = [f for f in visible_files(folder) if FORMATS.get(f.suffix.lower()) == fmt]
     return read_files(spark, [f"file:{f}" for f in files], fmt, layout.stream)
+
+
+def _gmt(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its zone-less datetimes marked GMT: Spark would take them for wall-clock times of the
+    session's time zone, and a naive time means GMT here, as Siddhi's ``yyyy-MM-dd HH:mm:ss`` does."""
+    naive = [c for c in frame.columns if pd.api.types.is_datetime64_dtype(frame[c]) and frame[c].dt.tz is None]
+    return frame.assign(**{c: frame[c].dt.tz_localize("UTC") for c in naive}) if naive else frame

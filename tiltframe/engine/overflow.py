@@ -1,8 +1,8 @@
 """Long sums that leave a long's range: stopped in Spark whatever ANSI mode says, explained on the driver.
 
 A wrapped sum is a silently wrong total, so a sum of long values never wraps: its Spark aggregate fails the
-job with a marked error (``checked_sum``).  The pipeline then finds which key and bucket overflowed
-(``explain_overflow``, a second job run only on that failure) and says so in one clear error.
+job (``checked_sum``).  The pipeline then finds which key and bucket overflowed (``explain_overflow``, a
+second job run only on that failure) and says so in one clear error.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import operator
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tiltframe.engine.buckets import bucket_start
@@ -20,27 +20,41 @@ from tiltframe.functions.registry import Build
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.timeutil.parse import format_ts
 
-#: Marks the error ``checked_sum`` raises, so the pipeline tells it from any other failure.
+#: Marks the error ``checked_sum`` raises outside ANSI mode, so the pipeline tells it from other failures.
 OVERFLOW = "tiltframe: long sum overflow"
+#: Spark's own error for an arithmetic overflow in ANSI mode.
+ANSI_OVERFLOW = "ARITHMETIC_OVERFLOW"
 _LONG_MAX = 2**63 - 1
 
 
-def checked_sum(col: Column) -> Column:
-    """The sum of a long column (null when it has no value), failing the job instead of wrapping."""
+def ansi_enabled() -> bool:
+    """Whether the active session's arithmetic fails on overflow (Spark 4's default) rather than wraps."""
+    session = SparkSession.getActiveSession()
+    return session is not None and str(session.conf.get("spark.sql.ansi.enabled", "false")).lower() == "true"
+
+
+def checked_sum(col: Column, *, ansi: bool) -> Column:
+    """The sum of a long column (null when it has no value), failing the job instead of wrapping.  In ANSI
+    mode Spark's own sum fails on overflow; elsewhere a null ``try_sum`` over some value fails it (the count
+    tells an overflow from a bucket without values), which costs a little more."""
+    if ansi:
+        return F.sum(col)
     return F.when(F.count(col) > 0, F.coalesce(F.try_sum(col), F.raise_error(F.lit(OVERFLOW))))
 
 
 def is_overflow(exc: BaseException) -> bool:
-    return OVERFLOW in str(exc)
+    text = str(exc)
+    return OVERFLOW in text or ANSI_OVERFLOW in text
 
 
-def explain_overflow(events: DataFrame, layout: AggregationLayout) -> str:
+def explain_overflow(events: DataFrame, layout: AggregationLayout) -> str | None:
     """Which sum of which key and bucket leaves a long's range in ``events`` (the typed events of the
-    batch that failed): the first found, at the finest level where it happens."""
+    batch that failed): the first found, at the finest level where it happens; None when no sum does (the
+    overflow was another one)."""
     keys = [k.name for k in layout.keys]
     sums = [s for s in layout.states if s.state.build is Build.SUM and s.type.is_integral and s.item.arg is not None]
     if not sums:
-        return f"aggregation {layout.name}: a sum of longs leaves the range of a long"
+        return None
     valid = events.filter(F.col(REASON).isNull())
     for g in layout.spec.granularities:
         bucket = bucket_start(F.col(EVENT_TS), g, layout.zone).alias("bucket")
@@ -53,10 +67,10 @@ def explain_overflow(events: DataFrame, layout: AggregationLayout) -> str:
             state = next(s for s in sums if found[s.name] is not None and abs(found[s.name]) > _LONG_MAX)
             where = ", ".join(f"{k}={found[k]!r}" for k in keys) or "the aggregation's one group"
             return (
-                f"aggregation {layout.name}: {state.item.function}({state.item.arg}) as {state.item.alias} "
+                f"{state.item.function}({state.item.arg}) as {state.item.alias} of aggregation {layout.name} "
                 f"leaves the range of a long "
                 f"(reaches {found[state.name]}) for {where} in the {g} bucket starting "
                 f"{format_ts(found['bucket'], layout.zone)} ({layout.zone}); declare the attribute double, "
                 f"or check the input"
             )
-    return f"aggregation {layout.name}: a sum of longs leaves the range of a long"
+    return None

@@ -19,7 +19,7 @@ from tiltframe.engine.arrival import ARRIVAL_SEQ, RECORD
 from tiltframe.engine.buckets import bucket_start
 from tiltframe.engine.events import EVENT_TS, REASON, SPARK_TYPES
 from tiltframe.engine.expressions import to_column
-from tiltframe.engine.overflow import checked_sum
+from tiltframe.engine.overflow import ansi_enabled, checked_sum
 from tiltframe.functions import ddsketch
 from tiltframe.functions.registry import EVENT_ORDER, AggregateFunction, Build, Merge
 from tiltframe.spec.durations import Granularity
@@ -71,7 +71,7 @@ class SparkOps:
         raise NotImplementedError
 
 
-def _build(state: StateColumn, layout: AggregationLayout, batch_id: int) -> Column:
+def _build(state: StateColumn, layout: AggregationLayout, batch_id: int, ansi: bool) -> Column:
     """The Spark aggregate of one state column over the events of a bucket."""
     item = state.item
     arg = to_column(item.arg, layout.stream) if item.arg is not None else None
@@ -82,7 +82,7 @@ def _build(state: StateColumn, layout: AggregationLayout, batch_id: int) -> Colu
         msg = f"{build.value} needs an argument"
         raise ValueError(msg)
     if build is Build.SUM and state.type.is_integral:
-        return checked_sum(arg)
+        return checked_sum(arg, ansi=ansi)
     if build in _BUILD:
         return _BUILD[build](arg)
     if build is Build.M2:
@@ -116,7 +116,7 @@ def _combine_step(fn: AggregateFunction, types: dict[str, DataType]) -> Callable
     return step
 
 
-def _merge(layout: AggregationLayout) -> tuple[dict[str, Column | _Field], dict[str, Column]]:
+def _merge(layout: AggregationLayout, ansi: bool) -> tuple[dict[str, Column | _Field], dict[str, Column]]:
     """Spark aggregates merging the partial rows of a group: per state column, and the struct aggregates
     some of them read a field of.
 
@@ -138,7 +138,7 @@ def _merge(layout: AggregationLayout) -> tuple[dict[str, Column | _Field], dict[
             continue
         for c in columns:
             if c.merge is Merge.SUM and c.state.build is Build.SUM and c.type.is_integral:
-                aggs[c.name] = checked_sum(F.col(c.name))
+                aggs[c.name] = checked_sum(F.col(c.name), ansi=ansi)
             elif c.merge not in (Merge.EARLIEST, Merge.LATEST):
                 aggs[c.name] = _MERGE[c.merge](F.col(c.name))
         for kind in (Merge.EARLIEST, Merge.LATEST):
@@ -213,7 +213,7 @@ def _batch_dependent(layout: AggregationLayout) -> bool:
     return layout.tracks_arrival or any(s.state.build in (Build.EARLIEST, Build.LATEST) for s in layout.states)
 
 
-def _finest(layout: AggregationLayout, batch_id: int, sharded: bool) -> _Aggregation:
+def _finest(layout: AggregationLayout, batch_id: int, sharded: bool, ansi: bool) -> _Aggregation:
     """Partial states per finest bucket and group from the typed events of one batch (level 0).
 
     Rejected events are grouped apart (``_rejected`` true, no bucket), so their count comes out of the
@@ -221,7 +221,7 @@ def _finest(layout: AggregationLayout, batch_id: int, sharded: bool) -> _Aggrega
     coarser levels.
     """
     stream = layout.stream
-    aggs: dict[str, Column | _Field] = {s.name: _build(s, layout, batch_id) for s in layout.states}
+    aggs: dict[str, Column | _Field] = {s.name: _build(s, layout, batch_id, ansi) for s in layout.states}
     structs: dict[str, Column] = {}
     if layout.tracks_arrival:
         structs[_LATEST] = F.max(
@@ -253,9 +253,9 @@ def _sharded(events: DataFrame, layout: AggregationLayout, row_writer: str | Non
     return events
 
 
-def _merges(layout: AggregationLayout) -> tuple[dict[str, Column | _Field], dict[str, Column]]:
+def _merges(layout: AggregationLayout, ansi: bool) -> tuple[dict[str, Column | _Field], dict[str, Column]]:
     """``_merge`` plus the order columns (the latest event's values, or the greatest event time)."""
-    aggs, structs = _merge(layout)
+    aggs, structs = _merge(layout, ansi)
     if layout.tracks_arrival:
         latest = (*layout.order_columns, *(v.name for v in layout.values))
         structs[_LATEST] = F.max(F.struct(*[F.col(c) for c in latest]))
@@ -265,9 +265,9 @@ def _merges(layout: AggregationLayout) -> tuple[dict[str, Column | _Field], dict
     return aggs, structs
 
 
-def _merged(layout: AggregationLayout, g: Granularity, sharded: bool) -> _Aggregation:
+def _merged(layout: AggregationLayout, g: Granularity, sharded: bool, ansi: bool) -> _Aggregation:
     """Roll partial rows of a finer level up to granularity ``g`` (merge, never rebuild from events)."""
-    aggs, structs = _merges(layout)
+    aggs, structs = _merges(layout, ansi)
     bucket = bucket_start(F.col(AGG_TIMESTAMP), g, layout.zone)
     # The reject tag passes through as a grouping column: a filter here would be pushed below the finest
     # aggregation by the optimizer, and the levels could no longer share its shuffle.
@@ -291,9 +291,9 @@ class _Rollup:
         return self.aggregation(partials.select(F.explode(self.targets).alias(_TARGET), *partials.columns))
 
 
-def _rollup(layout: AggregationLayout, levels: dict[int, Granularity], sharded: bool) -> _Rollup:
+def _rollup(layout: AggregationLayout, levels: dict[int, Granularity], sharded: bool, ansi: bool) -> _Rollup:
     """The rollup to ``levels`` (level index -> granularity)."""
-    aggs, structs = _merges(layout)
+    aggs, structs = _merges(layout, ansi)
     ts = F.col(AGG_TIMESTAMP)
     targets = F.array(*[F.struct(F.lit(i).alias("level"), bucket_start(ts, g, layout.zone).alias("bucket"))
                         for i, g in levels.items()])
@@ -320,20 +320,22 @@ class Levels:
     The columns are built once and reused by every batch: building a column costs a Py4J round trip per
     function call.  They are unresolved expressions in the process's one JVM, so ``levels_for`` keeps one
     ``Levels`` per layout for every run and session of the process (building them took a run's first
-    batch about 0.2 s).
+    batch about 0.2 s), and per ANSI mode: long sums rely on ANSI arithmetic to fail on overflow where it
+    is on, and check for it themselves where it is off (``tiltframe.engine.overflow``).
     """
 
-    def __init__(self, layout: AggregationLayout) -> None:
+    def __init__(self, layout: AggregationLayout, ansi: bool = True) -> None:
         self.layout = layout
+        self.ansi = ansi
         self._plans: dict[bool, _Aggregation] = {}
         self._levels: dict[bool, tuple[tuple[_Aggregation, ...], _Rollup | None]] = {}
         self._per_batch = _batch_dependent(layout)
 
     def _finest(self, batch_id: int, sharded: bool) -> _Aggregation:
         if self._per_batch:
-            return _finest(self.layout, batch_id, sharded)
+            return _finest(self.layout, batch_id, sharded, self.ansi)
         if sharded not in self._plans:
-            self._plans[sharded] = _finest(self.layout, batch_id, sharded)
+            self._plans[sharded] = _finest(self.layout, batch_id, sharded, self.ansi)
         return self._plans[sharded]
 
     def _coarser(self, sharded: bool) -> tuple[tuple[_Aggregation, ...], _Rollup | None]:
@@ -347,9 +349,9 @@ class Levels:
             granularities = layout.spec.granularities
             folds = any(g[0].function.combine is not None for g in layout.state_groups)
             chained = len(granularities) if folds else 2
-            chain = tuple(_merged(layout, g, sharded) for g in granularities[1:chained])
+            chain = tuple(_merged(layout, g, sharded, self.ansi) for g in granularities[1:chained])
             rest = dict(enumerate(granularities[chained:], start=chained))
-            self._levels[sharded] = (chain, _rollup(layout, rest, sharded) if rest else None)
+            self._levels[sharded] = (chain, _rollup(layout, rest, sharded, self.ansi) if rest else None)
         return self._levels[sharded]
 
     def __call__(
@@ -378,7 +380,11 @@ class Levels:
         return functools.reduce(DataFrame.union, tagged)
 
 
-@functools.lru_cache(maxsize=64)
 def levels_for(layout: AggregationLayout) -> Levels:
-    """The process's ``Levels`` of ``layout``."""
-    return Levels(layout)
+    """The process's ``Levels`` of ``layout`` for the active session's ANSI mode."""
+    return _levels_for(layout, ansi_enabled())
+
+
+@functools.lru_cache(maxsize=64)
+def _levels_for(layout: AggregationLayout, ansi: bool) -> Levels:
+    return Levels(layout, ansi)

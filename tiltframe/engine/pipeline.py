@@ -193,8 +193,9 @@ class AggregationPipeline:
         try:
             levels, stats, by_policy = self._cascade(events, batch_id, records)
         except Exception as exc:
-            if is_overflow(exc):
-                raise DataError(f"batch {batch_id}: {explain_overflow(typed, layout)}") from None
+            said = explain_overflow(typed, layout) if is_overflow(exc) else None
+            if said is not None:
+                raise DataError(said) from None
             raise
         recorded = by_policy
         invalid = stats.events_rejected - (by_policy.num_rows - stats.events_moved)

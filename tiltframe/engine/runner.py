@@ -22,7 +22,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from tiltframe.engine.continuous import ContinuousRun, ContinuousTotals
 from tiltframe.engine.events import REASON, type_events
-from tiltframe.engine.failures import said_where
+from tiltframe.engine.failures import BatchFailed, describe_failure, said_where
 from tiltframe.engine.file_batches import BAD_FILE_POLICIES, FileBatches
 from tiltframe.engine.file_manifest import ChangedFile
 from tiltframe.engine.identity import open_pipeline
@@ -227,7 +227,8 @@ class Run:
                 exc = q.exception()
                 if exc is not None:
                     self.stop()
-                    raise exc
+                    # One line that says where and why, the whole of Spark's report chained to it.
+                    raise BatchFailed(describe_failure(exc)) from exc
             try:
                 for h in self.continuous:
                     h.check()
@@ -238,7 +239,11 @@ class Run:
             if not active and not following:
                 break
             if active:
-                active[0].awaitTermination(poll_seconds)
+                try:
+                    active[0].awaitTermination(poll_seconds)
+                except Exception as exc:  # the query failed while waited for: said as above
+                    self.stop()
+                    raise BatchFailed(describe_failure(exc)) from exc
             else:
                 time.sleep(poll_seconds)
 
