@@ -166,17 +166,19 @@ FINITE = st.one_of(
     st.sampled_from([0.0, -0.0, 5e-324, -5e-324, 2.2250738585072014e-308, 1e300, -1e300, 0.1, 1e15 + 0.5]),
     st.integers(-10**6, 10**6).map(float),
 )
-#: Longs whose sums over an example stay far from the range of a long (that stops the run by design).
-LONGS = st.one_of(st.integers(-(2**56), 2**56), st.integers(-1000, 1000))
+#: Longs whose sums over an example stay within 2^53: beyond it a query's long results lose digits when the
+#: column holds a NULL too, ``test_long_results_stay_exact_beside_nulls`` (2^56 once that is fixed: sums
+#: beyond a long's range stop the run by design).
+LONGS = st.one_of(st.integers(-(2**47), 2**47), st.integers(-1000, 1000))
 
 
 @st.composite
 def events(draw: st.DrawFn, keys: Sequence[str], values: st.SearchStrategy[float] = FINITE) -> Event:
     """One event as a source writes it, its key one of ``keys``; rarely a missing key or time, or a value
     that rejects it."""
-    key = None if draw(st.integers(0, 14)) == 0 else draw(st.sampled_from(keys))
+    key = None if draw(st.integers(0, 24)) == 0 else draw(st.sampled_from(keys))
     # v: a double, null, NaN ("NaN" in text), or a text that is no finite double.
-    v_kind = draw(st.sampled_from(["num"] * 8 + ["null", "nan", "bad"]))
+    v_kind = draw(st.sampled_from(["num"] * 14 + ["null", "null", "nan", "nan", "bad"]))
     v = draw(values) if v_kind == "num" else None
     v_w: object = {"num": v, "null": None, "nan": float("nan")}.get(v_kind)
     if v is not None:  # as a double, or as text: spaces around it, a sign, 17 significant digits
@@ -187,7 +189,7 @@ def events(draw: st.DrawFn, keys: Sequence[str], values: st.SearchStrategy[float
     if v_kind == "bad":
         v_w = draw(st.sampled_from(["abc", "Infinity", "-Infinity", "1e999"]))
     # n: a long, written as an int, as text with spaces, or as a whole fraction; null; or 1.5 (no long).
-    n_kind = draw(st.sampled_from(["num"] * 8 + ["null", "bad"]))
+    n_kind = draw(st.sampled_from(["num"] * 14 + ["null", "null", "bad"]))
     n = draw(LONGS) if n_kind == "num" else None
     n_w: object = n
     if n is not None and abs(n) < 2**53:
@@ -195,7 +197,7 @@ def events(draw: st.DrawFn, keys: Sequence[str], values: st.SearchStrategy[float
     if n_kind == "bad":
         n_w = "1.5"
     # ts: an instant in one of its written forms, missing, or no timestamp.
-    ts_kind = draw(st.sampled_from(["ok"] * 12 + ["null", "bad"]))
+    ts_kind = draw(st.sampled_from(["ok"] * 24 + ["null", "bad"]))
     ms = draw(INSTANTS) if ts_kind == "ok" else None
     ts_w = draw(written_time(ms)) if ms is not None else None
     if ms is not None and not MIN_MS <= ms <= MAX_MS:
@@ -210,7 +212,8 @@ def events(draw: st.DrawFn, keys: Sequence[str], values: st.SearchStrategy[float
 def event_lists(draw: st.DrawFn, max_size: int, values: st.SearchStrategy[float] = FINITE) -> list[Event]:
     """1..``max_size`` events over a pool of keys with near-equal variants."""
     keys = draw(KEY_POOLS)
-    return draw(st.lists(events(keys, values), min_size=1, max_size=max_size))
+    size = draw(st.integers(1, max_size))  # as likely many as few (lists favour short ones)
+    return draw(st.lists(events(keys, values), min_size=size, max_size=size))
 
 
 # --- known engine bugs the properties step around (each has a strict xfail test in test_properties.py) ---

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 import os
 import uuid
@@ -33,7 +34,22 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from tests.bad_input.generated import APP, MEASURES, UNITS, WITHIN, Event, Plan, event_lists, oracle, plans, write_file
+from tests.bad_input.generated import (
+    APP,
+    INSTANTS,
+    MAX_MS,
+    MEASURES,
+    MIN_MS,
+    UNITS,
+    WITHIN,
+    Event,
+    Plan,
+    event_lists,
+    oracle,
+    plans,
+    write_file,
+    written_time,
+)
 from tests.bad_input.harness import STORES, Outcome, run, store_url
 from tests.servers import SERVERS
 from tiltframe.engine.reports import PipelineTotals
@@ -102,18 +118,44 @@ def _plain(x: object) -> object:
     return x.item() if hasattr(x, "item") else x
 
 
-def stored(outcome: Outcome, unit: str) -> dict[tuple[str, int], dict[str, object]]:
-    got = outcome.query(f'from A within {WITHIN} per "{unit}" select AGG_TIMESTAMP, k, {", ".join(MEASURES)}')
+def stored(outcome: Outcome, unit: str, within: str = WITHIN) -> dict[tuple[str, int], dict[str, object]]:
+    got = outcome.query(f'from A within {within} per "{unit}" select AGG_TIMESTAMP, k, {", ".join(MEASURES)}')
     return {(r["k"], int(r["AGG_TIMESTAMP"])): {m: _plain(r[m]) for m in MEASURES} for r in got.to_dict("records")}
 
 
-def check_results(outcome: Outcome, evs: Sequence[Event]) -> None:
-    """Per second, minute, hour, day, month and year: the stored results equal the oracle's.  Sums and
-    means of doubles depend on the order of addition, so they are compared within the rounding of the sum
-    of the magnitudes; everything else exactly."""
+@dataclass(frozen=True)
+class Within:
+    """A ``within`` range ``[start, end)`` in epoch ms, and its bounds as a query writes them."""
+
+    start: int
+    end: int
+    text: str
+
+
+def _bound(written: object) -> str:
+    return str(written) if isinstance(written, int) else f'"{written}"'
+
+
+@st.composite
+def within_ranges(draw: st.DrawFn) -> Within:
+    """A range between two instants near calendar edges, its bounds in any accepted form (docs/time.md)."""
+    start, end = sorted(draw(st.lists(INSTANTS.filter(lambda ms: MIN_MS <= ms <= MAX_MS), min_size=2, max_size=2,
+                                      unique=True)))
+    return Within(start, end, f"{_bound(draw(written_time(start)))}, {_bound(draw(written_time(end)))}")
+
+
+def check_results(outcome: Outcome, evs: Sequence[Event], within: Within | None = None) -> None:
+    """Per second, minute, hour, day, month and year: the stored results equal the oracle's, over every
+    bucket and over the buckets that start ``within``.  Sums and means of doubles depend on the order of
+    addition, so they are compared within the rounding of the sum of the magnitudes; everything else
+    exactly."""
     for unit in UNITS:
         want, got = oracle(evs, unit), stored(outcome, unit)
         assert sorted(got) == sorted(want), unit
+        if within is not None:
+            inside = stored(outcome, unit, within.text)
+            assert sorted(inside) == sorted(c for c in want if within.start <= c[1] < within.end), (unit, within)
+            assert all(inside[c] == got[c] for c in inside), (unit, within)
         for cell, row in want.items():
             have = got[cell]
             scale = row["_vabs"]
@@ -130,12 +172,14 @@ def check_results(outcome: Outcome, evs: Sequence[Event]) -> None:
 
 
 @PROPERTY
-@given(data=st.data(), evs=event_lists(40))
-def test_stored_results_equal_the_oracle(spark, tmp_path: Path, data: st.DataObject, evs: list[Event]) -> None:
+@given(data=st.data(), evs=event_lists(40), within=within_ranges())
+def test_stored_results_equal_the_oracle(
+    spark, tmp_path: Path, data: st.DataObject, evs: list[Event], within: Within
+) -> None:
     plan = data.draw(plans(evs, AVAILABLE_STORES), label="plan")
     with executed(spark, tmp_path, plan) as done:
         check_counts(done, evs)
-        check_results(done.outcome, evs)
+        check_results(done.outcome, evs, within)
 
 
 # --- property 2: two cuts of the same events store the same rows -----------------------------------------------
@@ -237,6 +281,17 @@ def test_a_name_with_a_colon_and_a_pattern_character_is_read(spark, tmp_path: Pa
     out = run(spark, STRING_TIME_APP, {"S": inbox}, tmp_path / "data")
     assert (out.totals["A"].events_read, out.totals["A"].files_rejected) == (1, 0)
     assert _per_key(out) == {"x": 1}
+
+
+@pytest.mark.xfail(strict=True, reason="a query's long results lose digits beyond 2^53 when another row of the "
+                   "result is NULL in that column: the stored partial row holds -72057594037927935, tf.query returns "
+                   "-72057594037927936 for sum(n) and max(n) (every store)")
+def test_long_results_stay_exact_beside_nulls(spark, tmp_path: Path) -> None:
+    rows = [{"k": "x", "v": 1.0, "n": -72057594037927935, "ts": 0}, {"k": "y", "v": 1.0, "n": None, "ts": 0}]
+    out = _run_one(spark, tmp_path, {"a.jsonl": "".join(json.dumps(r) + "\n" for r in rows)})
+    assert out.rows("A").set_index("k")["nsum_SUM"]["x"] == -72057594037927935  # stored exactly
+    got = out.query('from A within 0, 1000 per "seconds" select k, nsum, nmax').set_index("k")
+    assert (got["nsum"]["x"], got["nmax"]["x"]) == (-72057594037927935, -72057594037927935)
 
 
 @pytest.fixture
