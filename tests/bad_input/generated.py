@@ -42,6 +42,7 @@ UNITS = ("seconds", "minutes", "hours", "days", "months", "years")
 WITHIN = "-62135596800000, 253402300800000"
 MIN_MS, MAX_MS = -62_135_596_800_000, 253_402_300_799_999  # 0001-01-01 .. 9999-12-31T23:59:59.999 GMT
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_NOW = int(datetime.now(UTC).timestamp())
 
 
 def ms_of(text: str) -> int:
@@ -258,9 +259,9 @@ def bom_only(fmt: str, cut: Sequence[Event]) -> bool:
 NAME_CHARS = "abcXYZ019 []{}?*\\:%#é-,;=+~!@$&'()日📈"
 EXTENSIONS = {"csv": [".csv", ".CSV", ".Csv"], "json": [".jsonl", ".json", ".ndjson", ".JSONL"],
               "parquet": [".parquet", ".PARQUET"]}
-#: Modification times: 1970, 2001, 2020 (seconds since the epoch), an hour ago, now and a day ahead (seconds
-#: from now, within a day); equal times are ties broken by path.
-MTIMES = [86_401, 1_000_000_000, 1_600_000_000, -3600, 0, 86_400]
+#: Modification times: 1970, 2001, 2020, 2033 (seconds since the epoch), two hours and an hour ago, now and
+#: a day ahead (seconds from now, within a day); equal times are ties broken by path.
+MTIMES = [86_401, 1_000_000_000, 1_600_000_000, 2_000_000_000, -7200, -3600, 0, 86_400]
 
 
 @dataclass
@@ -279,6 +280,11 @@ class FilePlan:
     time_type: str = "string"  # Parquet: the event time's column type (``_time_type``)
     narrow: bool = False  # Parquet: doubles as float32 and longs as int32 where they fit exactly
     row_group_size: int | None = None  # Parquet
+
+    @property
+    def mtime_s(self) -> int:
+        """The modification time in seconds since the epoch (``now`` read once per process)."""
+        return self.mtime + (_NOW if abs(self.mtime) <= 86_400 else 0)
 
 
 @dataclass
@@ -342,21 +348,24 @@ def _time_type(draw: st.DrawFn, fmt: str, cut: Sequence[Event]) -> str:
 
 
 @st.composite
-def plans(draw: st.DrawFn, evs: list[Event], stores: Sequence[str], fmt: str | None = None) -> Plan:
-    """``evs`` in a random order, cut into 1..6 files (some maybe empty) of one format with random names,
-    headers, modification times, written over one or two runs with a random ``max_files_per_trigger``."""
-    fmt = fmt or draw(st.sampled_from([f for f in ("csv", "json", "parquet") if f != "csv" or not csv_misreads(evs)]))
+def plans(draw: st.DrawFn, evs: list[Event], stores: Sequence[str], *, shuffle: bool = True,
+          distinct_mtimes: bool = False) -> Plan:
+    """``evs`` (in a random order unless not ``shuffle``), cut into 1..6 files (some maybe empty) of one
+    format with random names, headers, modification times (``distinct_mtimes``: no two alike), written over
+    one or two runs with a random ``max_files_per_trigger``."""
+    fmt = draw(st.sampled_from([f for f in ("csv", "json", "parquet") if f != "csv" or not csv_misreads(evs)]))
     stores = [s for s in stores if s != "mysql" or not mysql_merges(evs)]
-    order = draw(st.permutations(evs))
+    order = draw(st.permutations(evs)) if shuffle else list(evs)
     count = draw(st.integers(1, 6))
+    mtimes = draw(st.lists(st.sampled_from(MTIMES), min_size=count, max_size=count, unique=distinct_mtimes))
     cuts = sorted(draw(st.lists(st.integers(0, len(order)), min_size=count - 1, max_size=count - 1)))
     bounds = [0, *cuts, len(order)]
     names = draw(_names(count, fmt))
     files = []
-    for name, lo, hi in zip(names, bounds[:-1], bounds[1:], strict=True):
+    for name, mtime, lo, hi in zip(names, mtimes, bounds[:-1], bounds[1:], strict=True):
         cut = list(order[lo:hi])
         files.append(FilePlan(
-            name, cut, draw(st.sampled_from(MTIMES)),
+            name, cut, mtime,
             header=_header(draw) if fmt == "csv" else None,
             line_end="\n" if crlf_misread(fmt, cut) else draw(st.sampled_from(["\n", "\r\n"])),
             bom=draw(st.integers(0, 4)) == 0 and not bom_only(fmt, cut),
@@ -370,6 +379,20 @@ def plans(draw: st.DrawFn, evs: list[Event], stores: Sequence[str], fmt: str | N
                 draw(st.sampled_from(TS_TYPES)), list(evs))
 
 
+def uri_path(name: str) -> str:
+    """A file name as Spark's ``_metadata.file_path`` writes it (Java's URI path quoting: ASCII outside
+    the URI path characters as ``%XX``, non-ASCII kept), which breaks ties of arrival order."""
+    safe = "_-!.~'()*,;:$&+=@/"
+    return "".join(c if not c.isascii() or c.isalnum() or c in safe else f"%{ord(c):02X}" for c in name)
+
+
+def arrival_order(plan: Plan) -> list[Event]:
+    """The events as they arrive (docs/late-events.md): run by run; in a run, files by modification time,
+    then path; rows in file order."""
+    return [e for files in plan.rounds for f in sorted(files, key=lambda f: (f.mtime_s, uri_path(f.name)))
+            for e in f.events]
+
+
 def write_file(folder: Path, plan: FilePlan, fmt: str) -> Path:
     """Write one planned file and set its modification time."""
     path = folder / plan.name
@@ -380,8 +403,7 @@ def write_file(folder: Path, plan: FilePlan, fmt: str) -> Path:
         path.write_bytes((bom + "".join(_json_line(e, plan) + "\n" for e in plan.events)).encode("utf-8"))
     else:
         pq.write_table(_parquet_table(plan), path, row_group_size=plan.row_group_size)
-    mtime = plan.mtime + (int(datetime.now(UTC).timestamp()) if abs(plan.mtime) <= 86_400 else 0)
-    os.utime(path, (mtime, mtime))
+    os.utime(path, (plan.mtime_s, plan.mtime_s))
     return path
 
 

@@ -44,6 +44,7 @@ from tests.bad_input.generated import (
     WITHIN,
     Event,
     Plan,
+    arrival_order,
     event_lists,
     oracle,
     plans,
@@ -79,9 +80,10 @@ class Executed:
 
 
 @contextmanager
-def executed(spark: object, root: Path, plan: Plan) -> Iterator[Executed]:
-    """Write ``plan``'s files round by round, running the app after each round, on a fresh store (dropped
-    on leaving)."""
+def executed(spark: object, root: Path, plan: Plan, annotation: str = "") -> Iterator[Executed]:
+    """Write ``plan``'s files round by round, running the app (its aggregation with ``annotation``) after
+    each round, on a fresh store (dropped on leaving)."""
+    app = plan.app.replace("define aggregation", f"{annotation}\ndefine aggregation", 1)
     folder = root / uuid.uuid4().hex
     inbox = folder / "in"
     inbox.mkdir(parents=True)
@@ -91,7 +93,7 @@ def executed(spark: object, root: Path, plan: Plan) -> Iterator[Executed]:
         for files in plan.rounds:
             for f in files:
                 write_file(inbox, f, plan.fmt)
-            outcome = run(spark, plan.app, {"S": inbox}, folder / "data", store=url,
+            outcome = run(spark, app, {"S": inbox}, folder / "data", store=url,
                           max_files_per_trigger=plan.max_files_per_trigger)
             for report in outcome.totals["A"].reports:
                 total.add(report)
@@ -99,16 +101,20 @@ def executed(spark: object, root: Path, plan: Plan) -> Iterator[Executed]:
         yield Executed(outcome, total)
 
 
-def check_counts(done: Executed, evs: Sequence[Event]) -> None:
-    """Every event read once, aggregated or rejected with the field the oracle expects; no file refused."""
+def check_counts(done: Executed, evs: Sequence[Event], late: Sequence[int] = ()) -> None:
+    """Every event read once, aggregated or rejected: invalid ones with the field the oracle expects, those
+    at the times ``late`` as too late; no file refused."""
     bad = [e.bad for e in evs if e.bad is not None]
     t = done.totals
     recorded = done.outcome.recorded("A")
     shown = recorded[["kind", "field", "value", "reason"]].to_dict("records")
     assert (t.events_read, t.events_aggregated, t.events_moved, t.events_rejected, t.files_rejected) == (
-        len(evs), len(evs) - len(bad), 0, len(bad), 0), shown
-    assert Counter(recorded["field"]) == Counter(bad), shown
-    assert set(recorded["kind"]) <= {"invalid"}
+        len(evs), len(evs) - len(bad) - len(late), 0, len(bad) + len(late), 0), shown
+    invalid = recorded[recorded["kind"] == "invalid"]
+    assert Counter(invalid["field"]) == Counter(bad), shown
+    too_late = recorded[recorded["kind"] == "too_late"]
+    assert sorted(too_late["event_timestamp"]) == sorted(late), shown
+    assert len(invalid) + len(too_late) == len(recorded), shown
 
 
 def _plain(x: object) -> object:
@@ -210,6 +216,37 @@ def test_two_cuts_of_the_same_events_store_the_same_rows(
         rows_one, rows_two = stored_rows(one.outcome), stored_rows(two.outcome)
         for level, rows in rows_one.items():
             pd.testing.assert_frame_equal(rows, rows_two[level], check_dtype=False, obj=level)
+
+
+# --- property 3: late events follow the files' arrival order, however they are cut into batches ------------------
+
+
+def too_late(plan: Plan, allowed_ms: int) -> list[Event]:
+    """The oracle of ``@allowedLateness``: in arrival order, the valid events more than ``allowed_ms``
+    behind the greatest valid event time so far (docs/late-events.md)."""
+    latest, late = None, []
+    for e in arrival_order(plan):
+        if e.bad is None:
+            latest = e.ms if latest is None else max(latest, e.ms)
+            if e.ms < latest - allowed_ms:
+                late.append(e)
+    return late
+
+
+@PROPERTY
+@given(data=st.data(), evs=event_lists(30), allowed=st.sampled_from([1, 1000, 3_600_000, 86_400_000]))
+def test_late_events_follow_the_arrival_of_files(
+    spark, tmp_path: Path, data: st.DataObject, evs: list[Event], allowed: int
+) -> None:
+    """Files arrive by run, then modification time (distinct here: Spark alone picks among equal ones when
+    a batch takes only some), then path; their rows in file order.  Whatever ``max_files_per_trigger``
+    cuts, ``@allowedLateness`` rejects exactly the events the oracle finds too late in that order."""
+    plan = data.draw(plans(evs, AVAILABLE_STORES, distinct_mtimes=True), label="plan")
+    late = too_late(plan, allowed)
+    with executed(spark, tmp_path, plan, f"@allowedLateness('{allowed} ms')") as done:
+        check_counts(done, evs, [e.ms for e in late])  # type: ignore[misc]
+        kept = [e for e in evs if all(e is not x for x in late)]
+        check_results(done.outcome, kept)
 
 
 # --- defects the properties found (the generators step around them until they are fixed) -----------------------
