@@ -217,42 +217,6 @@ def event_lists(draw: st.DrawFn, max_size: int, values: st.SearchStrategy[float]
     return draw(st.lists(events(keys, values), min_size=size, max_size=size))
 
 
-# --- known engine bugs the properties step around (each has a strict xfail test in test_properties.py) ---
-
-
-def csv_misreads(evs: Sequence[Event]) -> bool:
-    """Keys Spark's CSV reader alters: a quote (doubled inside quotes, RFC 4180) or a backslash (taken for
-    an escape), ``test_csv_fields_with_quotes_or_backslashes_are_read_as_written``; a carriage return
-    (read as a line feed), ``test_csv_carriage_returns_in_quoted_fields_are_kept``."""
-    return any(e.key is not None and any(c in e.key for c in '"\\\r') for e in evs)
-
-
-def _mysql_key(key: str) -> str:
-    """Roughly what MariaDB's default collation (utf8mb4_general_ci) compares: no case, no accents, no
-    trailing spaces, every character beyond U+FFFF alike (coarser than MariaDB, never finer)."""
-    bare = "".join(c for c in unicodedata.normalize("NFKD", key) if not unicodedata.combining(c))
-    return "".join("\ufffd" if ord(c) > 0xFFFF else c for c in bare).casefold().rstrip(" ")
-
-
-def mysql_merges(evs: Sequence[Event]) -> bool:
-    """Distinct keys the MySQL/MariaDB store takes for one: ``test_mysql_keeps_keys_apart``."""
-    keys = {e.key for e in evs if e.key is not None}
-    return len({_mysql_key(k) for k in keys}) < len(keys)
-
-
-def crlf_misread(fmt: str, cut: Sequence[Event]) -> bool:
-    """A CSV file whose rows would end in CRLF while a key holds a line feed: where that line feed is the
-    file's first line break, every row's last field is read with a trailing carriage return,
-    ``test_csv_carriage_returns_in_quoted_fields_are_kept``."""
-    return fmt == "csv" and any(e.key is not None and "\n" in e.key for e in cut)
-
-
-def bom_only(fmt: str, cut: Sequence[Event]) -> bool:
-    """A CSV file of no events, which a byte order mark would leave holding only that mark: read as one
-    malformed record, ``test_a_csv_file_holding_only_a_byte_order_mark_has_no_events``."""
-    return fmt == "csv" and not cut
-
-
 # --- files ---------------------------------------------------------------------------------------------------
 
 #: Characters of file names: Hadoop's pattern characters, escapes, spaces, non-ASCII.
@@ -312,14 +276,9 @@ class Plan:
         )
 
 
-#: Characters Hadoop takes for a pattern (escaped by the engine).
-_GLOB_CHARS = frozenset("*?[]{}\\")
-
-
 def _readable_name(stem: str) -> bool:
-    """Not hidden, and not the known bug of ``test_properties.test_a_name_with_a_colon_and_a_pattern_character``
-    (a ':' together with a pattern character)."""
-    return not stem.startswith((".", "_")) and not (":" in stem and _GLOB_CHARS & set(stem))
+    """Not hidden (Spark's file source leaves names starting with '.' or '_' out, as documented)."""
+    return not stem.startswith((".", "_"))
 
 
 def _names(count: int, fmt: str) -> st.SearchStrategy[list[str]]:
@@ -353,8 +312,7 @@ def plans(draw: st.DrawFn, evs: list[Event], stores: Sequence[str], *, shuffle: 
     """``evs`` (in a random order unless not ``shuffle``), cut into 1..6 files (some maybe empty) of one
     format with random names, headers, modification times (``distinct_mtimes``: no two alike), written over
     one or two runs with a random ``max_files_per_trigger``."""
-    fmt = draw(st.sampled_from([f for f in ("csv", "json", "parquet") if f != "csv" or not csv_misreads(evs)]))
-    stores = [s for s in stores if s != "mysql" or not mysql_merges(evs)]
+    fmt = draw(st.sampled_from(["csv", "json", "parquet"]))
     order = draw(st.permutations(evs)) if shuffle else list(evs)
     count = draw(st.integers(1, 6))
     mtimes = draw(st.lists(st.sampled_from(MTIMES), min_size=count, max_size=count, unique=distinct_mtimes))
@@ -367,8 +325,7 @@ def plans(draw: st.DrawFn, evs: list[Event], stores: Sequence[str], *, shuffle: 
         files.append(FilePlan(
             name, cut, mtime,
             header=_header(draw) if fmt == "csv" else None,
-            line_end="\n" if crlf_misread(fmt, cut) else draw(st.sampled_from(["\n", "\r\n"])),
-            bom=draw(st.integers(0, 4)) == 0 and not bom_only(fmt, cut),
+            line_end=draw(st.sampled_from(["\n", "\r\n"])), bom=draw(st.integers(0, 4)) == 0,
             quoted_ints=draw(st.booleans()), absent_nulls=draw(st.booleans()), bare_nan=draw(st.booleans()),
             time_type=_time_type(draw, fmt, cut), narrow=draw(st.booleans()),
             row_group_size=draw(st.sampled_from([None, 1, 3])),

@@ -1,5 +1,5 @@
 """A micro-batch's files read as DataFrames, each file as it is: its own CSV header (or none), its own
-Parquet schema, its name never taken for a pattern.
+Parquet schema, its line breaks, its name never taken for a pattern.
 
 Files of one folder differ in ordinary ways: one CSV file has a header and the next does not, or lists
 the columns in another order; a Parquet file written later has a column of another type, or nanosecond
@@ -12,14 +12,16 @@ the batch (``FileProblem``).  Rows of every group then go through the same typin
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import logging
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -31,6 +33,10 @@ logger = logging.getLogger(__name__)
 
 #: Characters Hadoop would take for a pattern in a path handed to Spark's reader.
 GLOB_CHARS = frozenset("*?[]{}\\")
+#: Spark's reader option (used by its own file stream source) that takes each path for one file's name.
+NO_GLOB = "__globPaths__"
+#: A path's scheme and authority (``file:``, ``hdfs://host:8020``), before the path proper.
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:(//[^/]*)?")
 #: The first bytes of a CSV file read to find its header; a header line is far shorter.
 _HEAD_BYTES = 64 * 1024
 _BOM = "\ufeff"
@@ -49,6 +55,25 @@ class FileProblem:
 def escape_glob(path: str) -> str:
     """``path`` with Hadoop's pattern characters escaped, so Spark reads exactly that file."""
     return "".join(f"\\{c}" if c in GLOB_CHARS else c for c in path)
+
+
+def _escapable(path: str) -> bool:
+    """Whether Hadoop resolves ``path`` once its pattern characters are escaped: not where the path proper
+    also holds a ':' (Hadoop's pattern matcher then takes the name for a URI with a scheme)."""
+    proper = _SCHEME.sub("", path, count=1)
+    return ":" not in proper or not GLOB_CHARS & set(proper)
+
+
+def load_exactly(
+    reader: Callable[[], DataFrameReader], paths: Sequence[str], finish: Callable[[DataFrame], DataFrame]
+) -> DataFrame:
+    """``finish`` of the rows of exactly the files ``paths``, whatever their names.  Escaped names are read
+    together; a name Hadoop cannot resolve once escaped is read alone with Spark's no-pattern option,
+    which reads one file right but a list of them wrongly (a file of the list read twice)."""
+    together = [escape_glob(p) for p in paths if _escapable(p)]
+    frames = [finish(reader().load(together))] if together else []
+    frames += [finish(reader().option(NO_GLOB, "false").load(p)) for p in paths if not _escapable(p)]
+    return functools.reduce(DataFrame.union, frames)
 
 
 def with_arrival_part(df: DataFrame, columns: Sequence[Column | str] = ("*",)) -> DataFrame:
@@ -80,9 +105,13 @@ def read_files(
     elif fmt == "parquet":
         groups, problems = _parquet_groups(spark, paths)
     else:
-        reader = spark.read.format("json").schema(text_schema([a.name for a in stream.attributes]))
-        reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT)
-        groups, problems = [_Group(list(paths), lambda files, r=reader: with_arrival_part(r.load(files)))], []
+        schema = text_schema([a.name for a in stream.attributes])
+
+        def reader() -> DataFrameReader:
+            return spark.read.format("json").schema(schema).option("mode", "PERMISSIVE").option(
+                "columnNameOfCorruptRecord", CORRUPT)
+
+        groups, problems = [_Group(list(paths), lambda files: load_exactly(reader, files, with_arrival_part))], []
     frames: list[DataFrame] = []
     for group in groups:
         df, bad = _load(group)
@@ -103,8 +132,7 @@ def _skip_local_checksums(spark: SparkSession) -> None:
 
 @dataclass
 class _Group:
-    """Files read alike: ``load`` reads a list of them (escaped paths) into the stream's columns and
-    ``ARRIVAL_PART``."""
+    """Files read alike: ``load`` reads a list of them into the stream's columns and ``ARRIVAL_PART``."""
 
     paths: list[str]
     load: Callable[[list[str]], DataFrame]
@@ -114,18 +142,18 @@ def _load(group: _Group) -> tuple[DataFrame | None, list[FileProblem]]:
     """The group's DataFrame; a file whose path Spark cannot even resolve (a name Hadoop refuses) is left
     out with the reason, found by resolving the files one by one."""
     try:
-        return group.load([escape_glob(p) for p in group.paths]), []
+        return group.load(group.paths), []
     except Exception:  # resolved file by file below to name the file
         logger.info("resolving %d files together failed; resolving them one by one", len(group.paths))
     good: list[str] = []
     problems: list[FileProblem] = []
     for path in group.paths:
         try:
-            group.load([escape_glob(path)])
+            group.load([path])
             good.append(path)
         except Exception as exc:  # any failure leaves this one file out, with its reason
             problems.append(FileProblem(path, f"file cannot be read: {root_cause(exc)}"))
-    return (group.load([escape_glob(p) for p in good]) if good else None), problems
+    return (group.load(good) if good else None), problems
 
 
 def root_cause(exc: BaseException) -> str:
@@ -175,42 +203,77 @@ def csv_header(first_bytes: bytes, stream: StreamDef) -> tuple[str, ...] | None:
     return names
 
 
+def csv_line_break(first_bytes: bytes) -> str:
+    """``"\\r"`` for a file whose lines end in a lone carriage return (as old Mac tools write), else
+    ``"\\n"`` (CRLF lines too: their CR is taken off the last field).  Decided from the file's first line
+    break outside quotes, and only where no line feed follows: Spark's own guess, the first line break
+    anywhere, takes one inside a quoted field for the file's."""
+    text = first_bytes.decode("utf-8", errors="replace")
+    if "\n" in text:
+        return "\n"
+    quoted = False
+    for char in text:
+        if char == '"':
+            quoted = not quoted
+        elif char == "\r" and not quoted:
+            return "\r"
+    return "\n"
+
+
+@dataclass(frozen=True, slots=True)
+class _CsvLayout:
+    """How a CSV file is written: its header (None: none) and its line break."""
+
+    header: tuple[str, ...] | None
+    line_break: str
+
+
 def _csv_groups(spark: SparkSession, paths: Sequence[str], stream: StreamDef) -> tuple[list[_Group], list[FileProblem]]:
-    by_header: dict[tuple[str, ...] | None, list[str]] = {}
+    by_layout: dict[_CsvLayout, list[str]] = {}
     problems: list[FileProblem] = []
     for path in paths:
         try:
-            header = csv_header(head(spark, path), stream)
+            first = head(spark, path)
         except Exception as exc:  # an unreadable file is recorded, the others are read
             problems.append(FileProblem(path, f"file cannot be read: {root_cause(exc)}"))
             continue
-        by_header.setdefault(header, []).append(path)
-    return [_Group(files, _csv_loader(spark, header, stream)) for header, files in by_header.items()], problems
+        if len(first) < _HEAD_BYTES and not first.decode("utf-8", "replace").removeprefix(_BOM).strip("\r\n"):
+            continue  # empty but for a byte order mark (as editors save an empty file): no events
+        layout = _CsvLayout(csv_header(first, stream), csv_line_break(first))
+        by_layout.setdefault(layout, []).append(path)
+    return [_Group(files, _csv_loader(spark, layout, stream)) for layout, files in by_layout.items()], problems
 
 
-def _csv_loader(
-    spark: SparkSession, header: tuple[str, ...] | None, stream: StreamDef
-) -> Callable[[list[str]], DataFrame]:
-    """Files with ``header`` (None: none) read into the stream's columns.  The reader takes multi-line
-    quoted fields, and a row with more or fewer fields than the file's columns is a malformed record."""
+def _csv_loader(spark: SparkSession, layout: _CsvLayout, stream: StreamDef) -> Callable[[list[str]], DataFrame]:
+    """Files of ``layout`` read into the stream's columns, as RFC 4180 has it: a quote inside a quoted
+    field is doubled, a backslash is a character, a quoted field may hold line breaks.  A row with more or
+    fewer fields than the file's columns is a malformed record."""
+    header = layout.header
     names = header if header is not None else tuple(a.name for a in stream.attributes)
     positional = [f"_tiltframe_c{i}" for i in range(len(names))]
-    reader = (
-        spark.read.format("csv").schema(text_schema(positional))
-        .option("header", str(header is not None).lower())
-        .option("multiLine", "true").option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT)
-    )
+
+    def reader() -> DataFrameReader:
+        return (
+            spark.read.format("csv").schema(text_schema(positional))
+            .option("header", str(header is not None).lower()).option("escape", '"')
+            .option("multiLine", "true").option("lineSep", layout.line_break)
+            .option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT)
+        )
+
     by_name = {n.lower(): i for i, n in enumerate(names)}
     columns: list[Column] = []
     for attr in stream.attributes:
         i = by_name.get(attr.name.lower())
         if i is not None:
             value = F.col(positional[i])
-            # A byte order mark that Spark leaves on a header-less file's first field.
-            columns.append((F.regexp_replace(value, f"^{_BOM}", "") if i == 0 else value).alias(attr.name))
+            if i == 0:  # a byte order mark that Spark leaves on a header-less file's first field
+                value = F.regexp_replace(value, f"^{_BOM}", "")
+            if i == len(names) - 1 and layout.line_break == "\n":  # the CR of a CRLF line, left on its last field
+                value = F.when(value != "\r", F.regexp_replace(value, "\r\\z", ""))  # alone: an empty field
+            columns.append(value.alias(attr.name))
 
     def load(files: list[str]) -> DataFrame:
-        return with_arrival_part(reader.load(files), [*columns, CORRUPT])
+        return load_exactly(reader, files, lambda df: with_arrival_part(df, [*columns, CORRUPT]))
 
     return load
 
@@ -243,12 +306,12 @@ _SPARK_SCHEMAS: dict[tuple[int, str], T.StructType] = {}
 
 def _spark_schema(spark: SparkSession, schema: pa.Schema | None, first: str) -> T.StructType:
     if schema is None:  # a remote file: no footer read here to key the schema by
-        return spark.read.parquet(escape_glob(first)).schema
+        return parquet_schema(spark, first)
     key = (id(spark), schema.to_string(show_schema_metadata=False))
     if key not in _SPARK_SCHEMAS:
         if len(_SPARK_SCHEMAS) > 256:
             _SPARK_SCHEMAS.clear()
-        _SPARK_SCHEMAS[key] = spark.read.parquet(escape_glob(first)).schema
+        _SPARK_SCHEMAS[key] = parquet_schema(spark, first)
     return _SPARK_SCHEMAS[key]
 
 
@@ -266,12 +329,19 @@ def _parquet_loader(spark: SparkSession, schema: pa.Schema | None, first: str) -
         spark.conf.set(NANOS_AS_LONG, "true")
     spark_schema = _spark_schema(spark, schema, first)
 
-    def load(files: list[str]) -> DataFrame:
-        df = spark.read.schema(spark_schema).parquet(*files)
+    def finish(df: DataFrame) -> DataFrame:
         if not nanos:
             return with_arrival_part(df)
         fixed = [F.timestamp_micros(F.expr(f"`{c}` div 1000")).alias(c) if c in nanos else F.col(f"`{c}`")
                  for c in df.columns]
         return with_arrival_part(df, fixed)
 
+    def load(files: list[str]) -> DataFrame:
+        return load_exactly(lambda: spark.read.format("parquet").schema(spark_schema), files, finish)
+
     return load
+
+
+def parquet_schema(spark: SparkSession, path: str) -> T.StructType:
+    """The schema Spark gives the Parquet file ``path``."""
+    return load_exactly(lambda: spark.read.format("parquet"), [path], lambda df: df).schema

@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from tiltframe.engine.events import CORRUPT, SPARK_TYPES
-from tiltframe.engine.file_reads import csv_header, text_schema, with_arrival_part
+from tiltframe.engine.file_reads import csv_header, parquet_schema, text_schema, with_arrival_part
 from tiltframe.errors import UsageError
 from tiltframe.spec.model import StreamDef
 
@@ -98,7 +98,7 @@ def _parquet_schema(spark: SparkSession, folder: Path, stream: StreamDef) -> T.S
     for f in visible_files(folder):
         if f.suffix.lower() == ".parquet":
             try:
-                return spark.read.parquet(str(f)).schema
+                return parquet_schema(spark, str(f))
             except Exception:  # a file that cannot be read is for its batch to record, not for the schema
                 continue
     return T.StructType([T.StructField(a.name, SPARK_TYPES[a.type]) for a in stream.attributes])
@@ -148,5 +148,6 @@ def read_stream(spark: SparkSession, source: FileInput, stream: StreamDef) -> Da
         reader = reader.schema(text_schema(names)).option("mode", "PERMISSIVE")
         reader = reader.option("columnNameOfCorruptRecord", CORRUPT)
     if fmt == "csv":
-        reader = reader.option("header", str(_csv_has_header(folder, stream)).lower()).option("multiLine", "true")
+        reader = reader.option("header", str(_csv_has_header(folder, stream)).lower())
+        reader = reader.option("multiLine", "true").option("escape", '"')
     return with_arrival_part(reader.load(str(folder)))

@@ -144,6 +144,9 @@ def finalize(rows: pd.DataFrame, layout: AggregationLayout) -> pd.DataFrame:
         out[k.name] = rows[k.name]
     types = layout.output_types
     for alias, value in layout.finalized(rows, PandasOps()).items():
+        if isinstance(value, pd.Series) and isinstance(value.dtype, pd.Int64Dtype):
+            out[alias] = value.array  # exact: NumPy would carry a long beside NULLs as a double
+            continue
         values = np.asarray(value)
         if values.dtype == object and types[alias].is_numeric:  # read from sketches: NULL-able numbers
             values = pd.array(values, dtype="Int64" if types[alias].is_integral else "Float64")
