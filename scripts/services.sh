@@ -81,6 +81,39 @@ mariadb_login_ok() {
             -u "$DB_USER" -p"$DB_PASSWORD" "$DB" -e 'select 1' >/dev/null 2>&1
 }
 
+mariadb_tcp_up() {
+    mariadb-admin --connect-timeout=2 --protocol=tcp -h 127.0.0.1 -P "$MARIADB_PORT" ping
+}
+mariadb_start() {
+    if [[ -x /etc/init.d/mariadb ]]; then
+        # SysV init script: starts mysqld_safe in the background and waits for it (no systemd needed).
+        service mariadb start </dev/null >>"$SERVER_LOG" 2>&1 3>&-
+    else
+        install -d -o mysql -g mysql -m 0755 /run/mysqld
+        setsid mysqld_safe </dev/null >>"$SERVER_LOG" 2>&1 3>&- &
+    fi
+}
+mariadb_stop() {
+    if [[ -x /etc/init.d/mariadb ]]; then
+        service mariadb stop
+    else
+        mariadb-admin shutdown
+    fi
+}
+
+# `services.sh stop|start postgresql|mariadb`: stop or start one server as this script started it (the tests
+# of runs that outlive a database restart use it).  Nothing is printed on stdout.
+if (($# == 2)); then
+    case "$1 $2" in
+    "stop postgresql") pg_ctlcluster "$PG_VERSION" "$PG_CLUSTER" stop -m fast </dev/null >>"$SERVER_LOG" 2>&1 3>&- ;;
+    "start postgresql") pg_ctlcluster "$PG_VERSION" "$PG_CLUSTER" start </dev/null >>"$SERVER_LOG" 2>&1 3>&- ;;
+    "stop mariadb") mariadb_stop >>"$SERVER_LOG" 2>&1 ;;
+    "start mariadb") mariadb_start ;;
+    *) die "usage: $0 [stop|start postgresql|mariadb]" ;;
+    esac
+    exit 0
+fi
+
 # Fast path: both servers already up and provisioned.
 if pg_login_ok && mariadb_login_ok; then
     log "PostgreSQL (127.0.0.1:$PG_PORT) and MariaDB (127.0.0.1:$MARIADB_PORT) already running"
@@ -182,26 +215,6 @@ MARIADB_PORT="$(mariadb_port)"
 
 # mariadb-admin ping exits 0 whenever the server answers (even with "access denied").
 mariadb_running() { mariadb-admin --connect-timeout=2 ping >/dev/null 2>&1; }
-mariadb_tcp_up() {
-    mariadb-admin --connect-timeout=2 --protocol=tcp -h 127.0.0.1 -P "$MARIADB_PORT" ping
-}
-mariadb_start() {
-    if [[ -x /etc/init.d/mariadb ]]; then
-        # SysV init script: starts mysqld_safe in the background and waits for it (no systemd needed).
-        service mariadb start </dev/null >>"$SERVER_LOG" 2>&1 3>&-
-    else
-        install -d -o mysql -g mysql -m 0755 /run/mysqld
-        setsid mysqld_safe </dev/null >>"$SERVER_LOG" 2>&1 3>&- &
-    fi
-}
-mariadb_stop() {
-    if [[ -x /etc/init.d/mariadb ]]; then
-        service mariadb stop
-    else
-        mariadb-admin shutdown
-    fi
-}
-
 if mariadb_running; then
     if ((mariadb_cnf_changed)); then
         log "restarting MariaDB to apply $MARIADB_CNF"

@@ -35,7 +35,7 @@ from tiltframe.cli.options import (
 from tiltframe.cli.output import records, result_table, stderr_console, stdout_console, to_json
 from tiltframe.cli.progress import RunProgress
 from tiltframe.cli.running import print_run_summary, wait_interruptibly
-from tiltframe.errors import UsageError
+from tiltframe.errors import UsageError, unknown
 from tiltframe.timeutil.parse import format_ts
 
 #: What other modules (the demo) and older callers import from here.
@@ -77,12 +77,19 @@ def _main(
             "<data-dir>/logs/spark.log; may also follow the command.",
         ),
     ] = False,
+    log_format: Annotated[
+        str,
+        typer.Option("--log-format", metavar="text|json",
+                     help="text, or json: one JSON object per line, with one line per micro-batch."),
+    ] = "text",
     _show_version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
     ] = False,
 ) -> None:
     """Define rollups in SiddhiQL, stream events through Spark into per-granularity tables, query them."""
-    logs.configure(debug=debug, verbose=verbose)
+    if log_format not in logs.FORMATS:
+        raise typer.BadParameter(unknown("log format", log_format, logs.FORMATS), param_hint="--log-format")
+    logs.configure(debug=debug, verbose=verbose, log_format=log_format)
 
 
 # --- run ----------------------------------------------------------------------------------------------
@@ -184,11 +191,12 @@ def run(
             for name, path in inputs.items()
         }
         sinks = {name: sink_for(path) for name, path in outputs.items()}
-        if err.is_terminal or logs.settings.verbose:
+        if (err.is_terminal or logs.settings.verbose) and not logs.settings.json:
             err.print(f"starting Spark ({master or 'default master'}) ...", style="dim")
         spark = logs.start_spark(master, directory)
         started = time.monotonic()
-        progress = RunProgress(err, [a.name for a in spec.aggregations], follow=follow)
+        logged = logs.settings.verbose or logs.settings.debug or logs.settings.json
+        progress = RunProgress(err, [a.name for a in spec.aggregations], follow=follow, logged=logged)
         with progress:
             handle = api.start(
                 spec,
@@ -208,7 +216,7 @@ def run(
                 result, interrupted = wait_interruptibly(handle, progress)
             finally:
                 handle.close()
-        if interrupted:
+        if interrupted and not logs.settings.json:
             err.print("stopped by Ctrl-C")
         print_run_summary(out, spec, result, directory, time.monotonic() - started)
 

@@ -16,6 +16,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from tiltframe.cli import logs
 from tiltframe.engine.reports import BatchReport, PipelineTotals
 from tiltframe.timeutil.parse import format_ts
 
@@ -39,9 +40,14 @@ class RunProgress:
     Use as a context manager around the run and pass :meth:`on_batch` as the run's ``on_batch``.
     """
 
-    def __init__(self, console: Console, aggregations: list[str], *, follow: bool = False) -> None:
+    def __init__(
+        self, console: Console, aggregations: list[str], *, follow: bool = False, logged: bool = False
+    ) -> None:
+        """``logged``: the logs say each micro-batch already (``--verbose``, JSON logs), so no plain lines
+        are printed, and no live display either under JSON logs (stderr holds JSON only)."""
         self.console = console
         self.follow = follow
+        self.logged = logged
         self.started = time.monotonic()
         self.status = (
             "following the inputs — press Ctrl-C to stop" if follow else "processing available input"
@@ -55,7 +61,7 @@ class RunProgress:
         with self._lock:
             agg = self._aggs.setdefault(report.aggregation, _AggProgress())
             agg.add(report)
-        if self._live is None:
+        if self._live is None and not self.logged:
             self._print_line(report, agg)
 
     def _print_line(self, r: BatchReport, agg: _AggProgress) -> None:
@@ -109,7 +115,7 @@ class RunProgress:
 
     def __enter__(self) -> RunProgress:
         self.started = time.monotonic()
-        if self.console.is_terminal and not self.console.is_dumb_terminal:
+        if self.console.is_terminal and not self.console.is_dumb_terminal and not logs.settings.json:
             self._live = Live(self, console=self.console, refresh_per_second=4, transient=False)
             self._live.start()
         return self

@@ -27,7 +27,7 @@ from tiltframe.engine.file_reads import FileProblem
 from tiltframe.engine.markers import write_marker
 from tiltframe.engine.overflow import explain_overflow, is_overflow
 from tiltframe.engine.partials import LEVEL, RECORD_LEVEL, REJECTED, levels_for
-from tiltframe.engine.reports import BatchReport, PipelineTotals
+from tiltframe.engine.reports import BatchReport, PipelineTotals, log_batch
 from tiltframe.errors import DataError, StoreError
 from tiltframe.spec.durations import Granularity
 from tiltframe.store.base import (
@@ -143,7 +143,6 @@ class AggregationPipeline:
         frames = [raw] if isinstance(raw, DataFrame) else list(raw)
         if self.store.is_committed(layout, self.pipeline_id, batch_id):
             report = BatchReport(layout.name, batch_id, BatchStats(0, 0, 0), 0, True, 0.0, 0.0)
-            logger.info("batch %s of %s was already committed; skipped", batch_id, layout.name)
             self._report(report)
             return report
         t0 = time.perf_counter()
@@ -269,6 +268,7 @@ class AggregationPipeline:
 
     def _report(self, report: BatchReport) -> None:
         self.totals.add(report)
+        log_batch(report)
         if self.on_batch is not None:
             self.on_batch(report)
 

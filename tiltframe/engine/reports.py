@@ -5,9 +5,14 @@ Kept free of PySpark so that the CLI can show progress types without starting th
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
 
 from tiltframe.store.base import BatchStats
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -64,3 +69,36 @@ class PipelineTotals:
         self.store_seconds += r.store_seconds
         if r.stats.max_event_ts is not None:
             self.max_event_ts = max(self.max_event_ts or r.stats.max_event_ts, r.stats.max_event_ts)
+
+
+def _iso(ms: int | None) -> str | None:
+    return None if ms is None else datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+
+
+def batch_fields(report: BatchReport) -> dict[str, Any]:
+    """A batch report as flat fields (the JSON log's, and a monitoring system's)."""
+    s = report.stats
+    return {
+        "aggregation": report.aggregation, "batch_id": report.batch_id, "skipped": report.skipped,
+        "events_read": s.events_read, "events_aggregated": s.events_aggregated, "events_moved": s.events_moved,
+        "events_rejected": s.events_rejected, "files_rejected": report.files_rejected,
+        "rows_written": report.rows_written, "rows_purged": report.rows_purged,
+        "seconds": round(report.seconds, 3), "latest_event_time": _iso(s.max_event_ts),
+    }
+
+
+def log_batch(report: BatchReport) -> None:
+    """One INFO line per micro-batch of an aggregation (shown with ``--verbose``; ``--log-format json`` adds
+    its figures as fields)."""
+    fields = {"batch": batch_fields(report)}
+    if report.skipped:
+        logger.info("batch %d of %s was already committed; skipped", report.batch_id, report.aggregation,
+                    extra=fields)
+        return
+    s = report.stats
+    logger.info(
+        "batch %d of %s: %d events read, %d aggregated, %d moved, %d rejected, %d files rejected; %d rows "
+        "written in %.2f s; latest event time %s", report.batch_id, report.aggregation, s.events_read,
+        s.events_aggregated, s.events_moved, s.events_rejected, report.files_rejected, report.rows_written,
+        report.seconds, _iso(s.max_event_ts) or "none", extra=fields,
+    )

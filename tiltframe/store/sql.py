@@ -54,6 +54,7 @@ from tiltframe.store.layout import AGG_COUNT, AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP
 from tiltframe.store.merges import SqlOps, upsert_statement
 from tiltframe.store.overflow import check_holdable, explain_overflow
 from tiltframe.store.recorded import insert_recorded
+from tiltframe.store.retries import retried
 from tiltframe.store.schema import (
     AGGREGATIONS,
     AGGREGATIONS_TABLE,
@@ -298,6 +299,7 @@ class SqlStore:
                        f"but {self._engine.dialect.name} allows at most {limit}; use a shorter name")
                 raise DefinitionError(msg)
 
+    @retried
     def ensure_schema(self, layout: AggregationLayout) -> tuple[str, ...]:
         """Create the tables of ``layout`` and register it, or check that the stored ones match its spec.
 
@@ -402,6 +404,7 @@ class SqlStore:
 
     # --- writing --------------------------------------------------------------------------------------
 
+    @retried
     def is_committed(self, layout: AggregationLayout, pipeline_id: str, batch_id: int) -> bool:
         if self._read_only and not self._exists():
             return False
@@ -410,6 +413,7 @@ class SqlStore:
                 return False
             return commits.is_committed(conn, layout, pipeline_id, batch_id)
 
+    @retried
     def last_committed_batch(self, layout: AggregationLayout, pipeline_id: str) -> int | None:
         """The greatest batch id of ``pipeline_id`` whose commit record the store holds; None when it holds
         none, or no store or tables are there at all (nothing is created)."""
@@ -421,6 +425,7 @@ class SqlStore:
             last = commits.last_record(conn, layout, pipeline_id)
         return None if last is None else int(last.batch_id)
 
+    @retried
     def pipeline_state(
         self, layout: AggregationLayout, pipeline_id: str, shard_id: str | None = None
     ) -> PipelineState:
@@ -441,6 +446,7 @@ class SqlStore:
             stored = conn.execute(latest).scalar()
         return PipelineState(None, stored)
 
+    @retried
     def write_batch(self, layout: AggregationLayout, batch: BatchWrite) -> bool:
         """Merge ``batch`` in one transaction; False (and nothing written) if it was committed before.
 
@@ -551,6 +557,7 @@ class SqlStore:
 
     # --- compacting ----------------------------------------------------------------------------------
 
+    @retried
     def compact(self, layout: AggregationLayout, before_ms: int) -> int:
         """Merge, in every table of a partitioned ``layout``, the partial rows of each bucket (starting
         before ``before_ms``) and key into one row under ``SHARD_ID`` ``*``; returns the rows removed.
@@ -588,6 +595,7 @@ class SqlStore:
 
     # --- purging -------------------------------------------------------------------------------------
 
+    @retried
     def latest_event_ts(self, layout: AggregationLayout) -> int | None:
         """The greatest event time aggregated by any pipeline of ``layout`` (what retention is measured
         against), or None before the first event."""
@@ -595,6 +603,7 @@ class SqlStore:
         with self._errors("read the latest event time of", layout), self._read(layout) as (conn, _):
             return conn.execute(sa.select(sa.func.max(b.max_event_ts)).where(b.aggregation == layout.name)).scalar()
 
+    @retried
     def last_purged_at(self, layout: AggregationLayout) -> int:
         """Epoch ms of the last purge of ``layout``, or of its registration when it was never purged."""
         p = PURGES_TABLE.c
@@ -602,6 +611,7 @@ class SqlStore:
             last = conn.execute(sa.select(sa.func.max(p.purged_at)).where(p.aggregation == layout.name)).scalar()
             return int(last if last is not None else registered.created_at)
 
+    @retried
     def purge(
         self, layout: AggregationLayout, before: Mapping[Granularity, int], latest_event_ts: int
     ) -> dict[Granularity, int]:
