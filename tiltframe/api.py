@@ -175,6 +175,15 @@ def insert(
                        preaggregate=preaggregate)
 
 
+def parse_records(app: AppSpec, stream: str, df: DataFrame, **options: Any) -> DataFrame:
+    """``df``'s column of JSON or CSV text (Kafka's ``value``, ...) as rows of ``stream``, for ``run`` /
+    ``start`` to type and reject like file rows; ``options`` as in
+    :func:`tiltframe.engine.text_sources.parse_records` (docs/kafka.md)."""
+    from tiltframe.engine.text_sources import parse_records as parse
+
+    return parse(df, app.stream(app.input_stream(stream)), **options)
+
+
 def select(app: AppSpec, text: str, *, data_dir: str | Path | None = None) -> pd.DataFrame:
     """Answer ``SELECT ... FROM <table>`` over a pre-aggregated table: partial rows merged by the query's
     keys (docs/preaggregation.md), or ``FROM partials(T)`` for the stored rows as they are."""
