@@ -85,6 +85,7 @@ def start(
     partition_by_id: bool = False,
     on_bad_file: str = "skip",
     rebuild: bool = False,
+    checkpoint_dir: str | Path | None = None,
 ) -> Run:
     """Start the app's streaming queries and return the handle (``wait()`` / ``stop()``).
 
@@ -94,6 +95,9 @@ def start(
     run (``"fail"``).
     ``rebuild`` first drops what the store holds of each aggregation fed here and its checkpoint, so that
     every input is read again (the way on when the store was replaced or emptied; docs/deployment.md).
+    ``checkpoint_dir``: where checkpoints live (a local path or ``file:`` URI) instead of
+    ``<data_dir>/checkpoints`` (default ``$TILTFRAME_CHECKPOINT_DIR``; docs/configuration.md).
+    Inputs may be folders on any file system Spark reaches (``hdfs://``, ``s3a://``, ``file://``, ...).
     """
     from tiltframe.engine.runner import Run
     from tiltframe.engine.shards import Deployment
@@ -110,6 +114,7 @@ def start(
         deployment=Deployment(shard_id, partition_by_id),
         on_bad_file=on_bad_file,
         rebuild=rebuild,
+        checkpoint_dir=checkpoint_dir,
     )
     return run_.start()
 
@@ -127,9 +132,10 @@ def run(
     partition_by_id: bool = False,
     on_bad_file: str = "skip",
     rebuild: bool = False,
+    checkpoint_dir: str | Path | None = None,
 ) -> RunResult:
-    """Process everything available on ``inputs`` (files or DataFrames) and return the totals (``rebuild``:
-    as in :func:`start`)."""
+    """Process everything available on ``inputs`` (files or DataFrames) and return the totals (``rebuild``,
+    ``checkpoint_dir``: as in :func:`start`)."""
     handle = start(
         app,
         inputs,
@@ -142,6 +148,7 @@ def run(
         partition_by_id=partition_by_id,
         on_bad_file=on_bad_file,
         rebuild=rebuild,
+        checkpoint_dir=checkpoint_dir,
     )
     try:
         return handle.wait()
@@ -166,6 +173,15 @@ def insert(
 
     return insert_rows(app, table, rows, data_dir=data_dir or default_data_dir(), spark=spark or get_session(),
                        preaggregate=preaggregate)
+
+
+def parse_records(app: AppSpec, stream: str, df: DataFrame, **options: Any) -> DataFrame:
+    """``df``'s column of JSON or CSV text (Kafka's ``value``, ...) as rows of ``stream``, for ``run`` /
+    ``start`` to type and reject like file rows; ``options`` as in
+    :func:`tiltframe.engine.text_sources.parse_records` (docs/kafka.md)."""
+    from tiltframe.engine.text_sources import parse_records as parse
+
+    return parse(df, app.stream(app.input_stream(stream)), **options)
 
 
 def select(app: AppSpec, text: str, *, data_dir: str | Path | None = None) -> pd.DataFrame:
@@ -237,14 +253,18 @@ def inspect(app: AppSpec, *, data_dir: str | Path | None = None) -> list[Aggrega
         stores.close()
 
 
-def changed_files(app: AppSpec, *, data_dir: str | Path | None = None) -> dict[str, list[ChangedFile]]:
+def changed_files(
+    app: AppSpec, *, data_dir: str | Path | None = None, checkpoint_dir: str | Path | None = None
+) -> dict[str, list[ChangedFile]]:
     """Input files that grew, changed or went away after a batch read them, per aggregation: what was
     read of each and what is there now (docs/bad-input.md)."""
     from tiltframe.engine.file_manifest import FileManifest
-    from tiltframe.engine.markers import checkpoint_dir
+    from tiltframe.engine.filesystems import checkpoint_root
+    from tiltframe.engine.markers import checkpoint_dir as folder_of
 
     root = Path(data_dir or default_data_dir())
-    return {agg.name: FileManifest(checkpoint_dir(root, AggregationLayout.of(app, agg.name))).changed()
+    checkpoints = checkpoint_root(checkpoint_dir, root)
+    return {agg.name: FileManifest(folder_of(root, AggregationLayout.of(app, agg.name), checkpoints)).changed()
             for agg in app.aggregations}
 
 

@@ -20,6 +20,7 @@ from tiltframe.cli.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, TiltframeGro
 from tiltframe.cli.inspection import info_document, print_info
 from tiltframe.cli.options import (
     AppArg,
+    CheckpointDirOpt,
     ConfigOpt,
     DataDirOpt,
     ShardOpt,
@@ -126,6 +127,7 @@ def run(
         ),
     ] = None,
     data_dir: DataDirOpt = None,
+    checkpoint_dir: CheckpointDirOpt = None,
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Keep watching the inputs for new files until Ctrl-C.")
     ] = False,
@@ -170,6 +172,9 @@ def run(
         check_config_file(config)
         deployment = load_deployment(shard_id, config)
         directory = resolve_data_dir(data_dir)
+        from tiltframe.engine.filesystems import checkpoint_root
+
+        checkpoint_root(checkpoint_dir, directory)  # a location that cannot work fails before Spark starts
         if not inputs:
             err.print("note: no --input given; the aggregations receive no events")
         fed = {spec.input_stream(name) for name in inputs}
@@ -211,6 +216,7 @@ def run(
                 partition_by_id=deployment.partition_by_id,
                 on_bad_file=on_bad_file,
                 rebuild=rebuild,
+                checkpoint_dir=checkpoint_dir,
             )
             try:
                 result, interrupted = wait_interruptibly(handle, progress)
@@ -218,7 +224,7 @@ def run(
                 handle.close()
         if interrupted and not logs.settings.json:
             err.print("stopped by Ctrl-C")
-        print_run_summary(out, spec, result, directory, time.monotonic() - started)
+        print_run_summary(out, spec, result, directory, time.monotonic() - started, checkpoint_dir)
 
 
 # --- query --------------------------------------------------------------------------------------------
@@ -271,6 +277,7 @@ def query(
 def inspect(
     app_file: AppArg,
     data_dir: DataDirOpt = None,
+    checkpoint_dir: CheckpointDirOpt = None,
     fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
     rejected_rows: Annotated[
         int, typer.Option("--rejected", min=0, help="How many of the latest rejected events to show.")
@@ -286,7 +293,7 @@ def inspect(
             agg.name: api.rejected(spec, agg.name, data_dir=directory, limit=rejected_rows)
             for agg in spec.aggregations
         }
-        changed = api.changed_files(spec, data_dir=directory)
+        changed = api.changed_files(spec, data_dir=directory, checkpoint_dir=checkpoint_dir)
         if fmt == "json":
             docs = [info_document(spec, agg, info, rejected[agg.name], directory, changed[agg.name])
                     for agg, info in zip(spec.aggregations, infos, strict=True)]

@@ -53,6 +53,17 @@ ConfigOpt = Annotated[
 ]
 
 
+CheckpointDirOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--checkpoint-dir",
+        help="Where the checkpoints live, apart from the data directory (a local path or file:// URI) "
+        "\\[default: $TILTFRAME_CHECKPOINT_DIR or DATA_DIR/checkpoints].",
+        show_default=False,
+    ),
+]
+
+
 def resolve_data_dir(value: Path | None) -> Path:
     """The data directory (``--data-dir``, else the default); a usage error when it is not a directory."""
     path = value if value is not None else api.default_data_dir()
@@ -128,12 +139,14 @@ def store_location(spec: AppSpec, agg: AggregationSpec, data_dir: Path) -> Path 
     return store.store_location(agg.store, data_dir)
 
 
-def checkpoint_location(spec: AppSpec, agg: AggregationSpec, data_dir: Path) -> Path:
-    """The checkpoint directory of an aggregation's streaming query (as the runner names it)."""
+def checkpoint_location(spec: AppSpec, agg: AggregationSpec, data_dir: Path, checkpoints: str | None = None) -> Path:
+    """The checkpoint directory of an aggregation's streaming query (as the runner names it; ``checkpoints``:
+    ``--checkpoint-dir``)."""
+    from tiltframe.engine.filesystems import checkpoint_root
     from tiltframe.engine.markers import checkpoint_dir
     from tiltframe.store.layout import AggregationLayout
 
-    return checkpoint_dir(data_dir, AggregationLayout.of(spec, agg.name))
+    return checkpoint_dir(data_dir, AggregationLayout.of(spec, agg.name), checkpoint_root(checkpoints, data_dir))
 
 
 def check_run_options(
@@ -163,8 +176,11 @@ def check_run_options(
                 raise UsageError(msg)
             msg = f"--output: {unknown('output stream', name, out_names)}"
             raise UsageError(msg)
+    from tiltframe.engine.filesystems import local_path
+
     for name, path in inputs.items():
-        if is_local(path) and not Path(path).is_dir():
-            what = "does not exist" if not Path(path).exists() else "is not a directory"
+        local = local_path(path)  # other schemes are checked through Spark's file systems once it runs
+        if local is not None and not local.is_dir():
+            what = "does not exist" if not local.exists() else "is not a directory"
             msg = f"--input {name}={path}: '{path}' {what} (give a directory of csv, json or parquet files)"
             raise UsageError(msg)

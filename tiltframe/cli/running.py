@@ -76,6 +76,7 @@ def print_run_summary(
     result: RunResult,
     data_dir: Path,
     wall_seconds: float,
+    checkpoints: str | None = None,
 ) -> None:
     """The run's totals per aggregation, output stream and continuous query (stdout)."""
     for agg in spec.aggregations:
@@ -105,7 +106,7 @@ def print_run_summary(
         table.add_row("latest event time (GMT)", format_ts(t.max_event_ts))
         table.add_row("time", f"{t.spark_seconds:.1f}s Spark + {t.store_seconds:.1f}s store")
         table.add_row("store", str(store_location(spec, agg, data_dir)))
-        table.add_row("checkpoint", str(checkpoint_location(spec, agg, data_dir)))
+        table.add_row("checkpoint", str(checkpoint_location(spec, agg, data_dir, checkpoints)))
         console.print(table)
     for out, n in sorted(result.outputs.items()):
         console.print(f"output stream {out}: {n:,} rows")

@@ -25,6 +25,7 @@ def write_marker(path: Path, content: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def checkpoint_dir(data_dir: Path, layout: AggregationLayout) -> Path:
-    """Where the pipeline of ``layout`` keeps its checkpoint: Spark's, the files it read, its id."""
-    return data_dir / "checkpoints" / f"{layout.name}-{layout.spec_hash}"
+def checkpoint_dir(data_dir: Path, layout: AggregationLayout, root: Path | None = None) -> Path:
+    """Where the pipeline of ``layout`` keeps its checkpoint: Spark's, the files it read, its id; under
+    ``root`` (``--checkpoint-dir``) or else ``<data_dir>/checkpoints``."""
+    return (root if root is not None else data_dir / "checkpoints") / f"{layout.name}-{layout.spec_hash}"

@@ -25,6 +25,7 @@ from tiltframe.engine.events import REASON, type_events
 from tiltframe.engine.failures import BatchFailed, describe_failure, said_where
 from tiltframe.engine.file_batches import BAD_FILE_POLICIES, FileBatches
 from tiltframe.engine.file_manifest import ChangedFile
+from tiltframe.engine.filesystems import checkpoint_root
 from tiltframe.engine.identity import open_pipeline
 from tiltframe.engine.markers import checkpoint_dir
 from tiltframe.engine.pipeline import AggregationPipeline
@@ -85,6 +86,7 @@ class Run:
         deployment: Deployment | None = None,
         on_bad_file: str = "skip",
         rebuild: bool = False,
+        checkpoint_dir: str | Path | None = None,
     ) -> None:
         check_runnable(app)
         if on_bad_file not in BAD_FILE_POLICIES:
@@ -99,6 +101,8 @@ class Run:
             raise UsageError(msg)
         self.app = app
         self.data_dir = Path(data_dir)
+        #: Where the aggregations' and retrieval joins' checkpoints live (``--checkpoint-dir``).
+        self.checkpoint_root = checkpoint_root(checkpoint_dir, self.data_dir)
         self.spark = spark or get_session()
         self.follow = follow
         self.trigger_interval = trigger_interval
@@ -149,7 +153,7 @@ class Run:
             self.result.continuous[name] = handle.totals
 
     def checkpoint_dir(self, layout: AggregationLayout) -> Path:
-        return checkpoint_dir(self.data_dir, layout)
+        return checkpoint_dir(self.data_dir, layout, self.checkpoint_root)
 
     def _start_aggregations(self) -> None:
         for agg in self.app.aggregations:
@@ -197,7 +201,7 @@ class Run:
             pipeline = self.pipelines.get(layout.name)
             store = pipeline.store if pipeline is not None else self.readers.for_aggregation(layout.spec)
             handler = _RetrievalBatch(self, query, layout, store, sink, out)
-            checkpoint = self.data_dir / "checkpoints" / f"query-{name}-{layout.spec_hash}"
+            checkpoint = self.checkpoint_root / f"query-{name}-{layout.spec_hash}"
             self._start(df, f"tiltframe-query-{name}", checkpoint, handler)
 
     def start(self) -> Run:

@@ -1,8 +1,9 @@
 """The SparkSession tiltframe runs on: the caller's, or one made for local use.
 
-Library calls take ``spark: SparkSession | None`` and never stop a session they did not create.  Bucket
-math never depends on ``spark.sql.session.timeZone`` (it works on epoch milliseconds and explicit zones),
-so a caller's session setting is left alone.
+Library calls take ``spark: SparkSession | None`` and never stop a session they did not create.  The user's
+Spark is the user's: an active session is used as it is, and a new one keeps every setting made elsewhere;
+tiltframe only fills the rest (docs/configuration.md).  Bucket math never depends on
+``spark.sql.session.timeZone`` (it works on epoch milliseconds and explicit zones).
 
 A session tiltframe creates can keep Spark's own output (log4j lines, stack traces, the JVM's start-up
 notices, Python workers' stderr) in a log file instead of the terminal: the JVM is started with its
@@ -11,6 +12,7 @@ stderr on that file (``log_file``), which is the only place that catches all of 
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
@@ -20,9 +22,13 @@ from pathlib import Path
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
+from tiltframe.engine.spark_settings import fill, settings_made_elsewhere
 from tiltframe.errors import TiltframeError
 
-#: Settings for sessions tiltframe creates; tuned for small clusters and laptops.
+logger = logging.getLogger(__name__)
+
+#: Settings tiltframe fills in sessions it creates, where nobody else set them; tuned for small clusters
+#: and laptops.
 DEFAULT_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.ui.enabled": "false",
@@ -40,6 +46,9 @@ LOCAL_LISTING_THRESHOLD = 4096
 
 #: The environment variable that sets Spark's log level.
 LOG_LEVEL_ENV = "TILTFRAME_SPARK_LOG_LEVEL"
+#: Environment variables for the values tiltframe fills when no Spark setting names them.
+SHUFFLE_PARTITIONS_ENV = "TILTFRAME_SHUFFLE_PARTITIONS"
+DRIVER_MEMORY_ENV = "TILTFRAME_DRIVER_MEMORY"
 
 #: A log file is moved aside to ``<name>.1`` when a session starts and finds it larger than this.
 LOG_ROTATE_BYTES = 10 * 1024 * 1024
@@ -56,7 +65,12 @@ def get_session(
     log_file: Path | None = None,
     log_level: str | None = None,
 ) -> SparkSession:
-    """The active session if there is one, else a new one (``local[*]`` unless ``master`` says).
+    """The active session as it is if there is one, else a new one.
+
+    A new session keeps every Spark setting made elsewhere (spark-submit ``--conf``, ``spark-defaults.conf``,
+    ``$PYSPARK_SUBMIT_ARGS``, a running SparkContext; ``tiltframe.engine.spark_settings``); tiltframe fills
+    only the settings nobody made.  Its master: ``master``, else the one made elsewhere, else
+    ``$TILTFRAME_SPARK_MASTER``, else ``local[*]``.
 
     ``log_file``: where a new session's Spark output goes instead of stderr (ignored when a session or
     a JVM already exists, as under spark-submit).  Spark's log level: ``$TILTFRAME_SPARK_LOG_LEVEL``, else
@@ -67,26 +81,24 @@ def get_session(
     # Python workers run in this interpreter's environment (stateful processors need its packages).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     active = SparkSession.getActiveSession()
-    if active is not None and master is None:
+    if active is not None:  # the caller's: its settings are theirs, and a running master cannot change
+        if master is not None and master != active.sparkContext.master:
+            logger.warning("Spark master %s ignored: the active session runs on %s", master,
+                           active.sparkContext.master)
         return active
-    cores = os.cpu_count() or 2
-    builder = SparkSession.builder.appName(app_name)
-    # Under spark-submit the master comes from its command line; only choose one when nobody did.  The
-    # submitted conf is on the JVM spark-submit started: connect to it first, or SparkConf() is empty.
+    builder = SparkSession.builder
+    # Under spark-submit the conf is on the JVM spark-submit started: connect to it first, or SparkConf()
+    # is empty.
     if os.environ.get("PYSPARK_GATEWAY_PORT"):
         SparkContext._ensure_initialized()
-    submitted = SparkConf()
-    if master is not None or not submitted.contains("spark.master"):
-        master = master or os.environ.get("TILTFRAME_SPARK_MASTER", "local[*]")
+    made = settings_made_elsewhere()
+    if "spark.app.name" not in made:
+        builder = builder.appName(app_name)
+    if master is None and "spark.master" not in made:
+        master = os.environ.get("TILTFRAME_SPARK_MASTER", "local[*]")
+    if master is not None:
         builder = builder.master(master)
-    conf = dict(DEFAULT_CONF)
-    if (master or submitted.get("spark.master", "")).startswith("local"):
-        # Spark lists more than 32 paths with a job of one task per path: 0.5-1 s in local mode for a
-        # micro-batch of 100 files, which its own disk lists one by one in under 0.1 s.
-        conf["spark.sql.sources.parallelPartitionDiscovery.threshold"] = str(LOCAL_LISTING_THRESHOLD)
-    # Shuffles here are over per-batch partial states; a few partitions per core is plenty.
-    conf["spark.sql.shuffle.partitions"] = os.environ.get("TILTFRAME_SHUFFLE_PARTITIONS", str(max(4, 2 * cores)))
-    conf["spark.driver.memory"] = os.environ.get("TILTFRAME_DRIVER_MEMORY", "4g")
+    conf = fill(tiltframe_defaults(master or made.get("spark.master", "")), made)
     for key, value in conf.items():
         builder = builder.config(key, value)
     to_file = log_file is not None and master is not None and SparkContext._gateway is None
@@ -97,6 +109,21 @@ def get_session(
     level = os.environ.get(LOG_LEVEL_ENV) or log_level or ("WARN" if to_file else "ERROR")
     spark.sparkContext.setLogLevel(level)
     return spark
+
+
+def tiltframe_defaults(master: str) -> dict[str, str]:
+    """The settings tiltframe would choose for a session on ``master`` (each one only fills a setting
+    nobody made): ``DEFAULT_CONF``, shuffle partitions, driver memory, local listing."""
+    conf = dict(DEFAULT_CONF)
+    if master.startswith("local"):
+        # Spark lists more than 32 paths with a job of one task per path: 0.5-1 s in local mode for a
+        # micro-batch of 100 files, which its own disk lists one by one in under 0.1 s.
+        conf["spark.sql.sources.parallelPartitionDiscovery.threshold"] = str(LOCAL_LISTING_THRESHOLD)
+    # Shuffles here are over per-batch partial states; a few partitions per core is plenty.
+    cores = os.cpu_count() or 2
+    conf["spark.sql.shuffle.partitions"] = os.environ.get(SHUFFLE_PARTITIONS_ENV, str(max(4, 2 * cores)))
+    conf["spark.driver.memory"] = os.environ.get(DRIVER_MEMORY_ENV, "4g")
+    return conf
 
 
 def _launch_jvm(log_file: Path, conf: SparkConf) -> None:

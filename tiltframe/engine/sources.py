@@ -1,5 +1,6 @@
-"""Input streams: a directory of CSV, JSON Lines or Parquet files watched for new files, or a caller's
-streaming DataFrame (Kafka or anything else Spark reads).
+"""Input streams: a directory of CSV, JSON Lines or Parquet files watched for new files, on any file system
+Spark reaches (``tiltframe.engine.filesystems``), or a caller's streaming DataFrame (Kafka or anything else
+Spark reads; ``tiltframe.engine.text_sources`` types a column of JSON or CSV text).
 
 An aggregation's folder is listed by Spark's file source (``list_stream``) and each micro-batch's files are
 read by ``tiltframe.engine.file_batches``.  Continuous queries and request streams consume rows as Spark
@@ -20,6 +21,7 @@ from pyspark.sql import types as T
 
 from tiltframe.engine.events import CORRUPT, SPARK_TYPES
 from tiltframe.engine.file_reads import csv_header, parquet_schema, text_schema, with_arrival_part
+from tiltframe.engine.filesystems import Folder, open_folder
 from tiltframe.errors import UsageError
 from tiltframe.spec.model import StreamDef
 
@@ -65,12 +67,17 @@ def visible_files(path: Path) -> list[Path]:
 
 
 def detect_format(path: str | Path, stream: str) -> str:
-    """The format of the files in ``path``; a clear usage error when it cannot tell."""
+    """The format of the files in the local folder ``path``; a clear usage error when it cannot tell."""
     folder = Path(path)
     if not folder.is_dir():
         msg = f"input of stream {stream}: '{path}' is not a directory (give a folder of files to watch)"
         raise UsageError(msg)
-    found = {FORMATS[p.suffix.lower()] for p in visible_files(folder) if p.suffix.lower() in FORMATS}
+    return _format_of([p.name for p in visible_files(folder)], str(path), stream)
+
+
+def _format_of(names: list[str], path: str, stream: str) -> str:
+    """The one format the file names of a folder say, or a usage error."""
+    found = {FORMATS[s] for s in (Path(n).suffix.lower() for n in names) if s in FORMATS}
     if len(found) == 1:
         return found.pop()
     if not found:
@@ -84,36 +91,48 @@ def detect_format(path: str | Path, stream: str) -> str:
     raise UsageError(msg)
 
 
-def _csv_has_header(folder: Path, stream: StreamDef) -> bool:
+def _csv_has_header(folder: Folder, stream: StreamDef) -> bool:
     """Whether the first CSV file of a folder starts with a header (a row stream decides once)."""
-    for f in visible_files(folder):
-        if f.suffix.lower() == ".csv":
-            with f.open("rb") as fh:
-                return csv_header(fh.read(64 * 1024), stream) is not None
+    for f in folder.files():
+        if Path(f.name).suffix.lower() == ".csv":
+            return csv_header(folder.head(f, 64 * 1024), stream) is not None
     return False
 
 
-def _parquet_schema(spark: SparkSession, folder: Path, stream: StreamDef) -> T.StructType:
+def _parquet_schema(spark: SparkSession, folder: Folder, stream: StreamDef) -> T.StructType:
     """The schema of the first Parquet file that can be read (a row stream has one schema)."""
-    for f in visible_files(folder):
-        if f.suffix.lower() == ".parquet":
+    for f in folder.files():
+        if Path(f.name).suffix.lower() == ".parquet":
             try:
-                return parquet_schema(spark, str(f))
+                return parquet_schema(spark, f.path)
             except Exception:  # a file that cannot be read is for its batch to record, not for the schema
                 continue
     return T.StructType([T.StructField(a.name, SPARK_TYPES[a.type]) for a in stream.attributes])
 
 
-def checked(source: FileInput, stream: StreamDef) -> tuple[Path, str]:
-    """The folder of ``source`` and its format, or a usage error naming the problem."""
-    folder = Path(source.path)
-    fmt = source.format or detect_format(folder, stream.name)
+def _check_format(fmt: str, stream: StreamDef) -> None:
     if fmt not in _GLOBS:
         msg = f"input of stream {stream.name}: unknown format '{fmt}' (expected csv, json or parquet)"
         raise UsageError(msg)
+
+
+def checked(source: FileInput, stream: StreamDef) -> tuple[Path, str]:
+    """The local folder of ``source`` and its format, or a usage error naming the problem."""
+    folder = Path(source.path)
+    fmt = source.format or detect_format(folder, stream.name)
+    _check_format(fmt, stream)
     if not folder.is_dir():
         msg = f"input of stream {stream.name}: '{folder}' is not a directory"
         raise UsageError(msg)
+    return folder, fmt
+
+
+def located(spark: SparkSession, source: FileInput, stream: StreamDef) -> tuple[Folder, str]:
+    """The folder of ``source`` on any file system Spark reaches (``tiltframe.engine.filesystems``) and its
+    format, or a usage error naming the problem (a missing connector among them)."""
+    folder = open_folder(spark, source.path, f"input of stream {stream.name}")
+    fmt = source.format or _format_of([f.name for f in folder.files()], source.path, stream.name)
+    _check_format(fmt, stream)
     return folder, fmt
 
 
@@ -122,11 +141,11 @@ def list_stream(spark: SparkSession, source: FileInput, stream: StreamDef) -> tu
 
     Its rows are never computed (``FileBatches`` reads the files), so it reads the folder as
     ``binaryFile``: no schema to infer, no file opened while listing."""
-    folder, fmt = checked(source, stream)
+    folder, fmt = located(spark, source, stream)
     reader = spark.readStream.format("binaryFile").schema(_BINARY_FILE).option("maxFileAge", NO_MAX_FILE_AGE)
     if source.max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", source.max_files_per_trigger)
-    return reader.option("pathGlobFilter", source.glob or _GLOBS[fmt]).load(str(folder)), fmt
+    return reader.option("pathGlobFilter", source.glob or _GLOBS[fmt]).load(folder.path), fmt
 
 
 def read_stream(spark: SparkSession, source: FileInput, stream: StreamDef) -> DataFrame:
@@ -136,7 +155,7 @@ def read_stream(spark: SparkSession, source: FileInput, stream: StreamDef) -> Da
     Rows come as Spark reads them, with one schema for the stream: the CSV header (or its absence) of the
     first file, the Parquet schema of the first readable file (an aggregation reads each file as it is,
     ``tiltframe.engine.file_reads``)."""
-    folder, fmt = checked(source, stream)
+    folder, fmt = located(spark, source, stream)
     reader = spark.readStream.format(fmt).option("maxFileAge", NO_MAX_FILE_AGE)
     if source.max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", source.max_files_per_trigger)
@@ -150,4 +169,4 @@ def read_stream(spark: SparkSession, source: FileInput, stream: StreamDef) -> Da
     if fmt == "csv":
         reader = reader.option("header", str(_csv_has_header(folder, stream)).lower())
         reader = reader.option("multiLine", "true").option("escape", '"')
-    return with_arrival_part(reader.load(str(folder)))
+    return with_arrival_part(reader.load(folder.path))

@@ -1,0 +1,131 @@
+"""Inputs and checkpoints given as Hadoop file system URIs: file:// end to end against a pandas oracle, a
+separate checkpoint directory, and schemes whose connector is missing refused with the package to add."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+import tiltframe as tf
+from tiltframe.cli.app import app as cli
+from tiltframe.engine.filesystems import Folder, checkpoint_root, local_path, open_folder
+from tiltframe.errors import UsageError
+
+APP = """
+define stream Trades (symbol string, quantity long, ts long);
+define aggregation Totals
+from Trades select symbol, sum(quantity) as total, count() as trades group by symbol
+aggregate by ts every sec ... day;
+"""
+
+
+def test_local_paths_and_file_uris_are_this_machines() -> None:
+    assert local_path("/tmp/x") == Path("/tmp/x")
+    assert local_path("rel/x") == Path("rel/x")
+    # As Hadoop's Path (and so Spark) reads them: written out, never percent-decoded.
+    assert local_path("file:///tmp/a b") == Path("/tmp/a b")
+    assert local_path("file:///tmp/a%20b") == Path("/tmp/a%20b")
+    assert local_path("file:/tmp/x") == Path("/tmp/x")
+    assert local_path("s3a://bucket/x") is None
+    assert local_path("hdfs:///x") is None
+
+
+def test_checkpoint_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TILTFRAME_CHECKPOINT_DIR", raising=False)
+    assert checkpoint_root(None, tmp_path) == tmp_path / "checkpoints"
+    assert checkpoint_root(f"file://{tmp_path}/c", tmp_path) == tmp_path / "c"
+    monkeypatch.setenv("TILTFRAME_CHECKPOINT_DIR", str(tmp_path / "e"))
+    assert checkpoint_root(None, tmp_path) == tmp_path / "e"
+    with pytest.raises(UsageError, match="only a local path or a file:// URI"):
+        checkpoint_root("s3a://bucket/checkpoints", tmp_path)
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(UsageError, match="is a file"):
+        checkpoint_root(str(tmp_path / "f"), tmp_path)
+
+
+@pytest.mark.parametrize(("uri", "package", "coordinate"), [
+    ("s3a://bucket/trades/", "hadoop-aws", "org.apache.hadoop:hadoop-aws:"),
+    ("gs://bucket/trades", "gcs-connector", "com.google.cloud.bigdataoss:gcs-connector:"),
+    ("abfss://c@account.dfs.core.windows.net/trades", "hadoop-azure", "org.apache.hadoop:hadoop-azure:"),
+])
+def test_a_scheme_without_its_connector_names_the_package(spark, uri: str, package: str, coordinate: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        open_folder(spark, uri, "input of stream Trades")
+    said = str(caught.value)
+    assert said.startswith("input of stream Trades: no Hadoop file system for scheme")
+    assert package in said and f"--packages {coordinate}" in said and "spark.jars.packages" in said
+
+
+def test_unknown_scheme_missing_folder_and_namenode(spark, tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"no Hadoop file system for scheme 'nosuch'.*--packages"):
+        open_folder(spark, "nosuch://x/y", "input")
+    with pytest.raises(UsageError, match="does not exist"):
+        open_folder(spark, f"file://{tmp_path}/none", "input")
+    (tmp_path / "f.json").write_text("{}\n")
+    with pytest.raises(UsageError, match="is not a directory"):
+        open_folder(spark, f"file://{tmp_path}/f.json", "input")
+    with pytest.raises(UsageError, match="names no namenode"):
+        open_folder(spark, "hdfs:///trades", "input")
+
+
+def test_folders_are_listed_and_read_through_hadoop(spark, tmp_path: Path) -> None:
+    # The path a remote folder takes (Hadoop's listing and streams), here over the local file system.
+    for name, text in (("b.csv", "symbol,quantity\nA,1\n"), ("a.json", "{}\n"), (".hidden", "x"), ("_SUCCESS", "")):
+        (tmp_path / name).write_text(text)
+    found = open_folder(spark, f"file://{tmp_path}", "input")
+    assert found.local == tmp_path
+    remote = Folder(f"file://{tmp_path}", None, found._fs, found._jvm)
+    files = remote.files()
+    assert [(f.name, f.length) for f in files] == [("a.json", 3), ("b.csv", 20)]
+    assert [f.name for f in found.files()] == ["a.json", "b.csv"]
+    assert remote.head(files[1], 6) == b"symbol"
+    assert remote.head(files[1], 1000) == found.head(found.files()[1], 1000) == b"symbol,quantity\nA,1\n"
+
+
+@pytest.mark.slow
+def test_file_uris_end_to_end_with_a_checkpoint_apart(spark, tmp_path: Path) -> None:
+    events = pd.DataFrame({
+        "symbol": ["A", "B", "A", "B", "A", "C"],
+        "quantity": [1, 20, 300, 4000, 50000, 7],
+        "ts": [1_704_067_200_000 + i * 3_700_000 for i in range(6)],
+    })
+    trades = tmp_path / "in put" / "trades"  # a space, written out as Spark takes it
+    trades.mkdir(parents=True)
+    (trades / "a.csv").write_text(events.iloc[:3].to_csv(index=False))
+    (trades / "b.csv").write_text(events.iloc[3:].to_csv(index=False))
+    app_file = tmp_path / "app.siddhi"
+    app_file.write_text(APP)
+    data, checkpoints = tmp_path / "data", tmp_path / "ckpt"
+    uri = f"file://{trades}/"
+    result = CliRunner().invoke(cli, ["run", str(app_file), "--input", f"Trades={uri}", "--data-dir", str(data),
+                                      "--checkpoint-dir", checkpoints.as_uri()])
+    assert result.exit_code == 0, result.output
+    assert not (data / "checkpoints").exists()
+    assert any(checkpoints.glob("Totals-*/spark/commits/0"))
+    app = tf.load_app(APP)
+    got = tf.query(app, 'from Totals within 0L, 4102444800000L per "days" select symbol, total, trades',
+                   data_dir=data).sort_values("symbol").reset_index(drop=True)
+    want = events.groupby("symbol", as_index=False).agg(total=("quantity", "sum"), trades=("quantity", "size"))
+    assert got["symbol"].tolist() == want["symbol"].tolist()
+    assert got["total"].tolist() == want["total"].tolist()
+    assert got["trades"].tolist() == want["trades"].tolist()
+    # A second run over the same checkpoint reads nothing again.
+    again = tf.run(app, {"Trades": uri}, data_dir=data, spark=spark, checkpoint_dir=checkpoints.as_uri())
+    assert again.aggregations["Totals"].events_read == 0
+
+
+def test_cli_refuses_a_scheme_without_connector_and_a_remote_checkpoint(spark, tmp_path: Path) -> None:
+    app_file = tmp_path / "app.siddhi"
+    app_file.write_text(APP)
+    runner = CliRunner()
+    result = runner.invoke(cli, ["run", str(app_file), "--input", "Trades=s3a://bucket/trades/",
+                                 "--data-dir", str(tmp_path / "data")])
+    assert result.exit_code == 2, result.output
+    assert "hadoop-aws" in result.output and "--packages" in result.output
+    result = runner.invoke(cli, ["run", str(app_file), "--input", f"Trades={tmp_path}", "--data-dir",
+                                 str(tmp_path / "data"), "--checkpoint-dir", "s3a://bucket/ckpt"])
+    assert result.exit_code == 2, result.output
+    assert "only a local path or a file:// URI" in result.output
