@@ -81,6 +81,7 @@ def start(
     outputs: Mapping[str, Sink] | None = None,
     on_batch: Callable[[BatchReport], None] | None = None,
     max_files_per_trigger: int | None = None,
+    max_bytes_per_trigger: int | None = None,
     shard_id: str | None = None,
     partition_by_id: bool = False,
     on_bad_file: str = "skip",
@@ -93,6 +94,9 @@ def start(
     (``@PartitionById``, or every aggregation that does not say when ``partition_by_id``).
     ``on_bad_file``: an input file that cannot be read is recorded and set aside (``"skip"``), or stops the
     run (``"fail"``).
+    A micro-batch of a file input takes at most ``max_files_per_trigger`` new files, else about
+    ``max_bytes_per_trigger`` bytes of them (default ``$TILTFRAME_MAX_BYTES_PER_TRIGGER`` or 64 MiB, 0: no
+    bound), so a backlog is read in steps whose figures show within seconds.
     ``rebuild`` first drops what the store holds of each aggregation fed here and its checkpoint, so that
     every input is read again (the way on when the store was replaced or emptied; docs/deployment.md).
     ``checkpoint_dir``: where checkpoints live (a local path or ``file:`` URI) instead of
@@ -111,6 +115,7 @@ def start(
         outputs=outputs,
         on_batch=on_batch,
         max_files_per_trigger=max_files_per_trigger,
+        max_bytes_per_trigger=max_bytes_per_trigger,
         deployment=Deployment(shard_id, partition_by_id),
         on_bad_file=on_bad_file,
         rebuild=rebuild,
@@ -128,6 +133,7 @@ def run(
     outputs: Mapping[str, Sink] | None = None,
     on_batch: Callable[[BatchReport], None] | None = None,
     max_files_per_trigger: int | None = None,
+    max_bytes_per_trigger: int | None = None,
     shard_id: str | None = None,
     partition_by_id: bool = False,
     on_bad_file: str = "skip",
@@ -144,6 +150,7 @@ def run(
         outputs=outputs,
         on_batch=on_batch,
         max_files_per_trigger=max_files_per_trigger,
+        max_bytes_per_trigger=max_bytes_per_trigger,
         shard_id=shard_id,
         partition_by_id=partition_by_id,
         on_bad_file=on_bad_file,

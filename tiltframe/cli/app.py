@@ -135,6 +135,12 @@ def run(
         int | None,
         typer.Option("--max-files-per-trigger", min=1, help="At most N new files per micro-batch."),
     ] = None,
+    max_bytes_per_trigger: Annotated[
+        int | None,
+        typer.Option("--max-bytes-per-trigger", min=0, metavar="BYTES",
+                     help="About BYTES of new files per micro-batch (0: no bound) \\[default: "
+                     "$TILTFRAME_MAX_BYTES_PER_TRIGGER or 67108864, 64 MiB]; --max-files-per-trigger wins."),
+    ] = None,
     master: Annotated[
         str | None,
         typer.Option("--master", help="Spark master \\[default: $TILTFRAME_SPARK_MASTER or local\\[*]]."),
@@ -192,6 +198,7 @@ def run(
                 str(Path(path).resolve()) if is_local(path) else path,
                 formats[name].lower() if name in formats else None,
                 max_files_per_trigger,
+                max_bytes_per_trigger=max_bytes_per_trigger,
             )
             for name, path in inputs.items()
         }

@@ -61,10 +61,10 @@ class RunResult:
     files_changed: dict[str, list[ChangedFile]] = field(default_factory=dict)
 
 
-def _as_input(value: InputLike, max_files: int | None) -> FileInput | DataFrame:
+def _as_input(value: InputLike, max_files: int | None, max_bytes: int | None) -> FileInput | DataFrame:
     if isinstance(value, DataFrame | FileInput):
         return value
-    return FileInput(str(value), max_files_per_trigger=max_files)
+    return FileInput(str(value), max_files_per_trigger=max_files, max_bytes_per_trigger=max_bytes)
 
 
 class Run:
@@ -81,6 +81,7 @@ class Run:
         outputs: Mapping[str, Sink] | None = None,
         on_batch: Callable[[BatchReport], None] | None = None,
         max_files_per_trigger: int | None = None,
+        max_bytes_per_trigger: int | None = None,
         trigger_interval: str = "1 second",
         stores: StoreRegistry | None = None,
         deployment: Deployment | None = None,
@@ -111,7 +112,7 @@ class Run:
         self.stores = stores or StoreRegistry(self.data_dir)
         #: Aggregations without input are only read (seed 001's read-only use): never written or purged.
         self.readers = StoreRegistry(self.data_dir, read_only=True)
-        self.inputs = {k: _as_input(v, max_files_per_trigger) for k, v in inputs.items()}
+        self.inputs = {k: _as_input(v, max_files_per_trigger, max_bytes_per_trigger) for k, v in inputs.items()}
         self.result = RunResult()
         self._queries: list[StreamingQuery] = []
         self._file_batches: dict[str, FileBatches] = {}

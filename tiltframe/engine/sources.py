@@ -13,6 +13,7 @@ that one bad value rejects one event (with a reason) instead of failing the file
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,15 +51,33 @@ NO_MAX_FILE_AGE = "100000d"
 _BINARY_FILE = "path string, modificationTime timestamp, length long, content binary"
 
 
+#: A backlog is read in micro-batches of about this many bytes of files (Spark's ``maxBytesPerTrigger``;
+#: a larger file is a batch of its own), so figures move within seconds and memory stays bounded.
+DEFAULT_MAX_BYTES_PER_TRIGGER = 64 * 1024 * 1024
+MAX_BYTES_ENV = "TILTFRAME_MAX_BYTES_PER_TRIGGER"
+
+
 @dataclass(frozen=True, slots=True)
 class FileInput:
     """A watched directory; ``format`` is csv, json or parquet (None: detect from the files); ``glob``
-    narrows the files read (default: every file of the format)."""
+    narrows the files read (default: every file of the format).  A micro-batch takes at most
+    ``max_files_per_trigger`` new files if given, else about ``max_bytes_per_trigger`` bytes of them
+    (None: ``$TILTFRAME_MAX_BYTES_PER_TRIGGER``, else 64 MiB; 0: no bound)."""
 
     path: str
     format: str | None = None
     max_files_per_trigger: int | None = None
     glob: str | None = None
+    max_bytes_per_trigger: int | None = None
+
+    def batch_bound(self) -> tuple[str, int] | None:
+        """Spark's file source option bounding a micro-batch, and its value (None: unbounded)."""
+        if self.max_files_per_trigger:
+            return "maxFilesPerTrigger", self.max_files_per_trigger
+        size = self.max_bytes_per_trigger
+        if size is None:
+            size = int(os.environ.get(MAX_BYTES_ENV, DEFAULT_MAX_BYTES_PER_TRIGGER))
+        return ("maxBytesPerTrigger", size) if size > 0 else None
 
 
 def visible_files(path: Path) -> list[Path]:
@@ -143,8 +162,8 @@ def list_stream(spark: SparkSession, source: FileInput, stream: StreamDef) -> tu
     ``binaryFile``: no schema to infer, no file opened while listing."""
     folder, fmt = located(spark, source, stream)
     reader = spark.readStream.format("binaryFile").schema(_BINARY_FILE).option("maxFileAge", NO_MAX_FILE_AGE)
-    if source.max_files_per_trigger:
-        reader = reader.option("maxFilesPerTrigger", source.max_files_per_trigger)
+    if (bound := source.batch_bound()) is not None:
+        reader = reader.option(*bound)
     return reader.option("pathGlobFilter", source.glob or _GLOBS[fmt]).load(folder.path), fmt
 
 
@@ -157,8 +176,8 @@ def read_stream(spark: SparkSession, source: FileInput, stream: StreamDef) -> Da
     ``tiltframe.engine.file_reads``)."""
     folder, fmt = located(spark, source, stream)
     reader = spark.readStream.format(fmt).option("maxFileAge", NO_MAX_FILE_AGE)
-    if source.max_files_per_trigger:
-        reader = reader.option("maxFilesPerTrigger", source.max_files_per_trigger)
+    if (bound := source.batch_bound()) is not None:
+        reader = reader.option(*bound)
     reader = reader.option("pathGlobFilter", source.glob or _GLOBS[fmt])
     names = [a.name for a in stream.attributes]
     if fmt == "parquet":
