@@ -31,6 +31,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from tiltframe.errors import DefinitionError, StoreError, UsageError, did_you_mean
 from tiltframe.functions.scalars import json_value
+from tiltframe.timeutil.columns import readable_frame
 
 
 class Sink(Protocol):
@@ -38,8 +39,9 @@ class Sink(Protocol):
 
 
 def rows_as_records(rows: pd.DataFrame) -> list[dict[str, object]]:
-    """Plain JSON-friendly dicts (numpy scalars become Python numbers, NaN becomes null)."""
-    return json.loads(rows.to_json(orient="records", double_precision=15))
+    """Plain JSON-friendly dicts (numpy scalars become Python numbers, NaN becomes null, datetimes ISO-8601
+    text with their offset rather than pandas' epoch numbers)."""
+    return json.loads(readable_frame(rows).to_json(orient="records", double_precision=15))
 
 
 class ConsoleSink:
@@ -48,6 +50,7 @@ class ConsoleSink:
 
     def write(self, stream: str, batch_id: int, rows: pd.DataFrame) -> None:
         table = Table(title=f"{stream} (batch {batch_id}, {len(rows)} rows)")
+        rows = readable_frame(rows)
         for c in rows.columns:
             table.add_column(str(c))
         for rec in rows.itertuples(index=False):
@@ -118,12 +121,12 @@ class JsonLinesSink(BatchFileSink):
 
 
 class CsvSink(BatchFileSink):
-    """CSV with a header row (also for an empty frame); missing values are empty fields."""
+    """CSV with a header row (also for an empty frame); missing values are empty fields, datetimes ISO-8601."""
 
     extension = "csv"
 
     def write_file(self, fh: IO[bytes], rows: pd.DataFrame) -> None:
-        lists_as_json(rows).to_csv(fh, index=False, lineterminator="\n", encoding="utf-8")
+        lists_as_json(readable_frame(rows)).to_csv(fh, index=False, lineterminator="\n", encoding="utf-8")
 
 
 def lists_as_json(rows: pd.DataFrame) -> pd.DataFrame:
