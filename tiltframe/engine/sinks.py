@@ -31,7 +31,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from tiltframe.errors import DefinitionError, StoreError, UsageError, did_you_mean
 from tiltframe.functions.scalars import json_value
-from tiltframe.timeutil.columns import readable_frame
+from tiltframe.timeutil.columns import aware_times, readable_frame
 
 
 class Sink(Protocol):
@@ -414,6 +414,48 @@ class CallbackSink:
 
     def write(self, stream: str, batch_id: int, rows: pd.DataFrame) -> None:
         self.fn(stream, rows)
+
+
+# --- readable window times -------------------------------------------------------------------------------
+
+#: Suffix of the readable twin of an epoch-ms window column (``window_start`` -> ``window_start_time``).
+TIME_SUFFIX = "_time"
+
+
+class ReadableTimesSink:
+    """Writes each batch to ``inner`` with, right after each epoch-ms column of ``columns`` (a continuous
+    query's ``window_start``/``window_end``), its readable twin ``<column>_time``: a datetime in ``zone``,
+    which JSON Lines, CSV and the console write as ISO-8601 with the offset, Parquet and SQL tables as
+    their timestamp type.  The numbers stay: expressions, HAVING and existing readers use them."""
+
+    def __init__(self, inner: Sink, columns: tuple[str, ...], zone: str) -> None:
+        self.inner, self.columns, self.zone = inner, columns, zone
+
+    def __repr__(self) -> str:
+        return f"ReadableTimesSink({self.inner!r}, {self.columns!r}, {self.zone!r})"
+
+    def write(self, stream: str, batch_id: int, rows: pd.DataFrame) -> None:
+        self.inner.write(stream, batch_id, with_readable_times(rows, self.columns, self.zone))
+
+
+def with_readable_times(rows: pd.DataFrame, columns: tuple[str, ...], zone: str) -> pd.DataFrame:
+    """``rows`` with ``<column>_time`` (a zone-aware datetime) after each of ``columns`` it has, unless a
+    column of that name is there already."""
+    out = rows
+    for c in columns:
+        twin = c + TIME_SUFFIX
+        if c in out.columns and twin not in out.columns:
+            out = out.copy() if out is rows else out
+            out.insert(out.columns.get_loc(c) + 1, twin, aware_times(out[c], zone))
+    return out
+
+
+def readable_times(sink: Sink, columns: tuple[str, ...], zone: str) -> Sink:
+    """``sink`` writing readable twins of ``columns``; a callback keeps the rows as computed (code reads
+    the numbers), and without columns there is nothing to add."""
+    if not columns or isinstance(sink, CallbackSink):
+        return sink
+    return ReadableTimesSink(sink, columns, zone)
 
 
 # --- targets ----------------------------------------------------------------------------------------------
