@@ -25,11 +25,14 @@ def aware_times(ms: pd.Series, zone: str = "UTC") -> pd.Series:
 
 
 def iso_text(times: pd.Series) -> pd.Series:
-    """Datetimes as ISO-8601 text to the millisecond with their offset (``2024-07-01T00:00:00.000+02:00``);
-    a naive datetime is taken as UTC; missing values stay missing (None)."""
+    """Datetimes as ISO-8601 text with their offset (``2024-07-01T00:00:00.000+02:00``), to the millisecond,
+    or to the microsecond for a column that has finer values (never losing what it holds, one width per
+    column); a naive datetime is taken as UTC; missing values stay missing (None)."""
     if not isinstance(times.dtype, pd.DatetimeTZDtype):
         times = times.dt.tz_localize("UTC")
-    text = [None if pd.isna(t) else t.isoformat(timespec="milliseconds") for t in times]
+    finer = bool(((times.dt.microsecond % 1000) != 0).any())
+    spec = "microseconds" if finer else "milliseconds"
+    text = [None if pd.isna(t) else t.isoformat(timespec=spec) for t in times]
     return pd.Series(text, index=times.index, name=times.name, dtype=object)
 
 
