@@ -59,6 +59,15 @@ def test_parquet_and_sql_tables_get_timestamps(tmp_path: Path) -> None:
         (ms, pd.Timestamp(ms, unit="ms", tz="UTC")) for ms in (WINTER, SUMMER)]
 
 
+def test_a_table_made_by_an_earlier_version_keeps_its_columns(tmp_path: Path) -> None:
+    with StoreTableSink(tmp_path / "out.db", "alerts") as sink:
+        sink.write("s", 0, ROWS)  # as before: no _time columns
+        readable_times(sink, COLUMNS, "UTC").write("s", 1, ROWS)
+        assert sink.stored_columns() == [*ROWS.columns, "_stream", "_batch_id"]
+        with sink._engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT count(*) FROM alerts")).scalar() == 4
+
+
 def test_a_callback_and_frames_without_window_columns_are_left_alone() -> None:
     seen: list[pd.DataFrame] = []
     callback = CallbackSink(lambda _s, rows: seen.append(rows))

@@ -308,6 +308,12 @@ class StoreTableSink:
                     ]
                     conn.execute(sa.insert(table), records)
 
+    def stored_columns(self) -> list[str] | None:
+        """The columns of the table as the database has it, or None when it does not exist yet."""
+        with self._errors("read the columns of"):
+            table = self._existing_table()
+        return None if table is None else [c.name for c in table.columns]
+
     # --- the table ------------------------------------------------------------------------------------
 
     def _existing_table(self) -> sa.Table | None:
@@ -435,7 +441,12 @@ class ReadableTimesSink:
         return f"ReadableTimesSink({self.inner!r}, {self.columns!r}, {self.zone!r})"
 
     def write(self, stream: str, batch_id: int, rows: pd.DataFrame) -> None:
-        self.inner.write(stream, batch_id, with_readable_times(rows, self.columns, self.zone))
+        columns = self.columns
+        if isinstance(self.inner, StoreTableSink):  # a table an earlier version made keeps its columns
+            stored = self.inner.stored_columns()
+            if stored is not None:
+                columns = tuple(c for c in columns if c + TIME_SUFFIX in stored)
+        self.inner.write(stream, batch_id, with_readable_times(rows, columns, self.zone))
 
 
 def with_readable_times(rows: pd.DataFrame, columns: tuple[str, ...], zone: str) -> pd.DataFrame:
