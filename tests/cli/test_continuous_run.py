@@ -108,9 +108,13 @@ def test_seed_queries_through_tiltframe_run(tmp_path: Path, spark: object) -> No
     # WITH DELAY 2s: watermark 10 s still closes [5,10).
     assert _tuples(_rows(out / "max_cpu_delayed")) == closed
     # HAVING cnt > 300: only [0,5) with 350 + 2 events.
-    assert _rows(out / "busy_windows") == [{"window_start": 0, "cnt": 352}]
+    # window_start is epoch ms as before, and beside it its ISO-8601 twin in the app's zone (GMT here).
+    assert _rows(out / "busy_windows") == [
+        {"window_start": 0, "window_start_time": "1970-01-01T00:00:00.000+00:00", "cnt": 352}]
     # ON UPDATE: each group's count once (one micro-batch), nothing again when the windows close.
-    assert _tuples(_rows(out / "watched_cars")) == [(0, "c00033", 2), (5000, "c00022", 1), (5000, "c00033", 1)]
+    assert _tuples(_rows(out / "watched_cars")) == [
+        (0, "1970-01-01T00:00:00.000+00:00", "c00033", 2), (5000, "1970-01-01T00:00:05.000+00:00", "c00022", 1),
+        (5000, "1970-01-01T00:00:05.000+00:00", "c00033", 1)]
     # PERIODIC 3s REPEAT: one period passed in the final clock move.
     assert _rows(out / "total") == [{"count()": 355}]
     assert "continuous query max_cpu: 4 rows emitted, 0 late events, 0 events rejected" in result.output

@@ -141,9 +141,9 @@ def test_csv_has_a_header_and_empty_fields_for_missing_values(tmp_path: Path) ->
     lines = sink.file_for(STREAM, 1).read_text().splitlines()
     assert lines == [
         "host,count,p99,hot,at",
-        "a,1,0.25,True,2024-01-30 10:00:00.123456+00:00",
+        "a,1,0.25,True,2024-01-30T10:00:00.123456+00:00",  # ISO-8601, as fine as the column's values
         ",,1.5,,",
-        "c,3,,False,2024-01-31 00:00:00+00:00",
+        "c,3,,False,2024-01-31T00:00:00.000000+00:00",
     ]
 
 

@@ -33,7 +33,7 @@ from tiltframe.cli.options import (
     resolve_data_dir,
     store_location,
 )
-from tiltframe.cli.output import records, result_table, stderr_console, stdout_console, to_json
+from tiltframe.cli.output import csv_text, records, result_table, stderr_console, stdout_console, to_json
 from tiltframe.cli.progress import RunProgress
 from tiltframe.cli.running import print_run_summary, wait_interruptibly
 from tiltframe.errors import UsageError, unknown
@@ -271,7 +271,7 @@ def query(
         if fmt == "json":
             typer.echo(to_json(records(frame)))
         elif fmt == "csv":
-            typer.echo(frame.to_csv(index=False), nl=False)
+            typer.echo(csv_text(frame), nl=False)
         else:
             stdout_console().print(result_table(frame, zone=zone))
             stderr_console().print(f"{len(frame):,} rows", style="dim")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
+from tiltframe.timeutil.columns import AGG_TIME, readable_frame
 from tiltframe.timeutil.parse import format_ts
 
 if TYPE_CHECKING:
@@ -69,8 +70,13 @@ def to_json(value: Any) -> str:
 
 
 def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    """Rows as JSON-ready dicts: plain numbers, NaN as null."""
-    return json.loads(frame.to_json(orient="records", double_precision=15, default_handler=str))
+    """Rows as JSON-ready dicts: plain numbers, NaN as null, datetimes (``AGG_TIME``) as ISO-8601 text."""
+    return json.loads(readable_frame(frame).to_json(orient="records", double_precision=15, default_handler=str))
+
+
+def csv_text(frame: pd.DataFrame) -> str:
+    """CSV with a header row; datetimes (``AGG_TIME``) as ISO-8601 text with their offset."""
+    return readable_frame(frame).to_csv(index=False)
 
 
 def ts_or_none(ms: int | None) -> str | None:
@@ -88,21 +94,24 @@ def cell(value: Any) -> str:
 
 
 def result_table(frame: pd.DataFrame, *, zone: str = "UTC", title: str | None = None) -> Table:
-    """A rich table of a query answer; AGG_TIMESTAMP also shown as a date in the aggregation's zone."""
+    """A rich table of a query answer, datetimes (``AGG_TIME``) as ISO-8601 text; an ``AGG_TIMESTAMP``
+    without its ``AGG_TIME`` beside it is also shown as a date in the aggregation's zone."""
     label = "time (GMT)" if zone.upper() in ("UTC", "GMT") else f"time ({zone})"
+    dated = AGG_TIME not in frame.columns
+    frame = readable_frame(frame)
     table = Table(title=title, title_justify="left")
     columns: list[str] = []
     for c in frame.columns:
         numeric = frame[c].dtype.kind in "iuf"
         table.add_column(str(c), justify="right" if numeric else "left")
         columns.append(str(c))
-        if c == "AGG_TIMESTAMP":
+        if c == "AGG_TIMESTAMP" and dated:
             table.add_column(label)
     for rec in frame.itertuples(index=False):
         cells: list[str] = []
         for c, v in zip(columns, rec, strict=True):
             cells.append(cell(v))
-            if c == "AGG_TIMESTAMP":
+            if c == "AGG_TIMESTAMP" and dated:
                 cells.append(format_ts(int(v), zone) if v is not None else "")
         table.add_row(*cells)
     return table

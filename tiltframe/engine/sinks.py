@@ -31,6 +31,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from tiltframe.errors import DefinitionError, StoreError, UsageError, did_you_mean
 from tiltframe.functions.scalars import json_value
+from tiltframe.timeutil.columns import aware_times, readable_frame
 
 
 class Sink(Protocol):
@@ -38,8 +39,9 @@ class Sink(Protocol):
 
 
 def rows_as_records(rows: pd.DataFrame) -> list[dict[str, object]]:
-    """Plain JSON-friendly dicts (numpy scalars become Python numbers, NaN becomes null)."""
-    return json.loads(rows.to_json(orient="records", double_precision=15))
+    """Plain JSON-friendly dicts (numpy scalars become Python numbers, NaN becomes null, datetimes ISO-8601
+    text with their offset rather than pandas' epoch numbers)."""
+    return json.loads(readable_frame(rows).to_json(orient="records", double_precision=15))
 
 
 class ConsoleSink:
@@ -48,6 +50,7 @@ class ConsoleSink:
 
     def write(self, stream: str, batch_id: int, rows: pd.DataFrame) -> None:
         table = Table(title=f"{stream} (batch {batch_id}, {len(rows)} rows)")
+        rows = readable_frame(rows)
         for c in rows.columns:
             table.add_column(str(c))
         for rec in rows.itertuples(index=False):
@@ -118,12 +121,12 @@ class JsonLinesSink(BatchFileSink):
 
 
 class CsvSink(BatchFileSink):
-    """CSV with a header row (also for an empty frame); missing values are empty fields."""
+    """CSV with a header row (also for an empty frame); missing values are empty fields, datetimes ISO-8601."""
 
     extension = "csv"
 
     def write_file(self, fh: IO[bytes], rows: pd.DataFrame) -> None:
-        lists_as_json(rows).to_csv(fh, index=False, lineterminator="\n", encoding="utf-8")
+        lists_as_json(readable_frame(rows)).to_csv(fh, index=False, lineterminator="\n", encoding="utf-8")
 
 
 def lists_as_json(rows: pd.DataFrame) -> pd.DataFrame:
@@ -305,6 +308,12 @@ class StoreTableSink:
                     ]
                     conn.execute(sa.insert(table), records)
 
+    def stored_columns(self) -> list[str] | None:
+        """The columns of the table as the database has it, or None when it does not exist yet."""
+        with self._errors("read the columns of"):
+            table = self._existing_table()
+        return None if table is None else [c.name for c in table.columns]
+
     # --- the table ------------------------------------------------------------------------------------
 
     def _existing_table(self) -> sa.Table | None:
@@ -411,6 +420,53 @@ class CallbackSink:
 
     def write(self, stream: str, batch_id: int, rows: pd.DataFrame) -> None:
         self.fn(stream, rows)
+
+
+# --- readable window times -------------------------------------------------------------------------------
+
+#: Suffix of the readable twin of an epoch-ms window column (``window_start`` -> ``window_start_time``).
+TIME_SUFFIX = "_time"
+
+
+class ReadableTimesSink:
+    """Writes each batch to ``inner`` with, right after each epoch-ms column of ``columns`` (a continuous
+    query's ``window_start``/``window_end``), its readable twin ``<column>_time``: a datetime in ``zone``,
+    which JSON Lines, CSV and the console write as ISO-8601 with the offset, Parquet and SQL tables as
+    their timestamp type.  The numbers stay: expressions, HAVING and existing readers use them."""
+
+    def __init__(self, inner: Sink, columns: tuple[str, ...], zone: str) -> None:
+        self.inner, self.columns, self.zone = inner, columns, zone
+
+    def __repr__(self) -> str:
+        return f"ReadableTimesSink({self.inner!r}, {self.columns!r}, {self.zone!r})"
+
+    def write(self, stream: str, batch_id: int, rows: pd.DataFrame) -> None:
+        columns = self.columns
+        if isinstance(self.inner, StoreTableSink):  # a table an earlier version made keeps its columns
+            stored = self.inner.stored_columns()
+            if stored is not None:
+                columns = tuple(c for c in columns if c + TIME_SUFFIX in stored)
+        self.inner.write(stream, batch_id, with_readable_times(rows, columns, self.zone))
+
+
+def with_readable_times(rows: pd.DataFrame, columns: tuple[str, ...], zone: str) -> pd.DataFrame:
+    """``rows`` with ``<column>_time`` (a zone-aware datetime) after each of ``columns`` it has, unless a
+    column of that name is there already."""
+    out = rows
+    for c in columns:
+        twin = c + TIME_SUFFIX
+        if c in out.columns and twin not in out.columns:
+            out = out.copy() if out is rows else out
+            out.insert(out.columns.get_loc(c) + 1, twin, aware_times(out[c], zone))
+    return out
+
+
+def readable_times(sink: Sink, columns: tuple[str, ...], zone: str) -> Sink:
+    """``sink`` writing readable twins of ``columns``; a callback keeps the rows as computed (code reads
+    the numbers), and without columns there is nothing to add."""
+    if not columns or isinstance(sink, CallbackSink):
+        return sink
+    return ReadableTimesSink(sink, columns, zone)
 
 
 # --- targets ----------------------------------------------------------------------------------------------

@@ -1,5 +1,8 @@
 """Answer a retrieval: resolve ``within``/``per``, read the per-granularity table, merge, finalize,
 filter by ``on``, project ``select``, order and limit.
+
+Beside ``AGG_TIMESTAMP`` (epoch ms, as Siddhi returns it) every answer can show ``AGG_TIME``, the bucket
+start as a datetime in the aggregation's zone: in the answer without ``select``, or selected by name.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from tiltframe.spec.durations import Granularity
 from tiltframe.spec.expressions import Attr, Expr, Literal, output_name
 from tiltframe.spec.model import RetrievalQuery
 from tiltframe.store.base import Store
-from tiltframe.store.layout import AggregationLayout
+from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout
+from tiltframe.timeutil.columns import AGG_TIME, aware_times
 from tiltframe.timeutil.parse import within_range
 
 
@@ -67,11 +71,12 @@ def retrieve(
     r = resolve(layout, query, request)
     rows = store.read(layout, r.granularity, r.start_ms, r.end_ms)
     final = finalize(merge_rows(rows, layout), layout)
+    final.insert(1, AGG_TIME, aware_times(final[AGG_TIMESTAMP], layout.zone))
     final = final.sort_values(list(layout.key_names), kind="stable").reset_index(drop=True)
     if query.on is not None and not final.empty:
         final = final[holds(query.on, final, query, request)]
     if query.select is None:
-        out = final.drop(columns=[c for c in final.columns if c == "AGG_EVENT_TIMESTAMP"])
+        out = final.drop(columns=[AGG_EVENT_TIMESTAMP])
     else:
         columns: dict[str, Any] = {}
         for item in query.select:

@@ -353,7 +353,9 @@ def validate_query(app: AppSpec, q: RetrievalQuery) -> None:
     agg = app.aggregation(q.aggregation, q.pos)
     layout = AggregationLayout.of(app, agg.name)
     request = app.stream(q.request_stream, q.pos) if q.request_stream else None
-    outputs = layout.output_types
+    from tiltframe.timeutil.columns import AGG_TIME
+
+    outputs = [*layout.output_types, AGG_TIME]  # AGG_TIME: AGG_TIMESTAMP as a datetime (retrieval/retrieve.py)
 
     def check_ref(attr: Attr, *, keys_only: bool = False) -> None:
         side = _side_of(attr, q)

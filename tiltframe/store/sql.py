@@ -4,7 +4,7 @@ SQLite, PostgreSQL and MySQL/MariaDB share this class; what differs per dialect 
 that runs the merge, identifier limits) is kept apart below, and in their own modules: the tables
 (``schema``), MySQL/MariaDB's text and keys (``mysql``), the upsert's merge expressions (``merges``),
 commit records (``commits``), recorded events (``recorded``), values a state cannot hold (``overflow``),
-query results as DataFrames (``frames``).
+query results as DataFrames (``frames``), the ``_FINAL`` views for BI tools (``views``).
 
 Merging a batch is the hot path (millions of partial rows per micro-batch at the finest level).  What
 made it fast on SQLite: sort the rows by primary key first (the B-tree then fills and updates pages in
@@ -32,7 +32,6 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Engine
 
 from tiltframe.errors import DefinitionError, StoreError
-from tiltframe.functions.registry import Merge
 from tiltframe.spec.durations import Granularity
 from tiltframe.spec.model import AttrType
 from tiltframe.spec.tables import TableSpec
@@ -50,8 +49,8 @@ from tiltframe.store.base import (
 )
 from tiltframe.store.commits import now_ms
 from tiltframe.store.frames import fetch_all, typed_frame
-from tiltframe.store.layout import AGG_COUNT, AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, SHARD_ID, AggregationLayout
-from tiltframe.store.merges import SqlOps, upsert_statement
+from tiltframe.store.layout import AGG_TIMESTAMP, SHARD_ID, AggregationLayout
+from tiltframe.store.merges import upsert_statement
 from tiltframe.store.overflow import check_holdable, explain_overflow
 from tiltframe.store.recorded import insert_recorded
 from tiltframe.store.retries import retried
@@ -68,6 +67,8 @@ from tiltframe.store.schema import (
     level_tables,
 )
 from tiltframe.store.sqlite_read import check_unchanged, open_reader
+from tiltframe.store.views import VIEW_SUFFIX as VIEW_SUFFIX  # where it used to live
+from tiltframe.store.views import replace_view, view_name
 
 logger = logging.getLogger(__name__)
 
@@ -136,51 +137,6 @@ def sqlite_engine(path: Path, *, read_only: bool) -> Engine:
         conn.exec_driver_sql(conn.get_execution_options().get("tiltframe_begin", "BEGIN"))
 
     return engine
-
-
-# --- views of final values, for dashboards ---------------------------------------------------------------
-
-#: Suffix of the view of final values beside each table (``TradeAggregation_DAYS_FINAL``).
-VIEW_SUFFIX = "_FINAL"
-
-
-def view_name(layout: AggregationLayout, g: Granularity) -> str:
-    return layout.table_name(g) + VIEW_SUFFIX
-
-
-def view_ddl(dialect: sa.Dialect, layout: AggregationLayout, table: sa.Table, name: str) -> str:
-    """``CREATE VIEW`` of one table's final values: the bucket, the keys, each aggregate by its name (avg
-    as sum / count, finalized by the registry like everywhere else), the latest-event values, the event
-    count and the latest event time.  Plain SQL, for BI tools.
-
-    With shards, the view first merges the shards' rows with ``GROUP BY``; only sums, minimums and
-    maximums merge that way, so aggregates built on other states (stdev, first/last, sketches) and the
-    latest-event values are left out of it (``tiltframe query`` merges them all).
-    """
-    c = (_merged_in_sql(layout, table) if layout.partitioned else table).c
-    columns = [c[AGG_TIMESTAMP], *(c[k.name] for k in layout.keys)]
-    columns += [value.label(alias) for alias, value in layout.finalized(c, SqlOps()).items()]
-    columns += [] if layout.partitioned else [c[v.name] for v in layout.values]
-    columns += [c[AGG_COUNT], c[AGG_EVENT_TIMESTAMP]]
-    body = sa.select(*columns).compile(dialect=dialect, compile_kwargs={"literal_binds": True})
-    quoted = dialect.identifier_preparer.quote(name)
-    create = "CREATE VIEW IF NOT EXISTS" if dialect.name == "sqlite" else "CREATE OR REPLACE VIEW"
-    return f"{create} {quoted} AS {body}"
-
-
-_SQL_MERGE = {Merge.SUM: sa.func.sum, Merge.MIN: sa.func.min, Merge.MAX: sa.func.max}
-
-
-def _merged_in_sql(layout: AggregationLayout, table: sa.Table) -> sa.Subquery:
-    """The shards' rows of each bucket and key merged by ``GROUP BY``: the states whose whole group merges
-    with a plain SQL aggregate, and the latest event time."""
-    c = table.c
-    keys = [c[k] for k in layout.key_names]
-    states = [s for group in layout.state_groups if group[0].function.combine is None
-              and all(s.merge in _SQL_MERGE for s in group) for s in group]
-    return (sa.select(*keys, *(_SQL_MERGE[s.merge](c[s.name]).label(s.name) for s in states),
-                      sa.func.max(c[AGG_EVENT_TIMESTAMP]).label(AGG_EVENT_TIMESTAMP))
-            .group_by(*keys).subquery("merged"))
 
 
 # --- Arrow preparation -----------------------------------------------------------------------------------
@@ -336,7 +292,7 @@ class SqlStore:
             for g, table in self._tables(layout).items():
                 table.create(conn, checkfirst=True)
                 self._check_partitioning(conn, layout, table)
-                conn.exec_driver_sql(view_ddl(conn.dialect, layout, table, view_name(layout, g)))
+                replace_view(conn, layout, table, g)
             if layout.table is not None:
                 self._record_definition(conn, layout.table)
         self._ready.add(key)
@@ -551,7 +507,7 @@ class SqlStore:
                     _copy_with_shard(conn, layout, table, shard_id)
                 else:
                     _alter_with_shard(conn, layout, table, shard_id)
-                conn.exec_driver_sql(view_ddl(conn.dialect, layout, table, view_name(layout, g)))
+                replace_view(conn, layout, table, g)
                 changed.append(table.name)
         return changed
 

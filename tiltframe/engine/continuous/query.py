@@ -45,7 +45,7 @@ from tiltframe.engine.events import EVENT_TS, SPARK_TYPES, type_events
 from tiltframe.engine.events import RAW as TYPED_RAW
 from tiltframe.engine.events import REASON as TYPED_REASON
 from tiltframe.engine.expressions import to_column
-from tiltframe.engine.sinks import JsonLinesSink, Sink
+from tiltframe.engine.sinks import JsonLinesSink, Sink, readable_times
 from tiltframe.spec.continuous import WINDOW_COLUMNS, ContinuousQuery
 from tiltframe.spec.expressions import Attr
 from tiltframe.spec.model import AppSpec, AttrType
@@ -81,6 +81,16 @@ def query_id(app: AppSpec, query: ContinuousQuery) -> str:
     return f"{query.name or 'query'}-{hashlib.sha256(shape.encode()).hexdigest()[:12]}"
 
 
+def window_outputs(app: AppSpec, query: ContinuousQuery) -> tuple[str, ...]:
+    """The outputs of ``query`` that are its window's ``window_start``/``window_end`` (epoch ms), whose
+    readable twins the sinks add (``readable_times``); a stream attribute of that name is not one."""
+    if not query.window.is_windowed:
+        return ()
+    stream = app.stream(query.stream)
+    return tuple(name for name, expr in query.outputs
+                 if isinstance(expr, Attr) and expr.name in WINDOW_COLUMNS and not stream.has(expr.name))
+
+
 class ContinuousRun:
     """One continuous query started on Spark; rows go to ``sink`` under the query's name."""
 
@@ -99,7 +109,8 @@ class ContinuousRun:
         buckets: int | None = None,
         manual_clock: bool = False,
     ) -> None:
-        self.app, self.query, self.sink, self.name, self.spark = app, query, sink, name, spark
+        self.app, self.query, self.name, self.spark = app, query, name, spark
+        self.sink = readable_times(sink, window_outputs(app, query), app.timezone or "UTC")
         self.follow, self.manual_clock = follow, manual_clock
         self.trigger_interval = trigger_interval
         self.dir = Path(data_dir) / "continuous" / query_id(app, query)

@@ -1,0 +1,99 @@
+"""The ``_FINAL`` views beside each rollup table: final values in plain SQL, for BI tools.
+
+Each view has the bucket twice: ``AGG_TIMESTAMP`` (epoch ms, as Siddhi returns it) and ``AGG_TIME``, the
+same instant as the database's own time type, so that Grafana, Superset or Metabase plot a view with no
+SQL of their own: ``timestamptz`` on PostgreSQL, ``DATETIME(3)`` in UTC on MySQL/MariaDB (a DATETIME has
+no zone; these tools read it as UTC, and naming the aggregation's zone would need the server's zone
+tables), ISO-8601 text in UTC (``2024-01-01T00:00:00.000Z``) on SQLite, which has no time type.
+
+Views are replaced every time a store is opened for writing (``SqlStore.ensure_schema``), so a store made
+by an earlier version gets the current view: SQLite drops and creates it (it has no ``OR REPLACE``),
+MySQL/MariaDB replace it, PostgreSQL replaces it or, when its columns changed (``CREATE OR REPLACE``
+only appends columns), drops and creates it in the same transaction.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+from sqlalchemy.engine import Connection
+
+from tiltframe.functions.registry import Merge
+from tiltframe.spec.durations import Granularity
+from tiltframe.store.layout import AGG_COUNT, AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout
+from tiltframe.store.merges import SqlOps
+from tiltframe.timeutil.columns import AGG_TIME
+
+__all__ = ["VIEW_SUFFIX", "agg_time_sql", "replace_view", "view_name", "view_select"]
+
+#: Suffix of the view of final values beside each table (``TradeAggregation_DAYS_FINAL``).
+VIEW_SUFFIX = "_FINAL"
+
+_SQL_MERGE = {Merge.SUM: sa.func.sum, Merge.MIN: sa.func.min, Merge.MAX: sa.func.max}
+
+
+def view_name(layout: AggregationLayout, g: Granularity) -> str:
+    return layout.table_name(g) + VIEW_SUFFIX
+
+
+def agg_time_sql(dialect: sa.Dialect, ms: sa.ColumnElement[int]) -> sa.ColumnElement[object]:
+    """Epoch milliseconds ``ms`` as the dialect's time type, exactly and whatever the session's time zone."""
+    if dialect.name == "postgresql":
+        epoch = sa.literal_column("TIMESTAMPTZ '1970-01-01 00:00:00+00'")
+        return epoch.op("+")(ms.op("*")(sa.literal_column("INTERVAL '1 millisecond'")))
+    if dialect.name in ("mysql", "mariadb"):
+        epoch = sa.cast(sa.literal("1970-01-01 00:00:00"), mysql.DATETIME(fsp=3))
+        added = sa.func.timestampadd(sa.literal_column("MICROSECOND"), ms.op("*")(sa.literal_column("1000")), epoch)
+        return sa.cast(added, mysql.DATETIME(fsp=3))
+    return sa.func.strftime("%Y-%m-%dT%H:%M:%fZ", ms.op("/")(sa.literal_column("1000.0")), "unixepoch")
+
+
+def view_select(dialect: sa.Dialect, layout: AggregationLayout, table: sa.Table) -> str:
+    """The ``SELECT`` of one table's final values: the bucket (``AGG_TIMESTAMP``, ``AGG_TIME``), the keys,
+    each aggregate by its name (avg as sum / count, finalized by the registry like everywhere else), the
+    latest-event values, the event count and the latest event time.
+
+    With shards, the view first merges the shards' rows with ``GROUP BY``; only sums, minimums and
+    maximums merge that way, so aggregates built on other states (stdev, first/last, sketches) and the
+    latest-event values are left out of it (``tiltframe query`` merges them all).
+    """
+    c = (_merged_in_sql(layout, table) if layout.partitioned else table).c
+    columns = [c[AGG_TIMESTAMP], agg_time_sql(dialect, c[AGG_TIMESTAMP]).label(AGG_TIME),
+               *(c[k.name] for k in layout.keys)]
+    columns += [value.label(alias) for alias, value in layout.finalized(c, SqlOps()).items()]
+    columns += [] if layout.partitioned else [c[v.name] for v in layout.values]
+    columns += [c[AGG_COUNT], c[AGG_EVENT_TIMESTAMP]]
+    return str(sa.select(*columns).compile(dialect=dialect, compile_kwargs={"literal_binds": True}))
+
+
+def replace_view(conn: Connection, layout: AggregationLayout, table: sa.Table, g: Granularity) -> None:
+    """Create the ``_FINAL`` view of ``table``, replacing whatever view of that name an earlier version
+    made; runs inside the caller's transaction."""
+    dialect = conn.dialect
+    quoted = dialect.identifier_preparer.quote(view_name(layout, g))
+    body = view_select(dialect, layout, table)
+    if dialect.name == "sqlite":
+        conn.exec_driver_sql(f"DROP VIEW IF EXISTS {quoted}")
+        conn.exec_driver_sql(f"CREATE VIEW {quoted} AS {body}")
+        return
+    if dialect.name != "postgresql":
+        conn.exec_driver_sql(f"CREATE OR REPLACE VIEW {quoted} AS {body}")
+        return
+    try:
+        with conn.begin_nested():
+            conn.exec_driver_sql(f"CREATE OR REPLACE VIEW {quoted} AS {body}")
+    except sa.exc.DBAPIError:  # columns renamed, moved or retyped: CREATE OR REPLACE cannot follow
+        conn.exec_driver_sql(f"DROP VIEW IF EXISTS {quoted}")
+        conn.exec_driver_sql(f"CREATE VIEW {quoted} AS {body}")
+
+
+def _merged_in_sql(layout: AggregationLayout, table: sa.Table) -> sa.Subquery:
+    """The shards' rows of each bucket and key merged by ``GROUP BY``: the states whose whole group merges
+    with a plain SQL aggregate, and the latest event time."""
+    c = table.c
+    keys = [c[k] for k in layout.key_names]
+    states = [s for group in layout.state_groups if group[0].function.combine is None
+              and all(s.merge in _SQL_MERGE for s in group) for s in group]
+    return (sa.select(*keys, *(_SQL_MERGE[s.merge](c[s.name]).label(s.name) for s in states),
+                      sa.func.max(c[AGG_EVENT_TIMESTAMP]).label(AGG_EVENT_TIMESTAMP))
+            .group_by(*keys).subquery("merged"))
