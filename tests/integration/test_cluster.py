@@ -3,11 +3,14 @@
 The driver is ``tiltframe run`` submitted with ``spark-submit --master spark://...``, as a deployment runs
 it; executors are separate JVMs with their own Python workers, so nothing may rely on sharing the driver's
 process.  Results must equal a local-mode run of the same command over the same files and the DuckDB
-oracle.
+oracle.  The cluster run gives its input and checkpoint as ``file://`` URIs and its own shuffle partitions
+(``--conf``), which Spark's event log must show in force: tiltframe fills only settings nobody made.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -22,12 +25,13 @@ __all__ = ["cluster"]  # the module-scoped fixture: pytest finds it here by name
 PERS = ("seconds", "minutes", "hours", "days", "months", "years")
 
 
-def run_cli(master: str, tmp: Path, name: str, inputs: Path) -> None:
+def run_cli(master: str, tmp: Path, name: str, inputs: str, *, extra: Sequence[str] = (),
+            conf: Mapping[str, str] | None = None) -> None:
     """``tiltframe run`` of the oracle app over ``inputs`` into the data dir ``tmp/name``, 2 files a batch."""
     app_file = tmp / "app.siddhi"
     app_file.write_text(APP)
     out = spark_submit(master, ["run", str(app_file), "--input", f"TradeStream={inputs}", "--data-dir",
-                                str(tmp / name), "--max-files-per-trigger", "2"])
+                                str(tmp / name), "--max-files-per-trigger", "2", *extra], conf=conf)
     summary = run_summary(out.stdout)
     assert summary == {"micro-batches": 3, "events read": 3000, "events aggregated": 3000, "events rejected": 0}, \
         out.stdout
@@ -48,9 +52,19 @@ def test_cluster_run_equals_local_run_and_oracle(cluster: Cluster, tmp_path: Pat
     events = make_events()
     write_parts(events, tmp_path / "in", 6)
     registered = cluster.apps_registered()
-    run_cli(cluster.url, tmp_path, "on-cluster", tmp_path / "in")
+    events_log = tmp_path / "events"
+    events_log.mkdir()
+    conf = {"spark.sql.shuffle.partitions": "3", "spark.eventLog.enabled": "true",
+            "spark.eventLog.dir": events_log.as_uri(), "spark.eventLog.compress": "false",
+            "spark.eventLog.rolling.enabled": "false"}
+    run_cli(cluster.url, tmp_path, "on-cluster", (tmp_path / "in").as_uri(), conf=conf,
+            extra=["--checkpoint-dir", (tmp_path / "checkpoints").as_uri()])
     assert cluster.apps_registered() == registered + 1, "the driver did not run on the cluster's master"
-    run_cli("local[2]", tmp_path, "local", tmp_path / "in")
+    assert any((tmp_path / "checkpoints").iterdir()), "the checkpoint is not where --checkpoint-dir said"
+    (log,) = [p for p in events_log.iterdir() if not p.name.startswith(".")]
+    said = re.findall(r'"spark\.sql\.shuffle\.partitions":"(\d+)"', log.read_text())
+    assert said and set(said) == {"3"}, f"the submitted shuffle partitions were not kept: {said}"
+    run_cli("local[2]", tmp_path, "local", str(tmp_path / "in"))
     on_cluster, local = answers(tmp_path, "on-cluster"), answers(tmp_path, "local")
     for per, got in on_cluster.items():
         pd.testing.assert_frame_equal(got, local[per], check_exact=False, rtol=1e-12)
