@@ -44,7 +44,8 @@ def database_beside(base: str, prefix: str = "tiltframe_t") -> Iterator[str]:
     """A new, empty database on the server of JDBC URL ``base`` (same user), dropped afterwards; yields
     its JDBC URL.  The benchmarks use it too."""
     name = f"{prefix}{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(store_target(StoreSpec("rdbms", base)), isolation_level="AUTOCOMMIT")
+    # pool_pre_ping: a test may restart the server meanwhile (tests/engine/test_store_restarts.py).
+    admin = sa.create_engine(store_target(StoreSpec("rdbms", base)), isolation_level="AUTOCOMMIT", pool_pre_ping=True)
     try:
         with admin.connect() as conn:
             conn.exec_driver_sql(f"CREATE DATABASE {name}")
