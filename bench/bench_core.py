@@ -142,8 +142,9 @@ def pipeline(spark, parquet_dir: Path, data_dir: Path, files_per_batch: int | No
     shutil.rmtree(data_dir, ignore_errors=True)
     app = tf.load_app(app_text)
     t0 = time.perf_counter()
-    result = tf.run(app, {"TradeStream": FileInput(str(parquet_dir), "parquet", files_per_batch)},
-                    data_dir=data_dir, spark=spark)
+    # Exactly the batches asked for: no default bound on bytes per micro-batch.
+    source = FileInput(str(parquet_dir), "parquet", files_per_batch, max_bytes_per_trigger=0)
+    result = tf.run(app, {"TradeStream": source}, data_dir=data_dir, spark=spark)
     elapsed = time.perf_counter() - t0
     totals = result.aggregations["TradeAggregation"]
     layout = AggregationLayout.of(app, "TradeAggregation")
