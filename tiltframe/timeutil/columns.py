@@ -8,6 +8,7 @@ forms end with that offset, never a bare local time.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from tiltframe.timeutil.zones import resolve_zone
@@ -20,8 +21,11 @@ AGG_TIME = "AGG_TIME"
 
 def aware_times(ms: pd.Series, zone: str = "UTC") -> pd.Series:
     """Epoch milliseconds as ``datetime64[ms, zone]`` (missing values become ``NaT``)."""
-    utc = pd.to_datetime(pd.to_numeric(ms), unit="ms", utc=True)
-    return pd.Series(utc, index=ms.index, name=ms.name).dt.tz_convert(resolve_zone(zone)).dt.as_unit("ms")
+    # In milliseconds throughout: nanoseconds (pandas' default unit) end in 2262, and buckets reach year 9999.
+    nat = np.iinfo(np.int64).min  # NumPy's NaT
+    values = pd.to_numeric(ms).astype("Int64").to_numpy(dtype="int64", na_value=nat).view("datetime64[ms]")
+    utc = pd.Series(values, index=ms.index, name=ms.name).dt.tz_localize("UTC")
+    return utc.dt.tz_convert(resolve_zone(zone))
 
 
 def iso_text(times: pd.Series) -> pd.Series:
@@ -30,7 +34,7 @@ def iso_text(times: pd.Series) -> pd.Series:
     column); a naive datetime is taken as UTC; missing values stay missing (None)."""
     if not isinstance(times.dtype, pd.DatetimeTZDtype):
         times = times.dt.tz_localize("UTC")
-    finer = bool(((times.dt.microsecond % 1000) != 0).any())
+    finer = bool(((times.dt.microsecond.dropna() % 1000) != 0).any())  # NaT has no microseconds
     spec = "microseconds" if finer else "milliseconds"
     text = [None if pd.isna(t) else t.isoformat(timespec=spec) for t in times]
     return pd.Series(text, index=times.index, name=times.name, dtype=object)
