@@ -101,7 +101,8 @@ def test_json_lines_of_a_text_stream_typed_and_rejected_like_files(spark, tmp_pa
 
 
 def test_csv_text_with_its_own_column_order(spark, tmp_path: Path) -> None:
-    rows = [f"{T0},A,5", f"{T0 + 1},B,6", f'{T0 + 2},"A",7', "bad", f"{T0},A,x", f"{T0},A,1,extra"]
+    rows = [f"{T0},A,5", f"{T0 + 1},B,6", f'{T0 + 2},"A",7', "bad", f"{T0},A,x", f"{T0},A,1,extra",
+            f'{T0 + 3},"C""q",4', f"{T0 + 4},D\\,2"]  # RFC 4180: a doubled quote is one, a backslash is text
     app = tf.load_app(APP)
     df = spark.createDataFrame([(r,) for r in rows], "value string")
     parsed = tf.parse_records(app, "Trades", df, format="csv", columns=["ts", "symbol", "quantity"])
@@ -109,7 +110,8 @@ def test_csv_text_with_its_own_column_order(spark, tmp_path: Path) -> None:
     result = tf.run(app, {"Trades": parsed}, data_dir=tmp_path / "data", spark=spark)
     assert result.aggregations["Totals"].events_rejected == 3
     _same(_days(app, tmp_path / "data"), pd.DataFrame({
-        "AGG_TIMESTAMP": [T0 // DAY * DAY] * 2, "symbol": ["A", "B"], "total": [12, 6], "trades": [2, 1]}))
+        "AGG_TIMESTAMP": [T0 // DAY * DAY] * 4, "symbol": ["A", "B", 'C"q', "D\\"], "total": [12, 6, 4, 2],
+        "trades": [2, 1, 1, 1]}))
 
 
 @pytest.mark.slow

@@ -60,7 +60,9 @@ def parse_records(
             raise UsageError(msg)
     order = list(columns) if columns is not None else names
     text = F.col(column).cast("string") if not isinstance(fields[column], T.StringType) else F.col(column)
-    settings = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT, **(options or {})}
+    # CSV as RFC 4180 writes it (a doubled quote inside quotes, a backslash a character), as files are read.
+    rfc4180 = {"escape": '"'} if format == "csv" else {}
+    settings = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT, **rfc4180, **(options or {})}
     if format == "json":
         parsed = F.from_json(text, text_schema(names), settings)
     else:
