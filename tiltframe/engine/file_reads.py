@@ -205,8 +205,8 @@ def csv_header(first_bytes: bytes, stream: StreamDef) -> tuple[str, ...] | None:
 
 def csv_line_break(first_bytes: bytes) -> str:
     """``"\\r"`` for a file whose lines end in a lone carriage return (as old Mac tools write), else
-    ``"\\n"`` (CRLF lines too: their CR is taken off the last field).  Decided from the file's first line
-    break outside quotes, and only where no line feed follows: Spark's own guess, the first line break
+    ``"\\n"`` (CRLF lines too: their CR is taken off the last field).  A lone CR only where the file's first
+    bytes hold no line feed at all and it stands outside quotes: Spark's own guess, the first line break
     anywhere, takes one inside a quoted field for the file's."""
     text = first_bytes.decode("utf-8", errors="replace")
     if "\n" in text:

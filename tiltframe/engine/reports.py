@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tiltframe.store.base import BatchStats
@@ -71,8 +71,12 @@ class PipelineTotals:
             self.max_event_ts = max(self.max_event_ts or r.stats.max_event_ts, r.stats.max_event_ts)
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def _iso(ms: int | None) -> str | None:
-    return None if ms is None else datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+    """Epoch ms as ISO-8601 in UTC, for any year an event may have (0001-9999)."""
+    return None if ms is None else (_EPOCH + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds")
 
 
 def batch_fields(report: BatchReport) -> dict[str, Any]:
