@@ -35,10 +35,13 @@ from tests.integration.crashkit import (
 from tests.oracle import APP, check_against_oracle
 from tests.servers import app_with_store, fresh_database
 
-FILES = 36  # two per micro-batch: 18 batches
-KILLS = 6  # each mode twice
-MIN_KILLS = 5
 MODES = ("at-progress", "random-delay", "in-store-transaction")
+#: Kills per store: each mode once (three times over the three stores) keeps CI short;
+#: ``TILTFRAME_CRASH_ROUNDS=4`` kills in each mode 4 times to hunt for a rare interleaving.
+ROUNDS = int(os.environ.get("TILTFRAME_CRASH_ROUNDS", "1"))
+KILLS = ROUNDS * len(MODES)
+MIN_KILLS = KILLS - 1  # a kill may come after the last batch on a fast run
+FILES = 12 + 4 * KILLS  # two per micro-batch: enough batches to outlive every kill (36 for 6 kills)
 PROGRESS_TIMEOUT = 300.0  # a JVM start plus a batch, on a busy two-core machine
 FINAL_TIMEOUT = 600.0
 PASSWORD_ENV = "TF_CRASH_STORE_PASSWORD"
