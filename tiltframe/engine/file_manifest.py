@@ -15,22 +15,14 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
+from tiltframe.engine.filesystems import local_path
 from tiltframe.engine.markers import write_marker
 
 logger = logging.getLogger(__name__)
 
 #: The folder of the record, in an aggregation's checkpoint directory.
 FOLDER = "files"
-
-
-def local_path(path: str) -> str | None:
-    """The local file of a Hadoop path (``file:/x``, ``file:///x`` or ``/x``); None for other schemes."""
-    parts = urlsplit(path)
-    if parts.scheme in ("", "file") and not parts.netloc:
-        return path.removeprefix("file:") if parts.scheme else path
-    return None
 
 
 @dataclass(frozen=True, slots=True)

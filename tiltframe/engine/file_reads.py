@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from tiltframe.engine.events import ARRIVAL_PART, CORRUPT
-from tiltframe.engine.file_manifest import local_path
+from tiltframe.engine.filesystems import hadoop_head, local_path
 from tiltframe.spec.model import StreamDef
 
 logger = logging.getLogger(__name__)
@@ -176,15 +176,8 @@ def head(spark: SparkSession, path: str, size: int = _HEAD_BYTES) -> bytes:
         with open(local, "rb") as fh:
             return fh.read(size)
     jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
-    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
-    fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
-    stream = fs.open(hadoop_path)
-    try:
-        buffer = spark.sparkContext._gateway.new_array(jvm.byte, size)  # type: ignore[attr-defined]
-        read = stream.read(buffer)
-        return bytes(jvm.java.util.Arrays.copyOf(buffer, max(read, 0)))
-    finally:
-        stream.close()
+    conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
+    return hadoop_head(jvm.org.apache.hadoop.fs.Path(path).getFileSystem(conf), jvm, path, size)
 
 
 def csv_header(first_bytes: bytes, stream: StreamDef) -> tuple[str, ...] | None:

@@ -75,11 +75,16 @@ class Folder:
         if self.local is not None:
             with Path(file.path).open("rb") as fh:
                 return fh.read(size)
-        stream = self._fs.open(self._jvm.org.apache.hadoop.fs.Path(file.path))
-        try:  # a Java byte[] comes back as Python bytes
-            return bytes(self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream, min(size, file.length)))
-        finally:
-            stream.close()
+        return hadoop_head(self._fs, self._jvm, file.path, size)
+
+
+def hadoop_head(fs: Any, jvm: Any, path: str, size: int) -> bytes:
+    """The first ``size`` bytes of ``path`` (fewer when it is shorter) through the Hadoop file system ``fs``."""
+    stream = fs.open(jvm.org.apache.hadoop.fs.Path(path))
+    try:  # a Java byte[] comes back as Python bytes
+        return bytes(stream.readNBytes(size))
+    finally:
+        stream.close()
 
 
 def scheme_of(path: str) -> str | None:
@@ -89,14 +94,19 @@ def scheme_of(path: str) -> str | None:
 
 
 def local_path(path: str) -> Path | None:
-    """``path`` on this machine's file system: a plain path or a ``file:`` URI (read as Hadoop's Path reads
-    it: written out, never percent-decoded); None for any other scheme."""
+    """``path`` on this machine's file system: a plain path or a ``file:`` URI (``file:/x``, ``file:///x``,
+    ``file://localhost/x``), read as Hadoop's Path reads it: written out, never percent-decoded, a ``?`` or
+    ``#`` part of the name; None for any other scheme or host."""
     scheme = scheme_of(path)
     if scheme is None:
         return Path(path)
-    if scheme == "file":
-        return Path(urlparse(path).path)
-    return None
+    if scheme != "file":
+        return None
+    rest = path[len("file:") :]
+    if rest.startswith("//"):
+        host, _, tail = rest[2:].partition("/")
+        return Path("/" + tail) if host in ("", "localhost") else None
+    return Path(rest)
 
 
 def missing_connector(path: str, hadoop_version: str) -> str:
