@@ -264,13 +264,20 @@ def changed_files(
     app: AppSpec, *, data_dir: str | Path | None = None, checkpoint_dir: str | Path | None = None
 ) -> dict[str, list[ChangedFile]]:
     """Input files that grew, changed or went away after a batch read them, per aggregation: what was
-    read of each and what is there now (docs/bad-input.md)."""
+    read of each and what is there now (docs/bad-input.md).  Checkpoints on a Hadoop file system are read
+    through Spark (a local session starts when none runs)."""
     from tiltframe.engine.file_manifest import FileManifest
-    from tiltframe.engine.filesystems import checkpoint_root
+    from tiltframe.engine.filesystems import check_checkpoint_root, checkpoint_root
+    from tiltframe.engine.hadoop_paths import HadoopPath
     from tiltframe.engine.markers import checkpoint_dir as folder_of
 
     root = Path(data_dir or default_data_dir())
     checkpoints = checkpoint_root(checkpoint_dir, root)
+    if isinstance(checkpoints, HadoopPath):
+        from tiltframe.engine.session import get_session
+
+        get_session()
+        check_checkpoint_root(checkpoints)
     return {agg.name: FileManifest(folder_of(root, AggregationLayout.of(app, agg.name), checkpoints)).changed()
             for agg in app.aggregations}
 

@@ -64,3 +64,16 @@ def test_an_unknown_log_format_is_a_usage_error() -> None:
     done = _tiltframe(["--log-format", "xml", "run", "x.siddhi"])
     assert done.returncode == 2
     assert "unknown log format 'xml' (expected one of: json, text)" in done.stderr
+
+
+def test_a_default_run_prints_no_spark_log_line(tmp_path: Path) -> None:
+    """Spark's own lines (log4j's, the JVM's start-up notices) go to the data directory's log, not the
+    terminal, which keeps tiltframe's summary on stdout and its notes on stderr."""
+    args, _ = _files(tmp_path)
+    done = _tiltframe(args)
+    assert done.returncode == 0, done.stderr
+    for line in (done.stdout + done.stderr).splitlines():
+        assert not any(word in line for word in (" WARN ", " INFO ", "log4j", "SparkContext", "Exception")), line
+    assert "events read" in done.stdout
+    spark_log = (tmp_path / "data" / "logs" / "spark.log").read_text(encoding="utf-8")
+    assert "=== tiltframe: Spark starts" in spark_log and "log4j" in spark_log

@@ -300,6 +300,11 @@ def inspect(
             agg.name: api.rejected(spec, agg.name, data_dir=directory, limit=rejected_rows)
             for agg in spec.aggregations
         }
+        from tiltframe.engine.filesystems import checkpoint_root
+        from tiltframe.engine.hadoop_paths import HadoopPath
+
+        if isinstance(checkpoint_root(checkpoint_dir, directory), HadoopPath):  # read through Spark
+            logs.start_spark(None, directory)
         changed = api.changed_files(spec, data_dir=directory, checkpoint_dir=checkpoint_dir)
         if fmt == "json":
             docs = [info_document(spec, agg, info, rejected[agg.name], directory, changed[agg.name])

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from pyspark.sql import DataFrame, SparkSession
@@ -21,6 +20,7 @@ from pyspark.sql import functions as F
 
 from tiltframe.engine.file_manifest import FileManifest
 from tiltframe.engine.file_reads import FileProblem, read_files, root_cause
+from tiltframe.engine.hadoop_paths import Location
 from tiltframe.errors import DataError, TiltframeError
 from tiltframe.spec.model import StreamDef
 
@@ -47,7 +47,7 @@ class FileBatches:
     """
 
     def __init__(
-        self, spark: SparkSession, fmt: str, stream: StreamDef, checkpoint: Path, process: BatchProcess, *,
+        self, spark: SparkSession, fmt: str, stream: StreamDef, checkpoint: Location, process: BatchProcess, *,
         on_bad_file: str = "skip",
     ) -> None:
         """``checkpoint``: the query's checkpoint location (Spark's logs); the record of the files read
@@ -109,7 +109,7 @@ class FileBatches:
         return None
 
 
-def batch_files(checkpoint: Path, batch_id: int) -> list[str] | None:
+def batch_files(checkpoint: Location, batch_id: int) -> list[str] | None:
     """The files of micro-batch ``batch_id`` of the file-source query checkpointed at ``checkpoint``, from
     Spark's logs: the offset log gives the batch's range of the source log (``logOffset`` after the
     previous batch and after this one), the source log the files of each entry in it (in files
@@ -128,7 +128,8 @@ def batch_files(checkpoint: Path, batch_id: int) -> list[str] | None:
                 found = _log_entries(plain)
             else:
                 if compacts is None:
-                    compacts = sorted(int(p.name.removesuffix(".compact")) for p in log.glob("*.compact"))
+                    compacts = sorted(int(p.name.removesuffix(".compact")) for p in log.iterdir()
+                                      if p.name.endswith(".compact"))
                 k = next((k for k in compacts if k >= entry), None)
                 found = None if k is None else _log_entries(log / f"{k}.compact")
             if found is None:
@@ -139,7 +140,7 @@ def batch_files(checkpoint: Path, batch_id: int) -> list[str] | None:
         return None
 
 
-def _log_offset(checkpoint: Path, batch_id: int) -> int | None:
+def _log_offset(checkpoint: Location, batch_id: int) -> int | None:
     """The file source's ``logOffset`` recorded for ``batch_id`` in the offset log."""
     path = checkpoint / "offsets" / str(batch_id)
     if not path.exists():
@@ -150,7 +151,7 @@ def _log_offset(checkpoint: Path, batch_id: int) -> int | None:
     return int(json.loads(lines[2])["logOffset"])
 
 
-def _log_entries(path: Path) -> list[dict] | None:
+def _log_entries(path: Location) -> list[dict] | None:
     lines = path.read_text(encoding="utf-8").splitlines()
     if not lines or lines[0] != "v1":
         return None

@@ -14,9 +14,9 @@ import json
 import logging
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from tiltframe.engine.filesystems import local_path
+from tiltframe.engine.hadoop_paths import Location
 from tiltframe.engine.markers import write_marker
 
 logger = logging.getLogger(__name__)
@@ -62,14 +62,15 @@ def _stat(path: str) -> tuple[int, int] | None:
 class FileManifest:
     """The files each batch of one pipeline read (local files; remote ones are not followed yet)."""
 
-    def __init__(self, checkpoint_dir: Path) -> None:
+    def __init__(self, checkpoint_dir: Location) -> None:
         self.folder = checkpoint_dir / FOLDER
         self._read: dict[str, tuple[int, int, int]] = {}  # path -> (batch, size, mtime)
         self._warned: set[tuple[str, int | None, int | None]] = set()
         if self.folder.is_dir():
-            for entry in sorted(self.folder.glob("*.json"), key=lambda p: int(p.stem)):
+            entries = [p for p in self.folder.iterdir() if p.name.endswith(".json")]
+            for entry in sorted(entries, key=lambda p: int(p.name.removesuffix(".json"))):
                 for path, (size, mtime) in json.loads(entry.read_text(encoding="utf-8")).items():
-                    self._read[path] = (int(entry.stem), size, mtime)
+                    self._read[path] = (int(entry.name.removesuffix(".json")), size, mtime)
 
     def record(self, batch_id: int, paths: list[str]) -> None:
         """Note the files of ``batch_id`` as they are now, just before they are read (a replayed batch

@@ -26,7 +26,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from tiltframe.engine.events import ARRIVAL_PART, CORRUPT
-from tiltframe.engine.filesystems import hadoop_head, local_path
+from tiltframe.engine.filesystems import local_path
+from tiltframe.engine.hadoop_paths import hadoop_head
 from tiltframe.spec.model import StreamDef
 
 logger = logging.getLogger(__name__)

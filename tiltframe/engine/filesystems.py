@@ -3,7 +3,7 @@ and listed through Spark's own Hadoop FileSystem API, so that what tiltframe acc
 
 A scheme whose connector is not on Spark's classpath is a usage error that names the package and how to
 add it.  Local folders (plain paths and ``file:`` URIs) are listed by Python itself, the same view, without
-a JVM call per file.  Checkpoints are local only for now (``checkpoint_root``).
+a JVM call per file.  The checkpoint root may be on any of them too (``checkpoint_root``).
 """
 
 from __future__ import annotations
@@ -16,25 +16,8 @@ from urllib.parse import urlparse
 
 from pyspark.sql import SparkSession
 
+from tiltframe.engine.hadoop_paths import HadoopPath, Location, hadoop_head, hadoop_problem
 from tiltframe.errors import UsageError
-
-#: The package that brings a scheme's Hadoop FileSystem, and its Maven coordinate (``{v}``: Hadoop's
-#: version, which the connector must match).
-CONNECTORS = {
-    "s3a": ("hadoop-aws", "org.apache.hadoop:hadoop-aws:{v}"),
-    "s3": ("hadoop-aws (use the s3a:// scheme)", "org.apache.hadoop:hadoop-aws:{v}"),
-    "s3n": ("hadoop-aws (use the s3a:// scheme)", "org.apache.hadoop:hadoop-aws:{v}"),
-    "gs": ("the Google Cloud Storage connector (gcs-connector)",
-           "com.google.cloud.bigdataoss:gcs-connector:hadoop3-2.2.22"),
-    "abfs": ("hadoop-azure", "org.apache.hadoop:hadoop-azure:{v}"),
-    "abfss": ("hadoop-azure", "org.apache.hadoop:hadoop-azure:{v}"),
-    "wasb": ("hadoop-azure", "org.apache.hadoop:hadoop-azure:{v}"),
-    "wasbs": ("hadoop-azure", "org.apache.hadoop:hadoop-azure:{v}"),
-    "adl": ("hadoop-azure-datalake", "org.apache.hadoop:hadoop-azure-datalake:{v}"),
-    "oss": ("hadoop-aliyun", "org.apache.hadoop:hadoop-aliyun:{v}"),
-    "cosn": ("hadoop-cos", "org.apache.hadoop:hadoop-cos:{v}"),
-    "obs": ("hadoop-huaweicloud", "org.apache.hadoop:hadoop-huaweicloud:{v}"),
-}
 
 #: The environment variable for ``--checkpoint-dir``.
 CHECKPOINT_DIR_ENV = "TILTFRAME_CHECKPOINT_DIR"
@@ -78,15 +61,6 @@ class Folder:
         return hadoop_head(self._fs, self._jvm, file.path, size)
 
 
-def hadoop_head(fs: Any, jvm: Any, path: str, size: int) -> bytes:
-    """The first ``size`` bytes of ``path`` (fewer when it is shorter) through the Hadoop file system ``fs``."""
-    stream = fs.open(jvm.org.apache.hadoop.fs.Path(path))
-    try:  # a Java byte[] comes back as Python bytes
-        return bytes(stream.readNBytes(size))
-    finally:
-        stream.close()
-
-
 def scheme_of(path: str) -> str | None:
     """The URI scheme of ``path`` (lower case), None for a plain path (``C:\\x`` included)."""
     parsed = urlparse(path)
@@ -109,19 +83,6 @@ def local_path(path: str) -> Path | None:
     return Path(rest)
 
 
-def missing_connector(path: str, hadoop_version: str) -> str:
-    """Why ``path`` cannot be read here and how to add what is missing."""
-    scheme = scheme_of(path) or "?"
-    if scheme not in CONNECTORS:
-        return (f"no Hadoop file system for scheme '{scheme}' on Spark's classpath: add the jar of its connector "
-                f"with spark-submit --packages GROUP:ARTIFACT:VERSION (or spark.jars.packages / --jars)")
-    package, coordinate = CONNECTORS[scheme]
-    coordinate = coordinate.format(v=hadoop_version)
-    return (f"no Hadoop file system for scheme '{scheme}' on Spark's classpath: it comes with {package}; add it "
-            f"with spark-submit --packages {coordinate} (or --conf spark.jars.packages={coordinate}, or "
-            f"PYSPARK_SUBMIT_ARGS='--packages {coordinate} pyspark-shell' for the tiltframe command)")
-
-
 def open_folder(spark: SparkSession, path: str, what: str) -> Folder:
     """The folder ``path`` on whatever file system its URI names, checked through Hadoop's FileSystem API;
     a usage error, prefixed with ``what``, when the scheme has no connector, it does not exist or it is
@@ -134,7 +95,7 @@ def open_folder(spark: SparkSession, path: str, what: str) -> Folder:
         qualified = fs.makeQualified(jpath)
         status = fs.getFileStatus(qualified) if fs.exists(qualified) else None
     except Exception as exc:  # py4j's Py4JJavaError, or an illegal path
-        raise UsageError(f"{what}: {_said(exc, path, jvm)}") from None
+        raise UsageError(f"{what}: {hadoop_problem(exc, path, jvm)}") from None
     if status is None:
         msg = f"{what}: '{path}' does not exist (give a directory of csv, json or parquet files)"
         raise UsageError(msg)
@@ -146,34 +107,32 @@ def open_folder(spark: SparkSession, path: str, what: str) -> Folder:
     return Folder(path if local is None or scheme_of(path) else str(local), local, fs, jvm)
 
 
-def _said(exc: Exception, path: str, jvm: Any) -> str:
-    """What went wrong in Hadoop's words, or the connector that is missing."""
-    java = getattr(exc, "java_exception", None)
-    message = str(java.getMessage()) if java is not None else str(exc)
-    kind = str(java.getClass().getName()) if java is not None else type(exc).__name__
-    if "UnsupportedFileSystemException" in kind or "No FileSystem for scheme" in message or (
-        "ClassNotFoundException" in message and "FileSystem" in message
-    ):
-        return missing_connector(path, str(jvm.org.apache.hadoop.util.VersionInfo.getVersion()))
-    if "Incomplete HDFS URI" in message:
-        return (f"'{path}' names no namenode: write hdfs://NAMENODE:PORT/..., or set the cluster's fs.defaultFS "
-                f"(spark.hadoop.fs.defaultFS, or core-site.xml in HADOOP_CONF_DIR)")
-    return f"'{path}' cannot be read: {message}"
-
-
-def checkpoint_root(value: str | Path | None, data_dir: Path) -> Path:
+def checkpoint_root(value: str | Path | None, data_dir: Path) -> Location:
     """Where checkpoints live: ``value`` (``--checkpoint-dir``), else ``$TILTFRAME_CHECKPOINT_DIR``, else
-    ``<data_dir>/checkpoints``.  A plain path or a ``file:`` URI; other schemes are refused for now, as
-    tiltframe keeps files of its own beside Spark's checkpoint and reads Spark's logs there."""
+    ``<data_dir>/checkpoints``.  A plain path or a ``file:`` URI is a local :class:`~pathlib.Path`; any other
+    URI a :class:`HadoopPath`, reached through Spark once it runs (``check_checkpoint_root``)."""
     raw = value if value is not None else os.environ.get(CHECKPOINT_DIR_ENV) or None
     if raw is None:
         return data_dir / "checkpoints"
     local = raw if isinstance(raw, Path) else local_path(raw)
     if local is None:
-        msg = (f"checkpoint directory '{raw}': only a local path or a file:// URI is supported for now (tiltframe "
-               f"keeps its own files beside Spark's checkpoint); give a local or mounted directory")
-        raise UsageError(msg)
+        return HadoopPath(str(raw))
     if local.exists() and not local.is_dir():
         msg = f"checkpoint directory '{raw}' is a file, not a directory"
         raise UsageError(msg)
     return local
+
+
+def check_checkpoint_root(root: Location) -> None:
+    """Reach a checkpoint directory on a Hadoop file system through the running Spark: a scheme without its
+    connector, or a file in its place, is a usage error before any query starts."""
+    if not isinstance(root, HadoopPath):
+        return
+    try:
+        root.check()
+        is_file = root.exists() and not root.is_dir()
+    except (UsageError, OSError) as exc:
+        raise UsageError(f"checkpoint directory: {exc}") from None
+    if is_file:
+        msg = f"checkpoint directory '{root}' is a file, not a directory"
+        raise UsageError(msg)

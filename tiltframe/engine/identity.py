@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 from pathlib import Path
 from typing import Any
 
+from tiltframe.engine.hadoop_paths import HadoopPath, Location, as_location, remove_tree
 from tiltframe.engine.markers import write_marker
 from tiltframe.engine.pipeline import pipeline_id_for
 from tiltframe.errors import StoreError
@@ -40,14 +40,14 @@ SPARK_DIR = "spark"
 class StoreNote:
     """The checkpoint's note of the last batch its pipeline committed to the store."""
 
-    def __init__(self, checkpoint: Path, pipeline_id: str, store_url: str, last_batch: int | None) -> None:
+    def __init__(self, checkpoint: Location, pipeline_id: str, store_url: str, last_batch: int | None) -> None:
         self.path = checkpoint / STORE_FILE
         self.pipeline_id = pipeline_id
         self.store_url = store_url
         self.last_batch = last_batch
 
     @classmethod
-    def read(cls, checkpoint: Path, pipeline_id: str, store_url: str) -> StoreNote | None:
+    def read(cls, checkpoint: Location, pipeline_id: str, store_url: str) -> StoreNote | None:
         """The note of ``pipeline_id``; None when there is none (a new pipeline, or a checkpoint made before
         these notes), or it belongs to another pipeline id."""
         path = checkpoint / STORE_FILE
@@ -95,7 +95,7 @@ class NotingStore:
 
 
 def open_pipeline(
-    store: Store, layout: AggregationLayout, checkpoint_dir: str | Path, *, rebuild: bool = False,
+    store: Store, layout: AggregationLayout, checkpoint_dir: str | Path | HadoopPath, *, rebuild: bool = False,
     shard_id: str | None = None,
 ) -> tuple[Store, str]:
     """Prepare the store and the checkpoint of one aggregation's pipeline before Spark starts its query;
@@ -108,7 +108,7 @@ def open_pipeline(
         StoreError: the store holds fewer batches of this pipeline than the checkpoint committed to it, or
             the checkpoint lost Spark's part of it.
     """
-    checkpoint = Path(checkpoint_dir)
+    checkpoint = as_location(checkpoint_dir)
     if rebuild:
         _rebuild(store, layout, checkpoint, shard_id)
     store.ensure_schema(layout)
@@ -124,18 +124,17 @@ def open_pipeline(
     return NotingStore(store, note), pipeline_id  # type: ignore[return-value]
 
 
-def _rebuild(store: Store, layout: AggregationLayout, checkpoint: Path, shard_id: str | None) -> None:
+def _rebuild(store: Store, layout: AggregationLayout, checkpoint: Location, shard_id: str | None) -> None:
     """The store first: a crash before the checkpoint is gone leaves a store without the checkpoint's
     batches, which the next start names (the other order would leave a checkpoint-less pipeline over a
     full store, whose replays would be taken for recovery)."""
     store.reset(layout, shard_id)
-    if checkpoint.exists():
-        shutil.rmtree(checkpoint)
+    remove_tree(checkpoint)
     logger.info("rebuilding aggregation %s: its stored rows and its checkpoint %s are dropped; every input is "
                 "read again", layout.name, checkpoint)
 
 
-def _behind(url: str, layout: AggregationLayout, checkpoint: Path, pipeline_id: str, held: int | None,
+def _behind(url: str, layout: AggregationLayout, checkpoint: Location, pipeline_id: str, held: int | None,
             noted: int) -> str:
     if held is None:
         found = f"holds no batch of pipeline {pipeline_id}"
@@ -151,7 +150,7 @@ def _behind(url: str, layout: AggregationLayout, checkpoint: Path, pipeline_id: 
             f"is (docs/deployment.md, 'A replaced or emptied store')")
 
 
-def _check_spark_part(checkpoint: Path, layout: AggregationLayout, noted: int | None) -> None:
+def _check_spark_part(checkpoint: Location, layout: AggregationLayout, noted: int | None) -> None:
     """The pipeline wrote batch ``noted`` to the store, so Spark's commit log must reach at least the batch
     before it (Spark commits a batch after the store does); without it Spark would number batches from 0
     again, and the store would skip them as replays."""

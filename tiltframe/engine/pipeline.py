@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from tiltframe.engine.arrival import RECORD, arrange, needs_latest, policy_records
 from tiltframe.engine.events import EVENT_TS, FIELD, RAW, REASON, VALUE, type_events
 from tiltframe.engine.file_reads import FileProblem
+from tiltframe.engine.hadoop_paths import HadoopPath, as_location
 from tiltframe.engine.markers import write_marker
 from tiltframe.engine.overflow import explain_overflow, is_overflow
 from tiltframe.engine.partials import LEVEL, RECORD_LEVEL, REJECTED, levels_for
@@ -78,12 +79,12 @@ def _file_records(files: Sequence[FileProblem]) -> pa.Table:
     }))
 
 
-def pipeline_id_for(checkpoint_dir: str | Path, layout: AggregationLayout) -> str:
+def pipeline_id_for(checkpoint_dir: str | Path | HadoopPath, layout: AggregationLayout) -> str:
     """The stable id of the pipeline that owns ``checkpoint_dir`` (created on first use)."""
-    path = Path(checkpoint_dir)
+    path = as_location(checkpoint_dir)
     marker = path / PIPELINE_FILE
     if marker.exists():
-        meta = json.loads(marker.read_text())
+        meta = json.loads(marker.read_text(encoding="utf-8"))
         if meta.get("spec_hash") != layout.spec_hash:
             msg = (
                 f"checkpoint {path} belongs to another definition of aggregation {layout.name} "

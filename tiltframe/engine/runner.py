@@ -25,7 +25,8 @@ from tiltframe.engine.events import REASON, type_events
 from tiltframe.engine.failures import BatchFailed, describe_failure, said_where
 from tiltframe.engine.file_batches import BAD_FILE_POLICIES, FileBatches
 from tiltframe.engine.file_manifest import ChangedFile
-from tiltframe.engine.filesystems import checkpoint_root
+from tiltframe.engine.filesystems import check_checkpoint_root, checkpoint_root
+from tiltframe.engine.hadoop_paths import Location
 from tiltframe.engine.identity import open_pipeline
 from tiltframe.engine.markers import checkpoint_dir
 from tiltframe.engine.pipeline import AggregationPipeline
@@ -105,6 +106,7 @@ class Run:
         #: Where the aggregations' and retrieval joins' checkpoints live (``--checkpoint-dir``).
         self.checkpoint_root = checkpoint_root(checkpoint_dir, self.data_dir)
         self.spark = spark or get_session()
+        check_checkpoint_root(self.checkpoint_root)
         self.follow = follow
         self.trigger_interval = trigger_interval
         self.outputs = dict(outputs or {})
@@ -149,11 +151,12 @@ class Run:
             name = continuous_name(app, i)
             events = source if isinstance(source, DataFrame) else read_stream(self.spark, source, app.stream(cq.stream))
             handle = ContinuousRun(app, cq, events, self.outputs.get(name) or ConsoleSink(), data_dir=self.data_dir,
-                                   spark=self.spark, name=name, follow=follow, trigger_interval=trigger_interval)
+                                   spark=self.spark, name=name, follow=follow, trigger_interval=trigger_interval,
+                                   checkpoint_root=self.checkpoint_root)
             self.continuous.append(handle)
             self.result.continuous[name] = handle.totals
 
-    def checkpoint_dir(self, layout: AggregationLayout) -> Path:
+    def checkpoint_dir(self, layout: AggregationLayout) -> Location:
         return checkpoint_dir(self.data_dir, layout, self.checkpoint_root)
 
     def _start_aggregations(self) -> None:
@@ -176,7 +179,7 @@ class Run:
             else:  # a bounded backfill runs through the same per-batch code, as one batch
                 pipeline.process(source, 0)
 
-    def _start(self, df: DataFrame, name: str, checkpoint: Path, fn: Callable[[DataFrame, int], None]) -> None:
+    def _start(self, df: DataFrame, name: str, checkpoint: Location, fn: Callable[[DataFrame, int], None]) -> None:
         writer = df.writeStream.queryName(name).option("checkpointLocation", str(checkpoint))
         writer = writer.foreachBatch(said_where(name, fn))  # a failure names the query and the batch
         if self.follow:

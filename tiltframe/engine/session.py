@@ -36,9 +36,6 @@ DEFAULT_CONF = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.adaptive.enabled": "true",
     "spark.sql.streaming.stopGracefullyOnShutdown": "true",
-    # transformWithStateInPandas (continuous queries) needs the RocksDB state store.
-    "spark.sql.streaming.stateStore.providerClass":
-        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
 }
 
 #: Paths listed by the driver itself, in local mode, before Spark lists them with a job.

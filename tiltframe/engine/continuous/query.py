@@ -45,6 +45,7 @@ from tiltframe.engine.events import EVENT_TS, SPARK_TYPES, type_events
 from tiltframe.engine.events import RAW as TYPED_RAW
 from tiltframe.engine.events import REASON as TYPED_REASON
 from tiltframe.engine.expressions import to_column
+from tiltframe.engine.hadoop_paths import Location
 from tiltframe.engine.sinks import JsonLinesSink, Sink, readable_times
 from tiltframe.spec.continuous import WINDOW_COLUMNS, ContinuousQuery
 from tiltframe.spec.expressions import Attr
@@ -52,6 +53,7 @@ from tiltframe.spec.model import AppSpec, AttrType
 
 BUCKET = "tf_bucket"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+STATE_STORE_PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 _PANDAS_DTYPES = {
     AttrType.INT: "Int32",
     AttrType.LONG: "Int64",
@@ -73,6 +75,16 @@ class ContinuousTotals:
     events_rejected: int = 0
     batches: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+
+def checkpoint_location(query_dir: Path, root: Location | None) -> Location:
+    """Spark's checkpoint of a continuous query (its window state, written by the executors): under the
+    checkpoint root (``--checkpoint-dir``), so that a root on HDFS or an object store serves a cluster;
+    in the query's own directory when an earlier version put it there, or without a root."""
+    legacy = query_dir / "spark"
+    if root is None or legacy.exists():
+        return legacy
+    return root / f"continuous-{query_dir.name}"
 
 
 def query_id(app: AppSpec, query: ContinuousQuery) -> str:
@@ -108,6 +120,7 @@ class ContinuousRun:
         trigger_interval: str = "1 second",
         buckets: int | None = None,
         manual_clock: bool = False,
+        checkpoint_root: Location | None = None,
     ) -> None:
         self.app, self.query, self.name, self.spark = app, query, name, spark
         self.sink = readable_times(sink, window_outputs(app, query), app.timezone or "UTC")
@@ -116,6 +129,7 @@ class ContinuousRun:
         self.dir = Path(data_dir) / "continuous" / query_id(app, query)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.clock = self.dir / "clock.json"
+        self.checkpoint = checkpoint_location(self.dir, checkpoint_root)
         self.records = JsonLinesSink(self.dir / "rejected")
         self.totals = ContinuousTotals()
         self.buckets = buckets or int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
@@ -198,16 +212,25 @@ class ContinuousRun:
     # --- running ----------------------------------------------------------------------------------------
 
     def start(self) -> ContinuousRun:
-        self.spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
         if not self.manual_clock:
             write_clock(self.clock, now=_wall_ms())
         writer = (
             self._plan.writeStream.queryName(f"tiltframe-continuous-{self.name}")
-            .option("checkpointLocation", str(self.dir / "spark"))
+            .option("checkpointLocation", str(self.checkpoint))
             .foreachBatch(self._batch)
             .trigger(processingTime=self.trigger_interval)
         )
-        self._query = writer.start()
+        # transformWithState needs RocksDB state: set for this query only, as a query keeps the settings of
+        # its start (and its checkpoint records them), and the session's own setting comes back at once.
+        before = self.spark.conf.get(STATE_STORE_PROVIDER, None)
+        self.spark.conf.set(STATE_STORE_PROVIDER, ROCKSDB)
+        try:
+            self._query = writer.start()
+        finally:
+            if before is None:
+                self.spark.conf.unset(STATE_STORE_PROVIDER)
+            else:
+                self.spark.conf.set(STATE_STORE_PROVIDER, before)
         if self.follow and not self.manual_clock:
             self._ticker = threading.Thread(target=self._tick, name=f"clock-{self.name}", daemon=True)
             self._ticker.start()
