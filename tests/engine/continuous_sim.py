@@ -27,8 +27,9 @@ from tiltframe.engine.continuous.processor import (
     _pack,
     _Step,
     _unpack,
+    version_outputs,
 )
-from tiltframe.engine.continuous.query import row_order
+from tiltframe.engine.continuous.query import emitted_rows, row_order, stamp_emit_version
 from tiltframe.engine.continuous.states import TS, arg_column, layout_for
 from tiltframe.lang import parse_app
 from tiltframe.retrieval.evaluate import evaluate
@@ -49,6 +50,7 @@ class Sim:
     states: dict[int, tuple[Any, Any, Any, Any]] = field(default_factory=dict)
     records: list[dict[str, Any]] = field(default_factory=list)
     emitted: list[pd.DataFrame] = field(default_factory=list)
+    versions: int = 0  # the next emit_version()
 
     @classmethod
     def of(cls, text: str, name: str | None = None, **kwargs: Any) -> Sim:
@@ -69,7 +71,10 @@ class Sim:
         out = self._batch(self._events(events or []), tick=ticks)
         while True:
             reports = out[out[OUT_KIND] == "max_ts"][TS].dropna()
-            rows = out[out[OUT_KIND] == "row"]
+            rows = emitted_rows(out)
+            if not rows.empty and version_outputs(self.query):
+                rows = stamp_emit_version(rows.copy(), self.query, self.versions)
+                self.versions += 1
             self.records += out[out[OUT_KIND].isin(["late", "rejected"])][[OUT_KIND, REASON, TS, RAW]].to_dict(
                 "records"
             )

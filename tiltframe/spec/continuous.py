@@ -19,6 +19,11 @@ from tiltframe.spec.model import AggregateItem, Annotation
 WINDOW_START = "window_start"
 WINDOW_END = "window_end"
 WINDOW_COLUMNS = (WINDOW_START, WINDOW_END)
+#: ``emit_version()`` (Proton): the number of the emit a row belongs to, 0 for the query's first emit and one
+#: more at each emit after it.  Validation turns the select item into this column, which the engine fills
+#: as rows are emitted (one number per micro-batch that emits rows).
+EMIT_VERSION_FUNCTION = "emit_version"
+EMIT_VERSION = "_emit_version"
 
 
 class WindowKind(enum.Enum):

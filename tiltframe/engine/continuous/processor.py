@@ -9,8 +9,9 @@ receives the bucket's events and the clock's ticks (``clock.py``), and:
    (all buckets, earlier micro-batches) minus ``WITH DELAY``; with arrival time (no event-time attribute)
    an event's time is ``now`` and the watermark is ``now`` minus the delay, so windows close as processing
    time passes;
-2. sets aside late events (time windows and sessions: event time below the watermark) and events with bad
-   values, to be counted and recorded with their reason;
+2. sets aside late events (tumble and hop: every window of the event ends at or before the watermark, so an
+   out-of-order event of a window still open is aggregated, as in Proton; sessions: event time below the
+   watermark) and events with bad values, to be counted and recorded with their reason;
 3. assigns windows, builds the partial states of the new events (``states.build_states``) and merges them
    into the open groups kept in state (``merge_rows``);
 4. closes the windows the watermark passed, the count windows that are full, the windows and keys whose
@@ -68,7 +69,15 @@ from tiltframe.engine.events import SPARK_TYPES
 from tiltframe.functions.scalars import json_value
 from tiltframe.retrieval.evaluate import evaluate, holds
 from tiltframe.retrieval.merge import finalize, merge_rows
-from tiltframe.spec.continuous import WINDOW_END, WINDOW_START, ContinuousQuery, EmitPolicy, WindowKind
+from tiltframe.spec.continuous import (
+    EMIT_VERSION,
+    WINDOW_END,
+    WINDOW_START,
+    ContinuousQuery,
+    EmitPolicy,
+    WindowKind,
+)
+from tiltframe.spec.expressions import Attr
 from tiltframe.spec.model import StreamDef
 from tiltframe.store.layout import AGG_COUNT, AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout
 
@@ -80,7 +89,12 @@ RAW = "tf_raw"
 REASON = "tf_reason"  # why an event could not be typed (null when fine)
 IDENT = "tf_ident"  # AFTER KEY EXPIRE: the IDENTIFIED BY column in epoch ms
 # Output columns besides the query's outputs.
-OUT_KIND = "tf_out"  # "row", "late", "rejected" or "max_ts"
+OUT_KIND = "tf_out"  # a row kind (ROW_KINDS), "late", "rejected" or "max_ts"
+#: Kinds of emitted rows: "row" always reaches the sink; a periodic row of a group with news is "period", of
+#: a group without news "period?", which reaches the sink only in a micro-batch that also has a "period" row
+#: (the query emits at a period where anything arrived, in any bucket: the driver decides, ``emitted_rows``).
+ROW, PERIOD, PERIOD_IF = "row", "period", "period?"
+ROW_KINDS = (ROW, PERIOD, PERIOD_IF)
 EMITTED_AT = "tf_emit_time"
 DELTA = "tf_delta"
 #: The changelog's column as users see it (Timeplus's name): +1 an inserted row, -1 a retracted one.
@@ -120,6 +134,11 @@ def extra_columns(query: ContinuousQuery, stream: StreamDef) -> list[Column]:
         msg = "EMIT AFTER KEY EXPIRE needs IDENTIFIED BY or an event-time attribute"
         raise ValueError(msg)
     return [event_time_ms(F.col(name), SPARK_TYPES[stream.attribute(name).type]).alias(IDENT)]
+
+
+def version_outputs(query: ContinuousQuery) -> tuple[str, ...]:
+    """The outputs that are ``emit_version()``: numbered by the driver, not part of a row's values."""
+    return tuple(n for n, e in query.outputs if isinstance(e, Attr) and e.name == EMIT_VERSION)
 
 
 def _pack(frame: pd.DataFrame) -> bytes:
@@ -301,22 +320,34 @@ class _Step:
             events[TS] = self.now if self.now is not None else 0
         events[TS] = events[TS].astype("int64")
         wm = self.watermark
+        kind = self.window.kind
+        windowed = self._windows(events) if kind in (WindowKind.TUMBLE, WindowKind.HOP) else None
         if wm is not None:
-            late = (events[TS] < wm).to_numpy()
+            if windowed is not None:
+                # Proton: an event is late only when every window it belongs to has closed; an out-of-order
+                # event of a window still open is aggregated into it (and only into the open ones).
+                still_open = (windowed[WE] > wm).to_numpy()
+                late = ~np.isin(events[SEQ].to_numpy(), windowed[SEQ].to_numpy()[still_open])
+                windowed = windowed[still_open].reset_index(drop=True)
+                what = "every window of the event has closed (its end is at or before the watermark"
+            else:
+                late = (events[TS] < wm).to_numpy()
+                what = "event time is behind the watermark"
             if late.any():
                 reason = (
-                    f"late: event time is behind the watermark {wm} (greatest event time {self.max_ts} minus "
-                    f"delay {self.emit.delay_ms or 0} ms); not aggregated"
+                    f"late: {what} {wm}, the greatest event time {self.max_ts} minus delay "
+                    f"{self.emit.delay_ms or 0} ms{')' if windowed is not None else ''}; not aggregated"
                 )
                 self._records("late", events[late], reason)
                 events = events[~late].reset_index(drop=True)
         if events.empty:
             return
         self.out.append(pd.DataFrame({OUT_KIND: ["max_ts"], EMITTED_AT: [self.now], TS: [int(events[TS].max())]}))
-        if self.window.kind is WindowKind.SESSION:
+        if kind is WindowKind.SESSION:
             self._take_session(events)
             return
-        windowed = self._count_windows(events) if self.window.kind is WindowKind.COUNT else self._windows(events)
+        if windowed is None:
+            windowed = self._count_windows(events) if kind is WindowKind.COUNT else self._windows(events)
         partial = build_states(windowed, self.layout, int(self.now or 0))
         book = {WS: (WS, "min"), WE: (WE, "max")}
         if self.emit.policy is EmitPolicy.AFTER_KEY_EXPIRE:
@@ -484,6 +515,7 @@ class _Step:
         if window.kind is WindowKind.COUNT:
             closed |= (groups[AGG_COUNT] >= int(window.count or 1)).to_numpy()
         dirty = groups[DIRTY].to_numpy(dtype=bool)
+        kinds = np.full(len(groups), ROW, dtype=object)
         policy = emit.policy
         if policy is EmitPolicy.AFTER_KEY_EXPIRE:
             span = (groups[IMAX] - groups[IMIN]).to_numpy(dtype="float64")
@@ -496,15 +528,20 @@ class _Step:
             if policy is EmitPolicy.AFTER_WINDOW_CLOSE:
                 chosen = closed
             elif policy is EmitPolicy.PERIODIC:
+                # At each period every open group (REPEAT: always; else if anything arrived, which the
+                # driver knows across buckets), and every window's final row when it closes.
                 due = self._crossed(emit.interval_ms)
-                chosen = (closed & dirty) | (due & (np.ones_like(dirty) if emit.repeat else dirty))
+                chosen = closed | due
+                kinds = np.where(closed | emit.repeat, ROW, np.where(dirty, PERIOD, PERIOD_IF))
             elif policy is EmitPolicy.ON_UPDATE:
                 chosen = dirty & (self._crossed(emit.batch_ms) | closed)
             else:
                 msg = f"EMIT {policy.value if policy else None} is not supported"
                 raise NotImplementedError(msg)
         if chosen.any():
-            self._emit_rows(groups[chosen].reset_index(drop=True), only_changes=policy is EmitPolicy.ON_UPDATE)
+            self._emit_rows(
+                groups[chosen].reset_index(drop=True), only_changes=policy is EmitPolicy.ON_UPDATE, kinds=kinds[chosen]
+            )
         self._settle(groups, chosen, closed)
 
     def _settle(self, groups: pd.DataFrame, chosen: np.ndarray, closed: np.ndarray) -> None:
@@ -542,6 +579,7 @@ class _Step:
         scope = final.rename(columns={AGG_TIMESTAMP: WINDOW_START})
         scope[WINDOW_START] = groups[WS].to_numpy()
         scope[WINDOW_END] = groups[WE].to_numpy()
+        scope[EMIT_VERSION] = -1  # the driver numbers the emits (query.stamp_emit_version)
         values = pd.DataFrame({k: groups[k].to_numpy() for k in self.keys})
         for name, expr in self.query.outputs:
             values[name] = _column(evaluate(expr, scope, None), len(scope))
@@ -552,11 +590,12 @@ class _Step:
         values[MWS] = groups[WS].to_numpy()
         return values, keep
 
-    def _emit_rows(self, groups: pd.DataFrame, *, only_changes: bool) -> None:
-        """Rows of ``groups``; a changelog retracts every row last emitted for each group first.  With
-        ``only_changes`` a group whose values equal its one last row is skipped."""
+    def _emit_rows(self, groups: pd.DataFrame, *, only_changes: bool, kinds: np.ndarray) -> None:
+        """Rows of ``groups`` (of the given row kinds); a changelog retracts every row last emitted for each
+        group first.  With ``only_changes`` a group whose values equal its one last row is skipped."""
         names = list(self.config.output_names)
         values, keep = self._outputs(groups)
+        values[OUT_KIND] = kinds
         if _empty(self.emitted):
             previous = pd.DataFrame({"_gid": np.zeros(0, dtype="int64")})
         else:
@@ -567,7 +606,7 @@ class _Step:
         counts = np.bincount(gids, minlength=len(values))
         if only_changes and not previous.empty:
             equal = np.ones(len(previous), dtype=bool)
-            for n in names:
+            for n in (n for n in names if n not in version_outputs(self.query)):
                 equal &= _same(values[n].to_numpy(dtype=object)[gids], previous[_last(n)].to_numpy(dtype=object))
             same = np.zeros(len(values), dtype=bool)
             same[gids[equal]] = True
@@ -580,13 +619,13 @@ class _Step:
         if changelog and not previous.empty:
             retract = pd.DataFrame({n: previous[_last(n)].to_numpy() for n in names})
             retract[DELTA] = -1
+            retract[OUT_KIND] = np.asarray(kinds, dtype=object)[previous["_gid"].to_numpy(dtype="int64")]
             rows.append(retract)
-        new_rows = values[keep].reset_index(drop=True)[names].copy()
+        new_rows = values[keep].reset_index(drop=True)[[*names, OUT_KIND]].copy()
         if changelog:
             new_rows[DELTA] = 1
         rows.append(new_rows)
         emitted_rows = pd.concat([r for r in rows if not r.empty] or [new_rows], ignore_index=True)
-        emitted_rows[OUT_KIND] = "row"
         emitted_rows[EMITTED_AT] = self.now
         self.out.append(emitted_rows)
         self._remember(values, keep)
