@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tiltframe.engine.continuous.processor import (
+from tiltframe.engine.continuous.columns import (
     CHANGELOG_DELTA,
     DELTA,
     IDENT,
@@ -24,13 +24,12 @@ from tiltframe.engine.continuous.processor import (
     RAW,
     REASON,
     ProcessorConfig,
-    _pack,
-    _Step,
-    _unpack,
     version_outputs,
 )
+from tiltframe.engine.continuous.processor import pack, unpack
 from tiltframe.engine.continuous.query import emitted_rows, row_order, stamp_emit_version
 from tiltframe.engine.continuous.states import TS, arg_column, layout_for
+from tiltframe.engine.continuous.step import Step
 from tiltframe.lang import parse_app
 from tiltframe.retrieval.evaluate import evaluate
 from tiltframe.spec.continuous import ContinuousQuery, EmitPolicy
@@ -105,10 +104,10 @@ class Sim:
             if part.empty:
                 continue
             meta, *tables = self.states.get(bucket, ((None, None), None, None, None))
-            step = _Step(self.config, meta, *(_unpack(t) for t in tables))
+            step = Step(self.config, meta, *(unpack(t) for t in tables))
             outs.append(step.run(part.reset_index(drop=True)))
             # Tables go through Arrow as in Spark's state store (dtypes included).
-            packed = (None if t is None or t.empty else _pack(t) for t in (step.open, step.emitted, step.sessions))
+            packed = (None if t is None or t.empty else pack(t) for t in (step.open, step.emitted, step.sessions))
             self.states[bucket] = (step.meta(), *packed)
         outs = [o for o in outs if not o.empty]
         return pd.concat(outs, ignore_index=True) if outs else pd.DataFrame(columns=[OUT_KIND, TS, RAW, REASON])

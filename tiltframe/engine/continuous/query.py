@@ -1,7 +1,7 @@
 """Run one continuous query on Spark Structured Streaming.
 
 The plan: typed events (rejections kept) -> WHERE -> group keys and aggregate arguments as columns, in
-Spark -> union with the clock's ticks -> ``groupBy(bucket).transformWithStateInPandas`` (``processor.py``)
+Spark -> union with the clock's ticks -> ``groupBy(bucket).transformWithStateInPandas`` (``processor.py``, ``step.py``)
 -> ``foreachBatch``: emitted rows to the sink, late and rejected events to the record, the greatest event
 time back into the clock.
 
@@ -27,7 +27,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming import StreamingQuery
 
 from tiltframe.engine.continuous.clock import clock_stream, read_clock, write_clock
-from tiltframe.engine.continuous.processor import (
+from tiltframe.engine.continuous.columns import (
     CHANGELOG_DELTA,
     DELTA,
     EMITTED_AT,
@@ -40,11 +40,11 @@ from tiltframe.engine.continuous.processor import (
     RAW,
     REASON,
     ROW_KINDS,
-    ContinuousProcessor,
     ProcessorConfig,
     extra_columns,
     version_outputs,
 )
+from tiltframe.engine.continuous.processor import ContinuousProcessor
 from tiltframe.engine.continuous.states import TS, arg_column, array_elements, layout_for, output_types
 from tiltframe.engine.events import EVENT_TS, SPARK_TYPES, type_events
 from tiltframe.engine.events import RAW as TYPED_RAW
