@@ -65,6 +65,26 @@ CASES: dict[str, dict[str, Any]] = {
             [2, "2020-02-02 20:00:54", "2020-02-02 20:00:57", 1],
         ],
     },
+    # tests/stream/test_stream_smoke/0006_session_window.json, id 5: PARTITION BY id gives each device its
+    # own watermark, so dev2's event at 20:00:05 neither closes dev1's session nor makes dev1's 20:00:03 late.
+    "session_partition_by_own_watermark": {
+        "stream": "test7_session",
+        "query": "select max(value) as m, window_start, window_end, id from session(test7_session, timestamp, 2s) "
+        "partition by id group by window_start, window_end",
+        "inserts": [
+            [("dev1", "ca", 57.3, "2020-02-02 20:00:00"), ("dev2", "ca", 58.3, "2020-02-02 20:00:01")],
+            [("dev1", "ca", 66, "2020-02-02 20:00:01"), ("dev2", "ca", 60, "2020-02-02 20:00:02")],
+            [("dev2", "ca", 67, "2020-02-02 20:00:05")],
+            [("dev1", "ca", 68, "2020-02-02 20:00:03")],
+            [("dev1", "ca", 69, "2020-02-02 20:00:06")],
+        ],
+        # Proton lists dev2's row first; each row is emitted in the micro-batch that closes it.
+        "expected": [
+            [60, "2020-02-02 20:00:01", "2020-02-02 20:00:04", "dev2"],
+            [66, "2020-02-02 20:00:00", "2020-02-02 20:00:03", "dev1"],
+            [68, "2020-02-02 20:00:03", "2020-02-02 20:00:05", "dev1"],
+        ],
+    },
 }
 
 

@@ -46,7 +46,7 @@ class Sim:
     buckets: int = 2
     now: int | None = None
     max_ts: int | None = None
-    states: dict[int, tuple[Any, Any, Any, Any]] = field(default_factory=dict)
+    states: dict[int, tuple[Any, ...]] = field(default_factory=dict)
     records: list[dict[str, Any]] = field(default_factory=list)
     emitted: list[pd.DataFrame] = field(default_factory=list)
     versions: int = 0  # the next emit_version()
@@ -103,11 +103,12 @@ class Sim:
                 part = pd.concat([part, pd.DataFrame({KIND: ["t"], NOW: [self.now], MAX_TS: [self.max_ts]})])
             if part.empty:
                 continue
-            meta, *tables = self.states.get(bucket, ((None, None), None, None, None))
+            meta, *tables = self.states.get(bucket, ((None, None), None, None, None, None))
             step = Step(self.config, meta, *(unpack(t) for t in tables))
             outs.append(step.run(part.reset_index(drop=True)))
             # Tables go through Arrow as in Spark's state store (dtypes included).
-            packed = (None if t is None or t.empty else pack(t) for t in (step.open, step.emitted, step.sessions))
+            tables = (step.open, step.emitted, step.sessions, step.partitions)
+            packed = (None if t is None or t.empty else pack(t) for t in tables)
             self.states[bucket] = (step.meta(), *packed)
         outs = [o for o in outs if not o.empty]
         return pd.concat(outs, ignore_index=True) if outs else pd.DataFrame(columns=[OUT_KIND, TS, RAW, REASON])
@@ -135,7 +136,8 @@ class Sim:
                 out[arg_column(item.alias)] = pd.to_numeric(series, errors="coerce") if numeric else series
         if self.query.emit.policy is EmitPolicy.AFTER_KEY_EXPIRE:
             out[IDENT] = frame[self.query.emit.identified_by or time_attr]
-        key_text = out[list(self.query.keys)].astype(str).agg("|".join, axis=1) if self.query.keys else None
+        spread = list(self.query.partitions or self.query.keys)
+        key_text = out[spread].astype(str).agg("|".join, axis=1) if spread else None
         out["_bucket"] = [zlib.crc32(t.encode()) % self.buckets for t in key_text] if key_text is not None else 0
         return out.reset_index(drop=True)
 

@@ -677,8 +677,8 @@ PROTON_STREAM = "@eventTime('ts') define stream s (id string, location string, v
     ("query", "column", "message"),
     [
         # Proton's tests/stream/test_stream_smoke/0006_session_window.json writes these forms.
-        ("SELECT max(value), id FROM session(s, ts, 2s) PARTITION BY id GROUP BY window_start;", 47,
-         "PARTITION BY (substreams, each with its own watermark) is not supported yet"),
+        ("SELECT max(value), id FROM session(s, ts, 2s) PARTITION BY id + 1 GROUP BY window_start;", 60,
+         "PARTITION BY takes stream attributes, got"),
         ("SELECT count() FROM session(s, 5s, [location='ca', location='sh')) GROUP BY window_start;", 36,
          "session start and end conditions"),
         ("SELECT count() FROM session(s, ts, 5s, (location='ca', location='sh']) GROUP BY window_start;", 40,

@@ -159,12 +159,6 @@ class SqlBuilder(SpecBuilder):
     ) -> ContinuousQuery:
         select_clause, from_clause, where, partition_by, group_by, having, emit = _kids(tree)
         window = self.window(_kids(from_clause)[0])
-        if partition_by is not None:
-            msg = (
-                "PARTITION BY (substreams, each with its own watermark) is not supported yet: GROUP BY the same "
-                "columns groups alike, with one watermark for the whole query"
-            )
-            raise self.error(msg, self.pos(partition_by))
         return ContinuousQuery(
             stream=window.stream,
             window=window,
@@ -173,6 +167,7 @@ class SqlBuilder(SpecBuilder):
             group_by=tuple(self.expr(e) for e in _kids(group_by)) if group_by is not None else (),
             having=self.expr(_kids(having)[0]) if having is not None else None,
             emit=self.emit(emit) if emit is not None else Emit(),
+            partition_by=tuple(self.expr(e) for e in _kids(partition_by)) if partition_by is not None else (),
             name=name,
             text=text,
             annotations=annotations,

@@ -54,7 +54,7 @@ from tiltframe.spec.expressions import (
 )
 from tiltframe.spec.model import AggregateItem, AppSpec, Attribute, AttrType, StreamDef
 from tiltframe.spec.validate_emit import DEFAULT_PERIODIC_MS, validate_emit
-from tiltframe.spec.validate_windows import validate_window
+from tiltframe.spec.validate_windows import partition_keys, validate_window
 
 __all__ = [
     "DEFAULT_PERIODIC_MS",
@@ -175,6 +175,8 @@ class _Checker:
             where = self.plain(q.where, "WHERE", "filters events before they are aggregated: use HAVING")
             self.condition(where, "WHERE")
         self.keys = self.group_by()
+        partitions = partition_keys(q.partition_by, self.stream, self.window)
+        self.keys += tuple(k for k in partitions if k not in self.keys)
         output_pos: dict[str, Pos | None] = {}
         for item in q.select:
             name = item.output_name

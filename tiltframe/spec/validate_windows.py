@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 from tiltframe.errors import DefinitionError
-from tiltframe.spec.continuous import Window, WindowKind
-from tiltframe.spec.expressions import Pos
+from tiltframe.spec.continuous import WINDOW_COLUMNS, Window, WindowKind
+from tiltframe.spec.expressions import Attr, Expr, Pos
 from tiltframe.spec.model import AttrType, StreamDef
 
 
@@ -68,3 +68,30 @@ def ms_text(value: int) -> str:
         if value % size == 0:
             return f"{value // size}{unit}"
     return f"{value}ms"
+
+
+def partition_keys(partition_by: tuple[Expr, ...], stream: StreamDef, window: Window) -> tuple[str, ...]:
+    """PARTITION BY's stream attributes (Proton's substreams, each with its own event-time watermark); they
+    group as GROUP BY keys do."""
+    names: list[str] = []
+    for expr in partition_by:
+        if not isinstance(expr, Attr) or (expr.name in WINDOW_COLUMNS and not stream.has(expr.name)):
+            raise _fail(f"PARTITION BY takes stream attributes, got '{expr}'", expr.pos)
+        if expr.qualifier is not None and expr.qualifier != stream.name:
+            raise _fail(f"'{expr}' names {expr.qualifier}, but the query reads stream {stream.name}", expr.pos)
+        stream.attribute(expr.name, expr.pos)
+        if expr.name in names:
+            raise _fail(f"column '{expr.name}' is listed twice in PARTITION BY", expr.pos)
+        names.append(expr.name)
+    if not names:
+        return ()
+    first = partition_by[0].pos
+    if window.kind not in (WindowKind.TUMBLE, WindowKind.HOP, WindowKind.SESSION):
+        what = "a global aggregation" if not window.is_windowed else "a count window"
+        msg = "PARTITION BY gives each substream its own watermark: "
+        msg += f"it takes a tumble, hop or session window, not {what}"
+        raise _fail(msg, first)
+    if window.time_attribute is None:
+        msg = "PARTITION BY gives each substream its own event-time watermark: the window needs an event-time column"
+        raise _fail(msg, first)
+    return tuple(names)

@@ -50,6 +50,8 @@ SS = "_ss"
 SL = "_sl"
 # Rows last emitted: window start of the group then (to follow a session that moves), last values.
 MWS = "_mws"
+# PARTITION BY: a substream's greatest event time.
+PMAX = "_pmax"
 
 @dataclass(frozen=True)
 class ProcessorConfig:

@@ -60,7 +60,8 @@ class Emission:
     sessions: pd.DataFrame | None
     out: list[pd.DataFrame]
 
-    watermark: Any
+    def marks(self, frame: pd.DataFrame) -> np.ndarray | None:
+        raise NotImplementedError
 
     def _groups(self) -> pd.DataFrame:
         raise NotImplementedError
@@ -78,9 +79,9 @@ class Emission:
         timed_out = np.zeros(len(groups), dtype=bool)
         if emit.timeout_ms is not None and now is not None:
             timed_out = now - groups[LAST].to_numpy(dtype="float64") >= emit.timeout_ms
-        wm = self.watermark
-        if wm is not None:
-            closed |= (groups[WE] <= wm).to_numpy()
+        marks = self.marks(groups)
+        if marks is not None:
+            closed |= groups[WE].to_numpy(dtype="float64") <= marks
         if window.kind is WindowKind.COUNT:
             closed |= (groups[AGG_COUNT] >= int(window.count or 1)).to_numpy()
         dirty = groups[DIRTY].to_numpy(dtype=bool)
@@ -130,9 +131,9 @@ class Emission:
                 self.emitted = self.emitted[~hits(self.emitted, groups[closed], self.keys)].reset_index(drop=True)
         if self.window.kind is WindowKind.SESSION and not is_empty(self.sessions):
             ended = np.zeros(len(self.sessions), dtype=bool)
-            wm = self.watermark
-            if wm is not None:
-                ended |= (self.sessions[SL] + int(self.window.gap_ms or 0) <= wm).to_numpy()
+            marks = self.marks(self.sessions)
+            if marks is not None:
+                ended |= self.sessions[SL].to_numpy(dtype="float64") + int(self.window.gap_ms or 0) <= marks
             if self.emit.timeout_ms is not None and self.now is not None:
                 ended |= (int(self.now) - self.sessions[LAST] >= self.emit.timeout_ms).to_numpy()
             self.sessions = self.sessions[~ended].reset_index(drop=True)

@@ -83,7 +83,8 @@ class ContinuousProcessor(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.meta = handle.getValueState("meta", "now long, max_ts long")
-        self.tables = {name: handle.getValueState(name, "data binary") for name in ("open", "emitted", "sessions")}
+        names = ("open", "emitted", "sessions", "partitions")
+        self.tables = {name: handle.getValueState(name, "data binary") for name in names}
 
     def handleInputRows(
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
@@ -92,10 +93,12 @@ class ContinuousProcessor(StatefulProcessor):
         batch = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
         meta = self.meta.get() if self.meta.exists() else (None, None)
         tables = {name: unpack(s.get()[0]) if s.exists() else None for name, s in self.tables.items()}
-        step = Step(self.config, meta, tables["open"], tables["emitted"], tables["sessions"])
+        step = Step(self.config, meta, tables["open"], tables["emitted"], tables["sessions"], tables["partitions"])
         out = step.run(batch)
         self.meta.update(step.meta())
-        for name, frame in (("open", step.open), ("emitted", step.emitted), ("sessions", step.sessions)):
+        for name, frame in (
+            ("open", step.open), ("emitted", step.emitted), ("sessions", step.sessions), ("partitions", step.partitions)
+        ):
             if frame is None or frame.empty:
                 self.tables[name].clear()
             else:

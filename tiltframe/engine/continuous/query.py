@@ -169,7 +169,9 @@ class ContinuousRun:
                 F.col(TYPED_REASON).isNotNull() | F.coalesce(to_column(query.where, stream), F.lit(False))
             )
         keys = [F.col(k) for k in query.keys]
-        bucket = F.pmod(F.xxhash64(*keys), F.lit(self.buckets)).cast("int") if keys else F.lit(0)
+        # A substream (PARTITION BY) is in one bucket whole, where its watermark is kept.
+        spread = [F.col(k) for k in query.partitions] or keys
+        bucket = F.pmod(F.xxhash64(*spread), F.lit(self.buckets)).cast("int") if spread else F.lit(0)
         events = typed.select(
             bucket.alias(BUCKET),
             F.lit("e").alias(KIND),

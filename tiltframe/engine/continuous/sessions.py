@@ -26,7 +26,8 @@ class Sessions:
     emitted: pd.DataFrame | None
     sessions: pd.DataFrame | None
 
-    watermark: Any
+    def marks(self, frame: pd.DataFrame) -> np.ndarray | None:
+        raise NotImplementedError
 
     def _merge(self, rows: pd.DataFrame) -> pd.DataFrame:
         raise NotImplementedError
@@ -69,8 +70,8 @@ class Sessions:
         seg_start = segments[WS].to_numpy(dtype="int64")
         if length:
             piece = session_start + (seg_start - session_start) // int(length) * int(length)
-            wm = self.watermark
-            final = session_start <= wm if wm is not None else np.zeros(len(segments), dtype=bool)
+            marks = self.marks(segments)
+            final = session_start <= marks if marks is not None else np.zeros(len(segments), dtype=bool)
             identity = np.where(final, piece, seg_start)
         else:
             piece = identity = session_start

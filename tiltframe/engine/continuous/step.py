@@ -23,6 +23,7 @@ from tiltframe.engine.continuous.columns import (
     MAX_TS,
     NOW,
     OUT_KIND,
+    PMAX,
     RAW,
     REASON,
     WE,
@@ -49,6 +50,7 @@ class Step(Sessions, Emission):
         open_: pd.DataFrame | None,
         emitted: pd.DataFrame | None,
         sessions: pd.DataFrame | None = None,
+        partitions: pd.DataFrame | None = None,
     ) -> None:
         self.config = config
         self.query = config.query
@@ -61,6 +63,8 @@ class Step(Sessions, Emission):
         self.open = open_
         self.emitted = emitted
         self.sessions = sessions
+        #: PARTITION BY: each substream's greatest event time (its own watermark), in column PMAX.
+        self.partitions = partitions
         self.out: list[pd.DataFrame] = []
 
     def meta(self) -> tuple[Any, ...]:
@@ -114,6 +118,29 @@ class Step(Sessions, Emission):
             return None
         return int(base) - (self.emit.delay_ms or 0)
 
+    def marks(self, frame: pd.DataFrame) -> np.ndarray | None:
+        """The watermark of each row of ``frame`` (float, NaN before its substream's first event): the
+        query's, or with PARTITION BY its substream's greatest event time minus the delay (Proton: one fast
+        key does not close the windows of the others); None when nothing has a watermark."""
+        parts = list(self.query.partitions)
+        if not parts:
+            wm = self.watermark
+            return None if wm is None else np.full(len(frame), float(wm))
+        if is_empty(self.partitions) or frame.empty:
+            return np.full(len(frame), np.nan)
+        assert self.partitions is not None
+        found = frame[parts].merge(self.partitions, on=parts, how="left")[PMAX].to_numpy(dtype="float64")
+        return found - (self.emit.delay_ms or 0)
+
+    def _advance_partitions(self, events: pd.DataFrame) -> None:
+        """Each substream's greatest event time moved on by its new events (aggregated ones)."""
+        parts = list(self.query.partitions)
+        if not parts:
+            return
+        news = events.groupby(parts, sort=False, dropna=False)[TS].max().rename(PMAX).reset_index()
+        both = news if is_empty(self.partitions) else pd.concat([self.partitions, news], ignore_index=True)
+        self.partitions = both.groupby(parts, sort=False, dropna=False)[PMAX].max().reset_index()
+
     def _crossed(self, interval: int | None) -> bool:
         """Whether processing time passed a multiple of ``interval`` since the previous call (always true
         without an interval: every micro-batch)."""
@@ -159,16 +186,18 @@ class Step(Sessions, Emission):
         wm = self.watermark
         kind = self.window.kind
         windowed = self._windows(events) if kind in (WindowKind.TUMBLE, WindowKind.HOP) else None
+        if self.query.partitions and wm is not None:
+            wm = "of its substream"
         if wm is not None:
             if windowed is not None:
                 # Proton: an event is late only when every window it belongs to has closed; an out-of-order
                 # event of a window still open is aggregated into it (and only into the open ones).
-                still_open = (windowed[WE] > wm).to_numpy()
+                still_open = ~(windowed[WE].to_numpy(dtype="float64") <= self.marks(windowed))
                 late = ~np.isin(events[SEQ].to_numpy(), windowed[SEQ].to_numpy()[still_open])
                 windowed = windowed[still_open].reset_index(drop=True)
                 what = "every window of the event has closed (its end is at or before the watermark"
             else:
-                late = (events[TS] < wm).to_numpy()
+                late = events[TS].to_numpy(dtype="float64") < self.marks(events)
                 what = "event time is behind the watermark"
             if late.any():
                 reason = (
@@ -179,6 +208,7 @@ class Step(Sessions, Emission):
                 events = events[~late].reset_index(drop=True)
         if events.empty:
             return
+        self._advance_partitions(events)
         self.out.append(pd.DataFrame({OUT_KIND: ["max_ts"], EMITTED_AT: [self.now], TS: [int(events[TS].max())]}))
         if kind is WindowKind.SESSION:
             self._take_session(events)
