@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tiltframe.engine.continuous.processor import (
+from tiltframe.engine.continuous.columns import (
     CHANGELOG_DELTA,
     DELTA,
     IDENT,
@@ -24,12 +24,12 @@ from tiltframe.engine.continuous.processor import (
     RAW,
     REASON,
     ProcessorConfig,
-    _pack,
-    _Step,
-    _unpack,
+    version_outputs,
 )
-from tiltframe.engine.continuous.query import row_order
+from tiltframe.engine.continuous.processor import pack, unpack
+from tiltframe.engine.continuous.query import emitted_rows, row_order, stamp_emit_version
 from tiltframe.engine.continuous.states import TS, arg_column, layout_for
+from tiltframe.engine.continuous.step import Step
 from tiltframe.lang import parse_app
 from tiltframe.retrieval.evaluate import evaluate
 from tiltframe.spec.continuous import ContinuousQuery, EmitPolicy
@@ -46,9 +46,10 @@ class Sim:
     buckets: int = 2
     now: int | None = None
     max_ts: int | None = None
-    states: dict[int, tuple[Any, Any, Any, Any]] = field(default_factory=dict)
+    states: dict[int, tuple[Any, ...]] = field(default_factory=dict)
     records: list[dict[str, Any]] = field(default_factory=list)
     emitted: list[pd.DataFrame] = field(default_factory=list)
+    versions: int = 0  # the next emit_version()
 
     @classmethod
     def of(cls, text: str, name: str | None = None, **kwargs: Any) -> Sim:
@@ -69,7 +70,10 @@ class Sim:
         out = self._batch(self._events(events or []), tick=ticks)
         while True:
             reports = out[out[OUT_KIND] == "max_ts"][TS].dropna()
-            rows = out[out[OUT_KIND] == "row"]
+            rows = emitted_rows(out)
+            if not rows.empty and version_outputs(self.query):
+                rows = stamp_emit_version(rows.copy(), self.query, self.versions)
+                self.versions += 1
             self.records += out[out[OUT_KIND].isin(["late", "rejected"])][[OUT_KIND, REASON, TS, RAW]].to_dict(
                 "records"
             )
@@ -99,11 +103,12 @@ class Sim:
                 part = pd.concat([part, pd.DataFrame({KIND: ["t"], NOW: [self.now], MAX_TS: [self.max_ts]})])
             if part.empty:
                 continue
-            meta, *tables = self.states.get(bucket, ((None, None), None, None, None))
-            step = _Step(self.config, meta, *(_unpack(t) for t in tables))
+            meta, *tables = self.states.get(bucket, ((None, None), None, None, None, None))
+            step = Step(self.config, meta, *(unpack(t) for t in tables))
             outs.append(step.run(part.reset_index(drop=True)))
             # Tables go through Arrow as in Spark's state store (dtypes included).
-            packed = (None if t is None or t.empty else _pack(t) for t in (step.open, step.emitted, step.sessions))
+            tables = (step.open, step.emitted, step.sessions, step.partitions)
+            packed = (None if t is None or t.empty else pack(t) for t in tables)
             self.states[bucket] = (step.meta(), *packed)
         outs = [o for o in outs if not o.empty]
         return pd.concat(outs, ignore_index=True) if outs else pd.DataFrame(columns=[OUT_KIND, TS, RAW, REASON])
@@ -131,7 +136,8 @@ class Sim:
                 out[arg_column(item.alias)] = pd.to_numeric(series, errors="coerce") if numeric else series
         if self.query.emit.policy is EmitPolicy.AFTER_KEY_EXPIRE:
             out[IDENT] = frame[self.query.emit.identified_by or time_attr]
-        key_text = out[list(self.query.keys)].astype(str).agg("|".join, axis=1) if self.query.keys else None
+        spread = list(self.query.partitions or self.query.keys)
+        key_text = out[spread].astype(str).agg("|".join, axis=1) if spread else None
         out["_bucket"] = [zlib.crc32(t.encode()) % self.buckets for t in key_text] if key_text is not None else 0
         return out.reset_index(drop=True)
 

@@ -45,11 +45,40 @@ def test_periodic_repeat_window_changelog() -> None:
 
 
 def test_periodic_boundary_includes_the_events_of_its_micro_batch() -> None:
-    sim = Sim.of(S + "SELECT k, count() AS n FROM s GROUP BY k EMIT PERIODIC 1s;")
+    """A period where anything arrived emits every group (the seed's "emit the aggregation periodically"),
+    not only the groups that changed; a period where nothing arrived emits nothing."""
+    sim = Sim.of(S + "SELECT k, count() AS n FROM s GROUP BY k EMIT PERIODIC 1s;", buckets=4)
     assert sim.step([e("a", 1, 1)], now=900) == []
     assert sim.step([e("a", 1, 2)], now=1000) == [{"k": "a", "n": 2}]
-    assert sim.step([e("b", 1, 3)], now=2999) == [{"k": "b", "n": 1}]  # 2000 passed: one row, not two
+    # 2000 passed: one row per group, not two; 'a' had no news but 'b' did.
+    assert sim.step([e("b", 1, 3)], now=2999) == [{"k": "a", "n": 2}, {"k": "b", "n": 1}]
     assert sim.step(now=3000) == []
+    assert sim.step(now=4000) == []
+
+
+def test_periodic_window_emits_every_open_group_and_final_rows() -> None:
+    """PERIODIC on windows, checked against pandas: at each period where any event arrived (in any bucket)
+    every group of the open windows, with its count so far; at a window's close its final row, even when
+    the last period already showed the same values."""
+    sim = Sim.of(S + "SELECT window_start, k, count() AS n FROM tumble(s, 10s) GROUP BY window_start, k "
+                 "EMIT PERIODIC 1s;", buckets=3)
+    events = [e(k, 1, ts) for k, ts in [("a", 1000), ("b", 2000), ("c", 3000), ("a", 4000)]]
+    seen: list[dict[str, Any]] = []
+
+    def expected() -> list[dict[str, Any]]:
+        frame = pd.DataFrame(seen)
+        frame["window_start"] = frame["ts"] // 10_000 * 10_000
+        out = frame.groupby(["window_start", "k"]).size().rename("n").reset_index()
+        return out.to_dict("records")
+
+    sim.step(events[:3], now=500)
+    seen += events[:3]
+    assert sim.step(now=1000) == expected()
+    assert sim.step(now=2000) == []  # nothing arrived
+    sim.step(events[3:], now=2500)
+    seen += events[3:]
+    assert sim.step(now=3000) == expected()  # 'b' and 'c' unchanged, emitted all the same
+    assert sim.step([e("z", 1, 12_000)], now=3100) == expected()  # [0, 10s) closes: its final rows
 
 
 def test_count_windows_on_update_changelog() -> None:
@@ -266,7 +295,7 @@ def row(start: int, n: int) -> dict[str, Any]:
 SEED_EMITS = {
     "EMIT STREAM AFTER WINDOW CLOSE WITH DELAY 1s AND TIMEOUT 5s": [[], [], [], [row(0, 2)], [], [row(5000, 2)], []],
     "EMIT STREAM PERIODIC 1s REPEAT WITH DELAY 1s AND TIMEOUT 5s": (
-        [[], [], [row(0, 2), row(5000, 1)], [], [row(5000, 2)], [row(5000, 2)], []]
+        [[], [], [row(0, 2), row(5000, 1)], [row(0, 2)], [row(5000, 2)], [row(5000, 2)], []]
     ),
     "EMIT ON UPDATE WITH DELAY 1s AND TIMEOUT 5s": [[row(0, 2)], [row(5000, 1)], [], [row(5000, 2)], [], [], []],
     "EMIT ON UPDATE WITH BATCH 1s WITH DELAY 1s AND TIMEOUT 5s": (
@@ -331,3 +360,47 @@ def test_with_query_filter_and_changelog() -> None:
     )
     sim.step([span("t1", "a", 0, 150), span("t2", "b", 0, 50)], now=0)
     assert sim.step(now=1000) == [{"trace_id": "t1", "d": 150, "_tp_delta": 1}]
+
+
+@pytest.mark.parametrize("window", ["tumble(s, 5s)", "hop(s, 5s, 10s)"])
+def test_out_of_order_event_of_an_open_window_is_aggregated(window: str) -> None:
+    """Proton's lateness: an event behind the watermark is late only when every window it belongs to has
+    closed; into a window still open it is aggregated (and only into the open ones of a hop)."""
+    sim = Sim.of(S + f"SELECT k, window_start, count() AS n FROM {window} GROUP BY k, window_start;")
+    first = -5000 if window.startswith("hop") else 0  # [0, 5s) of the tumble, [-5s, 5s) of the hop
+    assert sim.step([e("a", 1, 1000), e("a", 1, 9000)], now=0) == [{"k": "a", "window_start": first, "n": 1}]
+    # The watermark is 9000: 6000 is behind it, but [5s, 10s) is open (and [0s, 10s) of the hop too).
+    sim.step([e("a", 1, 6000)])
+    # 4000: [0, 5s) closed; for the hop [0, 10s) is open, [-5s, 5s) closed.
+    sim.step([e("a", 1, 4000)])
+    late = [r["tf_ts"] for r in sim.records if r["tf_out"] == "late"]
+    rows = sim.step([e("a", 1, 30_000)])
+    if window.startswith("tumble"):
+        assert late == [4000]
+        assert rows == [{"k": "a", "window_start": 5000, "n": 2}]
+    else:
+        assert late == []
+        assert rows == [
+            {"k": "a", "window_start": 0, "n": 4},
+            {"k": "a", "window_start": 5000, "n": 2},
+        ]
+
+
+def test_emit_version_counts_the_emits() -> None:
+    """emit_version(): 0 for the query's first emit, one more at each emit after it (all rows of one emit,
+    a changelog's retractions too, share it); ON UPDATE compares rows without it."""
+    sim = Sim.of(S + "SELECT emit_version() AS v, k, count() AS n FROM tumble(s, 5s) GROUP BY k "
+                 "EMIT CHANGELOG ON UPDATE;")
+    assert sim.step([e("a", 1, 1000), e("b", 1, 1000)], now=0) == [
+        {"v": 0, "k": "a", "n": 1, "_tp_delta": 1},
+        {"v": 0, "k": "b", "n": 1, "_tp_delta": 1},
+    ]
+    assert sim.step([e("a", 1, 2000)]) == [
+        {"v": 1, "k": "a", "n": 1, "_tp_delta": -1},
+        {"v": 1, "k": "a", "n": 2, "_tp_delta": 1},
+    ]
+    assert sim.step(now=10) == []  # nothing changed: no emit, no number taken
+    assert sim.step([e("b", 1, 3000)]) == [
+        {"v": 2, "k": "b", "n": 1, "_tp_delta": -1},
+        {"v": 2, "k": "b", "n": 2, "_tp_delta": 1},
+    ]

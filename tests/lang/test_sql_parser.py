@@ -668,3 +668,34 @@ def test_event_time_on_an_aggregation_is_refused() -> None:
     error = app_error(text)
     assert (error.line, error.column) == (2, 1)
     assert "@eventTime belongs on define stream; an aggregation names its event time with 'aggregate by" in str(error)
+
+
+PROTON_STREAM = "@eventTime('ts') define stream s (id string, location string, value double, ts long);\n"
+
+
+@pytest.mark.parametrize(
+    ("query", "column", "message"),
+    [
+        # Proton's tests/stream/test_stream_smoke/0006_session_window.json writes these forms.
+        ("SELECT max(value), id FROM session(s, ts, 2s) PARTITION BY id + 1 GROUP BY window_start;", 60,
+         "PARTITION BY takes stream attributes, got"),
+        ("SELECT count() FROM session(s, 5s, [location='ca', location='sh')) GROUP BY window_start;", 36,
+         "session start and end conditions"),
+        ("SELECT count() FROM session(s, ts, 5s, (location='ca', location='sh']) GROUP BY window_start;", 40,
+         "session start and end conditions"),
+        ("SELECT id, count() FROM session(s, 10s) GROUP BY id EMIT ON UPDATE TIMEOUT 1s;", 68,
+         "EMIT TIMEOUT stands alone; after ON UPDATE write AND TIMEOUT 1s"),
+    ],
+)
+def test_proton_constructs_not_supported_yet_are_named_where_written(query: str, column: int, message: str) -> None:
+    with pytest.raises(DefinitionError) as info:
+        parse_app(PROTON_STREAM + query)
+    assert message in info.value.message
+    assert (info.value.line, info.value.column) == (2, column)
+
+
+def test_emit_timeout_alone_is_the_default_policy_with_a_timeout() -> None:
+    """Proton's ``EMIT TIMEOUT 1s`` (0006_session_window.json, id 23)."""
+    query = parse_app(PROTON_STREAM + "SELECT id, count() FROM session(s, ts, 10s) GROUP BY id EMIT TIMEOUT 1s;")
+    emit = query.continuous[0].emit
+    assert (emit.policy, emit.timeout_ms, emit.delay_ms) == (EmitPolicy.AFTER_WINDOW_CLOSE, 1000, None)

@@ -619,3 +619,25 @@ def test_python_built_query_without_positions() -> None:
     with pytest.raises(DefinitionError, match="unknown column 'devise'") as caught:
         validate_continuous(APP, dataclasses.replace(query, group_by=(Attr("devise"),)))
     assert caught.value.line is None
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "message"),
+    [
+        ("SELECT emit_version() + 1 AS v, count() FROM tumble(s, 5s)", (1, 8), "as a select item on its own"),
+        ("SELECT count() FROM tumble(s, 5s) HAVING emit_version() > 1", (1, 42), "not inside an expression"),
+        ("SELECT emit_version(k) AS v, count() FROM tumble(s, 5s)", (1, 21), "takes no arguments"),
+    ],
+)
+def test_emit_version_is_a_select_item_on_its_own(text: str, where: tuple[int, int], message: str) -> None:
+    with pytest.raises(DefinitionError) as info:
+        parse_app("@eventTime('ts') define stream s (k string, v double, ts long);\n" + text + ";")
+    assert message in info.value.message
+    assert (info.value.line, info.value.column) == (where[0] + 1, where[1])
+
+
+def test_emit_version_output_is_a_long() -> None:
+    app = parse_app("@eventTime('ts') define stream s (k string, ts long);\n"
+                    "SELECT emit_version() AS v, k, count() AS n FROM tumble(s, 5s) GROUP BY k;")
+    assert app.continuous[0].outputs[0][0] == "v"
+    assert app.continuous[0].output_names == ("v", "k", "n")

@@ -60,6 +60,7 @@ _OPTIONS = {
     "with_batch": ("batch", "WITH BATCH"),
     "with_delay": ("delay", "WITH DELAY"),
     "and_timeout": ("timeout", "AND TIMEOUT"),
+    "emit_timeout": ("timeout", "TIMEOUT"),
 }
 _POLICY_OF = {
     "after_window_close": EmitPolicy.AFTER_WINDOW_CLOSE,
@@ -67,6 +68,11 @@ _POLICY_OF = {
     "on_update": EmitPolicy.ON_UPDATE,
     "after_key_expire": EmitPolicy.AFTER_KEY_EXPIRE,
 }
+
+
+def _text(tree: ParseTree) -> str:
+    """The tokens of a small tree as written, joined (an interval such as ``5s`` or ``5 s``)."""
+    return " ".join(str(t) for t in tree.scan_values(lambda v: isinstance(v, Token)))
 
 
 def _unsupported(word: str, expected: set[str]) -> str | None:
@@ -151,7 +157,7 @@ class SqlBuilder(SpecBuilder):
     def continuous(
         self, tree: ParseTree, *, name: str | None, text: str, annotations: tuple[Annotation, ...]
     ) -> ContinuousQuery:
-        select_clause, from_clause, where, group_by, having, emit = _kids(tree)
+        select_clause, from_clause, where, partition_by, group_by, having, emit = _kids(tree)
         window = self.window(_kids(from_clause)[0])
         return ContinuousQuery(
             stream=window.stream,
@@ -161,6 +167,7 @@ class SqlBuilder(SpecBuilder):
             group_by=tuple(self.expr(e) for e in _kids(group_by)) if group_by is not None else (),
             having=self.expr(_kids(having)[0]) if having is not None else None,
             emit=self.emit(emit) if emit is not None else Emit(),
+            partition_by=tuple(self.expr(e) for e in _kids(partition_by)) if partition_by is not None else (),
             name=name,
             text=text,
             annotations=annotations,
@@ -183,7 +190,9 @@ class SqlBuilder(SpecBuilder):
         cte_name, query_tree = _kids(first)
         cte = str(cte_name)
         inner = self.continuous(query_tree, name=name, text=text, annotations=annotations)
-        select_clause, from_clause, where, group_by, having, emit = _kids(outer)
+        select_clause, from_clause, where, partition_by, group_by, having, emit = _kids(outer)
+        if partition_by is not None:
+            raise self.error(f"PARTITION BY over the rows of WITH {cte} is not supported", self.pos(partition_by))
         source = _kids(from_clause)[0]
         if source.data != "stream_source" or str(_kids(source)[0]) != cte:
             msg = f"the query after WITH {cte} AS (...) reads its rows: write FROM {cte}"
@@ -251,6 +260,12 @@ class SqlBuilder(SpecBuilder):
             positions.append(("time_attribute", self.pos(token)))
         sizes: list[tuple[str, int, Pos]] = []  # ("ms" or "count", value, position)
         for arg in rest:
+            if arg.data == "arg_range":
+                msg = (
+                    f"session start and end conditions ({kind}(stream, [time column,] gap, [start, end])) are not "
+                    "supported yet: a session here starts with any event and ends after the gap or the max length"
+                )
+                raise self.error(msg, self.pos(arg))
             if arg.data == "arg_name":
                 msg = f"{kind}() takes the time column right after the stream, then sizes: write {usage}"
                 raise self.error(msg, self.pos(arg))
@@ -382,6 +397,14 @@ class SqlBuilder(SpecBuilder):
             option, clause = _OPTIONS[kind]
             if f"{option}_ms" in fields:
                 raise self.error(f"{clause} is given twice", pos)
+            if kind == "emit_timeout":  # Proton's EMIT TIMEOUT t: the default policy, closed by a timeout too
+                if policy_word is not None:
+                    msg = f"EMIT TIMEOUT stands alone; after {policy_word} write AND TIMEOUT {_text(kids[0])}"
+                    raise self.error(msg, pos)
+                fields["timeout_ms"] = self.interval_ms(kids[0])
+                positions.append(("timeout", pos))
+                last = kind
+                continue
             if option == "batch" and last != "on_update":
                 raise self.error("WITH BATCH belongs to ON UPDATE: write EMIT ON UPDATE WITH BATCH 1s", pos)
             if option == "delay" and policy_word is None:

@@ -12,13 +12,18 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from tiltframe.spec.expressions import Expr, Pos, output_name
+from tiltframe.spec.expressions import Attr, Expr, Pos, output_name
 from tiltframe.spec.model import AggregateItem, Annotation
 
 #: Columns a windowed query may select and group by besides the stream's attributes.
 WINDOW_START = "window_start"
 WINDOW_END = "window_end"
 WINDOW_COLUMNS = (WINDOW_START, WINDOW_END)
+#: ``emit_version()`` (Proton): the number of the emit a row belongs to, 0 for the query's first emit and one
+#: more at each emit after it.  Validation turns the select item into this column, which the engine fills
+#: as rows are emitted (one number per micro-batch that emits rows).
+EMIT_VERSION_FUNCTION = "emit_version"
+EMIT_VERSION = "_emit_version"
 
 
 class WindowKind(enum.Enum):
@@ -163,10 +168,18 @@ class ContinuousQuery:
     text: str = field(default="", compare=False, repr=False)
     annotations: tuple[Annotation, ...] = field(default=(), compare=False)
     pos: Pos | None = field(default=None, compare=False, repr=False)
+    #: PARTITION BY (Proton): stream attributes that cut the stream into substreams, each with its own
+    #: watermark; validation adds them to ``keys``.
+    partition_by: tuple[Expr, ...] = ()
     keys: tuple[str, ...] = ()
     aggregates: tuple[AggregateItem, ...] = ()
     outputs: tuple[tuple[str, Expr], ...] = ()
     filter: Expr | None = None
+
+    @property
+    def partitions(self) -> tuple[str, ...]:
+        """The attributes of PARTITION BY (none: one substream, one watermark)."""
+        return tuple(e.name for e in self.partition_by if isinstance(e, Attr))
 
     @property
     def output_names(self) -> tuple[str, ...]:

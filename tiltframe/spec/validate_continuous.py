@@ -32,15 +32,14 @@ from tiltframe.errors import DefinitionError, unknown
 from tiltframe.functions import registry, scalars
 from tiltframe.functions.registry import AggregateFunction
 from tiltframe.spec.continuous import (
+    EMIT_VERSION,
+    EMIT_VERSION_FUNCTION,
     WINDOW_COLUMNS,
     ContinuousQuery,
-    Emit,
-    EmitPolicy,
     Projection,
     Setting,
     SqlItem,
     Window,
-    WindowKind,
 )
 from tiltframe.spec.expressions import (
     Attr,
@@ -54,6 +53,8 @@ from tiltframe.spec.expressions import (
     constant_value,
 )
 from tiltframe.spec.model import AggregateItem, AppSpec, Attribute, AttrType, StreamDef
+from tiltframe.spec.validate_emit import DEFAULT_PERIODIC_MS, validate_emit
+from tiltframe.spec.validate_windows import partition_keys, validate_window
 
 __all__ = [
     "DEFAULT_PERIODIC_MS",
@@ -64,9 +65,6 @@ __all__ = [
     "validate_continuous",
 ]
 
-#: Global aggregations emit every 2 seconds unless told otherwise (seed 003).
-DEFAULT_PERIODIC_MS = 2_000
-
 #: Timeplus names of aggregates that the registry knows by another name (the registry already takes
 #: stddev_pop, stddev_samp, var_pop and var_samp).
 SQL_FUNCTION_ALIASES = {
@@ -76,12 +74,6 @@ SQL_FUNCTION_ALIASES = {
 }
 
 _AGG_NAME = re.compile(r"_agg([0-9]+)(_.*)?")
-_POLICY_WORDS = {
-    EmitPolicy.AFTER_WINDOW_CLOSE: "AFTER WINDOW CLOSE",
-    EmitPolicy.PERIODIC: "PERIODIC",
-    EmitPolicy.ON_UPDATE: "ON UPDATE",
-    EmitPolicy.AFTER_KEY_EXPIRE: "AFTER KEY EXPIRE",
-}
 
 
 def _fail(message: str, pos: Pos | None) -> DefinitionError:
@@ -132,7 +124,7 @@ def validate_continuous(app: AppSpec, query: ContinuousQuery) -> ContinuousQuery
         stream = app.stream(query.stream, query.window.pos_of("stream"))
     except DefinitionError as exc:
         raise _fail(f"continuous query reads from {exc.message}", query.window.pos_of("stream")) from None
-    window = _window(query.window, stream)
+    window = validate_window(query.window, stream)
     for setting in query.settings:
         _setting(setting)
     return _Checker(query, stream, window).run()
@@ -155,66 +147,12 @@ def output_scope(query: ContinuousQuery, stream: StreamDef) -> StreamDef:
 
     columns = {k: stream.attribute(k).type for k in query.keys}
     columns.update(dict.fromkeys(WINDOW_COLUMNS, AttrType.LONG))
+    columns[EMIT_VERSION] = AttrType.LONG
     for item in query.aggregates:
         fn = registry.get(item.function)
         arg_type = expression_type(item.arg, stream) if item.arg is not None else None
         columns.update(dict.fromkeys(fn.output_names(item.alias, fn.resolve(item.params)), fn.result_type(arg_type)))
     return StreamDef("_outputs", tuple(Attribute(n, t) for n, t in columns.items()))
-
-
-def _time_column(stream: StreamDef, name: str, pos: Pos | None, what: str) -> None:
-    """An attribute that orders events in time: it exists and is a long (epoch ms) or a string."""
-    attribute = stream.attribute(name, pos)
-    if attribute.type not in (AttrType.LONG, AttrType.STRING):
-        msg = (
-            f"{what} '{name}' must be long (epoch ms) or string ('yyyy-MM-dd HH:mm:ss[ Z]'), got {attribute.type.value}"
-        )
-        raise _fail(msg, pos)
-
-
-def _window(window: Window, stream: StreamDef) -> Window:
-    """Sizes checked and the time attribute resolved."""
-    if window.time_attribute is not None:
-        _time_column(stream, window.time_attribute, window.pos_of("time_attribute"), "the time column")
-        time_attribute: str | None = window.time_attribute
-    else:
-        time_attribute = stream.event_time
-    kind = window.kind
-    needed = {
-        WindowKind.GLOBAL: (),
-        WindowKind.TUMBLE: ("size",),
-        WindowKind.HOP: ("slide", "size"),
-        WindowKind.SESSION: ("gap",),
-        WindowKind.COUNT: ("count",),
-    }[kind]
-    for part in ("size", "slide", "gap", "max_length", "count"):
-        value = getattr(window, part if part == "count" else f"{part}_ms")
-        if value is None:
-            if part in needed:
-                raise _fail(f"a {kind.value} window needs its {part.replace('_', ' ')}", window.pos)
-            continue
-        if part not in needed and not (part == "max_length" and kind is WindowKind.SESSION):
-            msg = f"a {kind.value} window takes no {part.replace('_', ' ')}"
-            raise _fail(msg, window.pos_of(part))
-        if value <= 0:
-            raise _fail(f"the {part.replace('_', ' ')} of a window must be greater than 0", window.pos_of(part))
-    if kind is WindowKind.SESSION and window.max_length_ms is not None:
-        assert window.gap_ms is not None
-        if window.max_length_ms <= window.gap_ms:
-            msg = (
-                f"the max length of a session ({_ms(window.max_length_ms)}) must be longer than its gap "
-                f"({_ms(window.gap_ms)})"
-            )
-            raise _fail(msg, window.pos_of("max_length"))
-    return dataclasses.replace(window, time_attribute=time_attribute)
-
-
-def _ms(value: int) -> str:
-    """An interval the way it is written: 500ms, 5s, 2m, 1h, 1d."""
-    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000)):
-        if value % size == 0:
-            return f"{value // size}{unit}"
-    return f"{value}ms"
 
 
 class _Checker:
@@ -237,6 +175,8 @@ class _Checker:
             where = self.plain(q.where, "WHERE", "filters events before they are aggregated: use HAVING")
             self.condition(where, "WHERE")
         self.keys = self.group_by()
+        partitions = partition_keys(q.partition_by, self.stream, self.window)
+        self.keys += tuple(k for k in partitions if k not in self.keys)
         output_pos: dict[str, Pos | None] = {}
         for item in q.select:
             name = item.output_name
@@ -263,7 +203,7 @@ class _Checker:
             q,
             window=self.window,
             where=where,
-            emit=self.emit(q.emit),
+            emit=validate_emit(q.emit, self.window, self.stream, self.keys),
             keys=self.keys,
             aggregates=tuple(self.aggregates),
             outputs=tuple(outputs.items()),
@@ -317,7 +257,12 @@ class _Checker:
     # --- select items and HAVING --------------------------------------------------------------------------
 
     def select_item(self, expr: Expr, name: str, alias: str | None, pos: Pos | None) -> list[tuple[str, Expr]]:
-        """The outputs of one item: one, or one per output of a multi-output aggregate."""
+        """The outputs of one item: one, or one per output of a multi-output aggregate, or the number of
+        the emit (``emit_version()``, filled in as rows are emitted)."""
+        if isinstance(expr, Call) and expr.name.lower() == EMIT_VERSION_FUNCTION:
+            if expr.args:
+                raise _fail("emit_version() takes no arguments", expr.args[0].pos or pos)
+            return [(name, Attr(EMIT_VERSION, pos=expr.pos))]
         if isinstance(expr, Call) and (fn := aggregate_function(expr.name)) is not None and fn.outputs is not None:
             if alias is None:
                 written = f"{expr.name}(...)"
@@ -536,94 +481,13 @@ class _Checker:
 
     @staticmethod
     def unknown_function(call: Call) -> DefinitionError:
-        return _fail(unknown("function", call.name, _function_names()), call.pos)
-
-    # --- EMIT ------------------------------------------------------------------------------------------------
-
-    def emit(self, emit: Emit) -> Emit:
-        """The policy's defaults and the seed's rules for which policies and options fit which queries."""
-        windowed, policy = self.window.is_windowed, emit.policy
-        if policy is None:
-            policy = EmitPolicy.AFTER_WINDOW_CLOSE if windowed else EmitPolicy.PERIODIC
-        word = _POLICY_WORDS[policy]
-        self.emit_fields(emit, policy)
-        for part, value in (
-            ("interval", emit.interval_ms),
-            ("batch", emit.batch_ms),
-            ("delay", emit.delay_ms),
-            ("timeout", emit.timeout_ms),
-            ("maxspan", emit.maxspan_ms),
-        ):
-            if value is not None and value <= 0:
-                raise _fail(f"an EMIT interval must be greater than 0, got {value}ms", emit.pos_of(part))
-        changes: dict[str, Any] = {"policy": policy}
-        if policy is EmitPolicy.PERIODIC and emit.interval_ms is None:
-            changes["interval_ms"] = DEFAULT_PERIODIC_MS
-        if not windowed:
-            if policy is EmitPolicy.AFTER_WINDOW_CLOSE:
-                msg = (
-                    f"EMIT AFTER WINDOW CLOSE needs a time window (tumble, hop or session); a global aggregation "
-                    f"of {self.stream.name} emits PERIODIC <interval>, ON UPDATE or AFTER KEY EXPIRE"
-                )
-                raise _fail(msg, emit.pos_of("policy"))
-            late = "delay" if emit.delay_ms is not None else None
-            if late is None and emit.timeout_ms is not None and policy is not EmitPolicy.AFTER_KEY_EXPIRE:
-                late = "timeout"
-            if late is not None:
-                msg = (
-                    "WITH DELAY and AND TIMEOUT only can be applied to time-window based aggregations "
-                    f"(tumble, hop or session), not to a global aggregation of {self.stream.name}"
-                )
-                raise _fail(msg, emit.pos_of(late))
-        elif policy is EmitPolicy.AFTER_KEY_EXPIRE:
+        if call.name.lower() == EMIT_VERSION_FUNCTION:
             msg = (
-                "EMIT AFTER KEY EXPIRE applies to a global aggregation grouped by a key (FROM a stream, "
-                f"GROUP BY trace_id), not to a {self.window.kind.value} window"
+                "emit_version() is supported as a select item on its own (SELECT emit_version() AS v, ...), "
+                "not inside an expression, WHERE or HAVING"
             )
-            raise _fail(msg, emit.pos_of("policy"))
-        if self.window.kind is WindowKind.COUNT and emit.delay_ms is not None:
-            msg = (
-                "a window of N events closes on its Nth event, so WITH DELAY has nothing to wait for; "
-                "AND TIMEOUT closes a window that stays unfinished"
-            )
-            raise _fail(msg, emit.pos_of("delay"))
-        if policy is EmitPolicy.AFTER_KEY_EXPIRE:
-            changes.update(self.key_expire(emit, word))
-        return dataclasses.replace(emit, **changes)
-
-    def emit_fields(self, emit: Emit, policy: EmitPolicy) -> None:
-        """Options of one policy given with another (only a spec built in Python can do that)."""
-        owners = {
-            "interval_ms": EmitPolicy.PERIODIC,
-            "repeat": EmitPolicy.PERIODIC,
-            "batch_ms": EmitPolicy.ON_UPDATE,
-            "identified_by": EmitPolicy.AFTER_KEY_EXPIRE,
-            "maxspan_ms": EmitPolicy.AFTER_KEY_EXPIRE,
-            "only": EmitPolicy.AFTER_KEY_EXPIRE,
-        }
-        for name, owner in owners.items():
-            if getattr(emit, name) not in (None, False) and owner is not policy:
-                msg = f"EMIT option {name} belongs to {_POLICY_WORDS[owner]}, not to {_POLICY_WORDS[policy]}"
-                raise _fail(msg, emit.pos)
-
-    def key_expire(self, emit: Emit, word: str) -> dict[str, Any]:
-        if not self.keys:
-            msg = f"EMIT {word} needs GROUP BY a key (such as a trace id): it emits each key's row when the key expires"
-            raise _fail(msg, emit.pos_of("policy"))
-        if emit.maxspan_ms is None:
-            raise _fail(f"EMIT {word} needs WITH MAXSPAN <interval>, such as WITH MAXSPAN 500ms", emit.pos_of("policy"))
-        column = emit.identified_by or self.window.time_attribute
-        if column is None:
-            msg = (
-                f"EMIT {word} measures each key's span by a time column: write IDENTIFIED BY <column>, or declare "
-                f"@eventTime('<column>') on stream {self.stream.name}"
-            )
-            raise _fail(msg, emit.pos_of("policy"))
-        pos = emit.pos_of("identified_by")
-        if not self.stream.has(column):
-            raise _fail(unknown("column", column, [a.name for a in self.stream.attributes]), pos)
-        _time_column(self.stream, column, pos, "IDENTIFIED BY")
-        return {"identified_by": column}
+            return _fail(msg, call.pos)
+        return _fail(unknown("function", call.name, [*_function_names(), EMIT_VERSION_FUNCTION]), call.pos)
 
 
 def _exc_pos(exc: DefinitionError) -> Pos | None:

@@ -1,7 +1,7 @@
 """Run one continuous query on Spark Structured Streaming.
 
 The plan: typed events (rejections kept) -> WHERE -> group keys and aggregate arguments as columns, in
-Spark -> union with the clock's ticks -> ``groupBy(bucket).transformWithStateInPandas`` (``processor.py``)
+Spark -> union with the clock's ticks -> ``groupBy(bucket).transformWithStateInPandas`` (``processor.py``, ``step.py``)
 -> ``foreachBatch``: emitted rows to the sink, late and rejected events to the record, the greatest event
 time back into the clock.
 
@@ -14,6 +14,7 @@ clock by hand (:meth:`ContinuousRun.advance`).
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 import time
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming import StreamingQuery
 
 from tiltframe.engine.continuous.clock import clock_stream, read_clock, write_clock
-from tiltframe.engine.continuous.processor import (
+from tiltframe.engine.continuous.columns import (
     CHANGELOG_DELTA,
     DELTA,
     EMITTED_AT,
@@ -34,12 +35,16 @@ from tiltframe.engine.continuous.processor import (
     MAX_TS,
     NOW,
     OUT_KIND,
+    PERIOD,
+    PERIOD_IF,
     RAW,
     REASON,
-    ContinuousProcessor,
+    ROW_KINDS,
     ProcessorConfig,
     extra_columns,
+    version_outputs,
 )
+from tiltframe.engine.continuous.processor import ContinuousProcessor
 from tiltframe.engine.continuous.states import TS, arg_column, array_elements, layout_for, output_types
 from tiltframe.engine.events import EVENT_TS, SPARK_TYPES, type_events
 from tiltframe.engine.events import RAW as TYPED_RAW
@@ -131,6 +136,7 @@ class ContinuousRun:
         self.clock = self.dir / "clock.json"
         self.checkpoint = checkpoint_location(self.dir, checkpoint_root)
         self.records = JsonLinesSink(self.dir / "rejected")
+        self.versions = EmitVersions(self.dir / "emit_version.json")
         self.totals = ContinuousTotals()
         self.buckets = buckets or int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
         self.layout = layout_for(app, query)
@@ -163,7 +169,9 @@ class ContinuousRun:
                 F.col(TYPED_REASON).isNotNull() | F.coalesce(to_column(query.where, stream), F.lit(False))
             )
         keys = [F.col(k) for k in query.keys]
-        bucket = F.pmod(F.xxhash64(*keys), F.lit(self.buckets)).cast("int") if keys else F.lit(0)
+        # A substream (PARTITION BY) is in one bucket whole, where its watermark is kept.
+        spread = [F.col(k) for k in query.partitions] or keys
+        bucket = F.pmod(F.xxhash64(*spread), F.lit(self.buckets)).cast("int") if spread else F.lit(0)
         events = typed.select(
             bucket.alias(BUCKET),
             F.lit("e").alias(KIND),
@@ -294,12 +302,14 @@ class ContinuousRun:
         if out.empty:
             return
         reports = out[out[OUT_KIND] == "max_ts"][TS].dropna()
-        rows = out[out[OUT_KIND] == "row"]
+        rows = emitted_rows(out)
         records = out[out[OUT_KIND].isin(["late", "rejected"])]
         if not rows.empty:
             columns = [*self.output_names, *([DELTA] if self.query.emit.changelog else [])]
             rows = rows.sort_values(row_order(self.query), kind="stable")[columns].reset_index(drop=True)
             rows = rows.rename(columns={DELTA: CHANGELOG_DELTA})
+            if version_outputs(self.query):
+                rows = stamp_emit_version(rows, self.query, self.versions.of(batch_id))
             self.sink.write(self.name, batch_id, rows)
         if not records.empty:
             frame = pd.DataFrame(
@@ -317,6 +327,44 @@ class ContinuousRun:
             self.totals.events_rejected += int((records[OUT_KIND] == "rejected").sum())
         if not reports.empty:
             write_clock(self.clock, max_event_ts=int(reports.max()))
+
+
+class EmitVersions:
+    """The number of each emit of a query (``emit_version()``): 0 for the first micro-batch that emits rows,
+    one more for each one after it.  Kept in a small file beside the query's state, with the batch id it
+    was given to, so a micro-batch replayed after a failure gets its number again."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def of(self, batch_id: int) -> int:
+        state = json.loads(self.path.read_text(encoding="utf-8")) if self.path.exists() else {}
+        if state.get("batch") == batch_id:
+            return int(state["version"])
+        version = int(state.get("next", 0))
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"batch": batch_id, "version": version, "next": version + 1}), encoding="utf-8")
+        tmp.replace(self.path)
+        return version
+
+
+def stamp_emit_version(rows: pd.DataFrame, query: ContinuousQuery, version: int) -> pd.DataFrame:
+    """Every ``emit_version()`` output of one emit's rows (retractions of a changelog included) set to its
+    number."""
+    for name in version_outputs(query):
+        rows[name] = pd.array([version] * len(rows), dtype="Int64")
+    return rows
+
+
+def emitted_rows(out: pd.DataFrame) -> pd.DataFrame:
+    """The rows of one micro-batch's output that reach the sink: a periodic row of a group without news
+    only when the batch also has one of a group with news (PERIODIC emits every open group at a period
+    where anything arrived in the query; each bucket knows only its own groups)."""
+    kinds = out[OUT_KIND]
+    rows = out[kinds.isin(ROW_KINDS)]
+    if not (kinds == PERIOD).any():
+        rows = rows[rows[OUT_KIND] != PERIOD_IF]
+    return rows
 
 
 def row_order(query: ContinuousQuery) -> list[str]:

@@ -1,0 +1,123 @@
+"""Session windows of a continuous query's processor: new events as per-event-time partial states, the
+bucket's segments cut into sessions and pieces again, and the rows last emitted following a piece that
+moves.  A mixin of ``step.Step``, which holds the state it works on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tiltframe.engine.continuous.columns import DIRTY, LAST, MWS, PIECE, SL, SS, WE, WS, is_empty
+from tiltframe.engine.continuous.states import TS, build_states
+from tiltframe.spec.continuous import ContinuousQuery, Window, WindowKind
+from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout
+
+
+class Sessions:
+    """The session part of one processor call."""
+
+    query: ContinuousQuery
+    window: Window
+    layout: AggregationLayout
+    now: Any
+    open: pd.DataFrame | None
+    emitted: pd.DataFrame | None
+    sessions: pd.DataFrame | None
+
+    def marks(self, frame: pd.DataFrame) -> np.ndarray | None:
+        raise NotImplementedError
+
+    def _merge(self, rows: pd.DataFrame) -> pd.DataFrame:
+        raise NotImplementedError
+
+    def _take_session(self, events: pd.DataFrame) -> None:
+        """New events as one partial state per (event time, key), then every segment of the bucket cut into
+        sessions and pieces again; segments of a final session are merged per piece."""
+        atoms = build_states(events.assign(**{AGG_TIMESTAMP: events[TS]}), self.layout, int(self.now or 0))
+        atoms[WS] = atoms[AGG_TIMESTAMP]
+        atoms[LAST] = self.now
+        atoms[DIRTY] = True
+        segments = atoms if is_empty(self.open) else pd.concat([self.open, atoms], ignore_index=True)
+        segments = segments.reset_index(drop=True)
+        gap, length = int(self.window.gap_ms or 0), self.window.max_length_ms
+        keys = list(self.query.keys)
+        # Sessions over the segments and the open sessions (which remember where a cut session started).
+        members = pd.DataFrame({k: segments[k].to_numpy() for k in keys})
+        members[SS] = segments[WS].to_numpy(dtype="int64")
+        members[SL] = segments[AGG_EVENT_TIMESTAMP].to_numpy(dtype="int64")
+        members[LAST] = segments[LAST].to_numpy()
+        members["_row"] = np.arange(len(segments))
+        if not is_empty(self.sessions):
+            members = pd.concat([members, self.sessions.assign(_row=-1)], ignore_index=True)
+        group = members.groupby(keys, sort=False, dropna=False).ngroup() if keys else pd.Series(0, members.index)
+        members["_g"] = group.to_numpy()
+        members = members.sort_values(["_g", SS, SL], kind="stable").reset_index(drop=True)
+        reach = members.groupby("_g", sort=False)[SL].cummax().shift(1).to_numpy(dtype="float64")
+        first = members["_g"].ne(members["_g"].shift(1)).to_numpy()
+        new = first | (members[SS].to_numpy() - reach >= gap)
+        members["_sid"] = np.cumsum(new)
+        bysession = members.groupby("_sid", sort=False)
+        start = bysession[SS].transform("min").to_numpy(dtype="int64")
+        spans = {SS: (SS, "min"), SL: (SL, "max"), LAST: (LAST, "max")}
+        self.sessions = bysession.agg(**{k: (k, "first") for k in keys}, **spans).reset_index(drop=True)
+        # Pieces and merge identities of the segments.
+        rows = members["_row"].to_numpy()
+        of_segment = rows >= 0
+        session_start = np.empty(len(segments), dtype="int64")
+        session_start[rows[of_segment]] = start[of_segment]
+        seg_start = segments[WS].to_numpy(dtype="int64")
+        if length:
+            piece = session_start + (seg_start - session_start) // int(length) * int(length)
+            marks = self.marks(segments)
+            final = session_start <= marks if marks is not None else np.zeros(len(segments), dtype=bool)
+            identity = np.where(final, piece, seg_start)
+        else:
+            piece = identity = session_start
+        if PIECE in segments.columns:  # a piece that moved (earlier start, bridged sessions) has news to emit
+            before = segments[PIECE].to_numpy(dtype="float64")
+            segments[DIRTY] = segments[DIRTY].to_numpy(dtype=bool) | (before != piece)
+        segments[PIECE] = piece
+        segments[AGG_TIMESTAMP] = identity
+        self.open = self._merge(segments)
+        self._follow_pieces()
+
+    def _follow_pieces(self) -> None:
+        """Rows last emitted follow their session piece when it moves: each one now belongs to the piece
+        holding the event time it started at (pieces never lose events while open)."""
+        memory = self.emitted
+        if is_empty(memory) or is_empty(self.open):
+            return
+        keys = list(self.query.keys)
+        pieces = self.open.groupby([*keys, PIECE], sort=False, dropna=False)[WS].min().reset_index()
+        both = pd.concat([pieces[keys], memory[keys]], ignore_index=True)
+        code = both.groupby(keys, sort=False, dropna=False).ngroup().to_numpy() if keys else np.zeros(len(both))
+        pieces = pieces.assign(_code=code[: len(pieces)], _at=pieces[WS].astype("int64"))
+        memory = memory.assign(_code=code[len(pieces) :], _at=memory[MWS].astype("int64"), _pos=np.arange(len(memory)))
+        found = pd.merge_asof(
+            memory.sort_values("_at")[["_at", "_code", "_pos"]],
+            pieces.sort_values("_at")[["_at", "_code", PIECE]],
+            on="_at",
+            by="_code",
+            direction="backward",
+        ).sort_values("_pos")
+        moved = found[PIECE].to_numpy(dtype="float64")
+        self.emitted = self.emitted.assign(
+            **{AGG_TIMESTAMP: np.where(np.isnan(moved), memory[AGG_TIMESTAMP], moved).astype("int64")}
+        )
+
+    def _groups(self) -> pd.DataFrame:
+        """The groups the policy emits: the open rows, or for sessions their segments merged per piece."""
+        assert self.open is not None
+        if self.window.kind is not WindowKind.SESSION:
+            return self.open
+        pieces = self._merge(self.open.assign(**{AGG_TIMESTAMP: self.open[PIECE]}))
+        end = pieces[AGG_EVENT_TIMESTAMP].to_numpy(dtype="int64") + int(self.window.gap_ms or 0)
+        if self.window.max_length_ms:
+            end = np.minimum(end, pieces[AGG_TIMESTAMP].to_numpy(dtype="int64") + int(self.window.max_length_ms))
+        pieces[WE] = end
+        return pieces
+
+    # --- emission ---------------------------------------------------------------------------------------
+

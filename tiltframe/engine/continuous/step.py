@@ -1,0 +1,279 @@
+"""One call of a continuous query's processor for one bucket: pure pandas over the state it was given
+(``processor.py`` reads and writes that state).  This part takes the clock's ticks and the events (late
+and rejected ones set aside), assigns tumble, hop and count windows and merges partial states; sessions
+(``sessions.py``) and emission (``emission.py``) are its other parts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tiltframe.engine.continuous.columns import (
+    BOOK,
+    DELTA,
+    DIRTY,
+    EMITTED_AT,
+    IDENT,
+    IMAX,
+    IMIN,
+    KIND,
+    LAST,
+    MAX_TS,
+    NOW,
+    OUT_KIND,
+    PMAX,
+    RAW,
+    REASON,
+    WE,
+    WS,
+    ProcessorConfig,
+    is_empty,
+    maximum,
+)
+from tiltframe.engine.continuous.emission import Emission
+from tiltframe.engine.continuous.sessions import Sessions
+from tiltframe.engine.continuous.states import SEQ, TS, build_states
+from tiltframe.retrieval.merge import merge_rows
+from tiltframe.spec.continuous import EmitPolicy, WindowKind
+from tiltframe.store.layout import AGG_COUNT, AGG_TIMESTAMP
+
+
+class Step(Sessions, Emission):
+    """One call of the processor for one bucket: pure pandas over the state it was given."""
+
+    def __init__(
+        self,
+        config: ProcessorConfig,
+        meta: tuple[Any, ...],
+        open_: pd.DataFrame | None,
+        emitted: pd.DataFrame | None,
+        sessions: pd.DataFrame | None = None,
+        partitions: pd.DataFrame | None = None,
+    ) -> None:
+        self.config = config
+        self.query = config.query
+        self.window = config.query.window
+        self.emit = config.query.emit
+        self.layout = config.layout
+        self.keys = list(self.layout.key_names)
+        self.now, self.max_ts = meta[0], meta[1]
+        self.previous_now = self.now
+        self.open = open_
+        self.emitted = emitted
+        self.sessions = sessions
+        #: PARTITION BY: each substream's greatest event time (its own watermark), in column PMAX.
+        self.partitions = partitions
+        self.out: list[pd.DataFrame] = []
+
+    def meta(self) -> tuple[Any, ...]:
+        return (self.now, self.max_ts)
+
+    # --- the call ---------------------------------------------------------------------------------------
+
+    def run(self, batch: pd.DataFrame) -> pd.DataFrame:
+        if not batch.empty:
+            ticks = batch[batch[KIND] == "t"]
+            self.now = maximum(self.now, *ticks[NOW].tolist())
+            self.max_ts = maximum(self.max_ts, *ticks[MAX_TS].tolist())
+            events = batch[batch[KIND] == "e"]
+            if not events.empty:
+                self._take(events.reset_index(drop=True))
+        self._emit()
+        parts = [p for p in self.out if not p.empty]
+        if not parts:
+            return pd.DataFrame(columns=self._columns())
+        out = pd.concat(parts, ignore_index=True).reindex(columns=self._columns())
+        dtypes = {
+            OUT_KIND: "object",
+            EMITTED_AT: "Int64",
+            DELTA: "Int32",
+            TS: "Int64",
+            RAW: "object",
+            REASON: "object",
+            **self.config.output_dtypes,
+        }
+        for name, dtype in dtypes.items():
+            column = out[name]
+            if dtype == "object":
+                out[name] = column.astype(object).where(column.notna(), None)
+            elif dtype in ("Int32", "Int64", "boolean"):
+                out[name] = pd.array(column.astype(object).where(column.notna(), None).tolist(), dtype=dtype)
+            else:
+                out[name] = column.astype(dtype)
+        return out
+
+    def _columns(self) -> list[str]:
+        return [OUT_KIND, EMITTED_AT, DELTA, TS, RAW, REASON, *self.config.output_names]
+
+    @property
+    def watermark(self) -> int | None:
+        """Event times below it are late and windows ending at or before it are closed; None for global
+        aggregation and count windows, and before the first event."""
+        if self.window.kind in (WindowKind.GLOBAL, WindowKind.COUNT):
+            return None
+        base = self.now if self.window.time_attribute is None else self.max_ts
+        if base is None:
+            return None
+        return int(base) - (self.emit.delay_ms or 0)
+
+    def marks(self, frame: pd.DataFrame) -> np.ndarray | None:
+        """The watermark of each row of ``frame`` (float, NaN before its substream's first event): the
+        query's, or with PARTITION BY its substream's greatest event time minus the delay (Proton: one fast
+        key does not close the windows of the others); None when nothing has a watermark."""
+        parts = list(self.query.partitions)
+        if not parts:
+            wm = self.watermark
+            return None if wm is None else np.full(len(frame), float(wm))
+        if is_empty(self.partitions) or frame.empty:
+            return np.full(len(frame), np.nan)
+        assert self.partitions is not None
+        found = frame[parts].merge(self.partitions, on=parts, how="left")[PMAX].to_numpy(dtype="float64")
+        return found - (self.emit.delay_ms or 0)
+
+    def _advance_partitions(self, events: pd.DataFrame) -> None:
+        """Each substream's greatest event time moved on by its new events (aggregated ones)."""
+        parts = list(self.query.partitions)
+        if not parts:
+            return
+        news = events.groupby(parts, sort=False, dropna=False)[TS].max().rename(PMAX).reset_index()
+        both = news if is_empty(self.partitions) else pd.concat([self.partitions, news], ignore_index=True)
+        self.partitions = both.groupby(parts, sort=False, dropna=False)[PMAX].max().reset_index()
+
+    def _crossed(self, interval: int | None) -> bool:
+        """Whether processing time passed a multiple of ``interval`` since the previous call (always true
+        without an interval: every micro-batch)."""
+        if interval is None:
+            return True
+        if self.previous_now is None or self.now is None:
+            return False
+        return int(self.now) // interval > int(self.previous_now) // interval
+
+    def _records(self, kind: str, events: pd.DataFrame, reasons: Any) -> None:
+        self.out.append(
+            pd.DataFrame(
+                {
+                    OUT_KIND: kind,
+                    EMITTED_AT: self.now,
+                    TS: events[TS].to_numpy(),
+                    RAW: events[RAW].to_numpy(),
+                    REASON: np.asarray(reasons, dtype=object),
+                }
+            )
+        )
+
+    # --- events -----------------------------------------------------------------------------------------
+
+    def _take(self, events: pd.DataFrame) -> None:
+        bad = events[REASON].notna().to_numpy()
+        time_attribute = self.window.time_attribute
+        if time_attribute is not None:
+            missing = events[TS].isna().to_numpy() & ~bad
+            if missing.any():
+                self._records("rejected", events[missing], f"missing field '{time_attribute}'")
+                bad |= missing
+        if bad.any():
+            rejected = bad & events[REASON].notna().to_numpy()
+            if rejected.any():
+                self._records("rejected", events[rejected], events[REASON][rejected])
+            events = events[~bad]
+        events = events.reset_index(drop=True)
+        events[SEQ] = np.arange(len(events))  # arrival order within the call (ties of first/last, count windows)
+        if time_attribute is None:
+            events[TS] = self.now if self.now is not None else 0
+        events[TS] = events[TS].astype("int64")
+        wm = self.watermark
+        kind = self.window.kind
+        windowed = self._windows(events) if kind in (WindowKind.TUMBLE, WindowKind.HOP) else None
+        if self.query.partitions and wm is not None:
+            wm = "of its substream"
+        if wm is not None:
+            if windowed is not None:
+                # Proton: an event is late only when every window it belongs to has closed; an out-of-order
+                # event of a window still open is aggregated into it (and only into the open ones).
+                still_open = ~(windowed[WE].to_numpy(dtype="float64") <= self.marks(windowed))
+                late = ~np.isin(events[SEQ].to_numpy(), windowed[SEQ].to_numpy()[still_open])
+                windowed = windowed[still_open].reset_index(drop=True)
+                what = "every window of the event has closed (its end is at or before the watermark"
+            else:
+                late = events[TS].to_numpy(dtype="float64") < self.marks(events)
+                what = "event time is behind the watermark"
+            if late.any():
+                reason = (
+                    f"late: {what} {wm}, the greatest event time {self.max_ts} minus delay "
+                    f"{self.emit.delay_ms or 0} ms{')' if windowed is not None else ''}; not aggregated"
+                )
+                self._records("late", events[late], reason)
+                events = events[~late].reset_index(drop=True)
+        if events.empty:
+            return
+        self._advance_partitions(events)
+        self.out.append(pd.DataFrame({OUT_KIND: ["max_ts"], EMITTED_AT: [self.now], TS: [int(events[TS].max())]}))
+        if kind is WindowKind.SESSION:
+            self._take_session(events)
+            return
+        if windowed is None:
+            windowed = self._count_windows(events) if kind is WindowKind.COUNT else self._windows(events)
+        partial = build_states(windowed, self.layout, int(self.now or 0))
+        book = {WS: (WS, "min"), WE: (WE, "max")}
+        if self.emit.policy is EmitPolicy.AFTER_KEY_EXPIRE:
+            book.update({IMIN: (IDENT, "min"), IMAX: (IDENT, "max")})
+        books = windowed.groupby(self.keys, sort=False, dropna=False).agg(**book).reset_index()
+        partial = partial.merge(books, on=self.keys, how="left")
+        partial[LAST] = self.now
+        partial[DIRTY] = True
+        self.open = partial if is_empty(self.open) else self._merge(pd.concat([self.open, partial], ignore_index=True))
+
+    def _windows(self, events: pd.DataFrame) -> pd.DataFrame:
+        """Each event once per window it belongs to: ``AGG_TIMESTAMP`` (window start), ``WS``, ``WE``."""
+        window = self.window
+        ts = events[TS].to_numpy(dtype="int64")
+        if window.kind is WindowKind.GLOBAL:
+            return events.assign(**{AGG_TIMESTAMP: 0, WS: np.nan, WE: np.nan})
+        if window.kind is WindowKind.TUMBLE:
+            size = int(window.size_ms or 0)
+            start = ts - np.mod(ts, size)
+            return events.assign(**{AGG_TIMESTAMP: start, WS: start, WE: start + size})
+        if window.kind is WindowKind.HOP:
+            size, slide = int(window.size_ms or 0), int(window.slide_ms or 0)
+            last = np.floor_divide(ts, slide)
+            first = np.floor_divide(ts - size, slide) + 1
+            counts = np.maximum(last - first + 1, 0).astype("int64")
+            repeated = events.loc[events.index.repeat(counts)].copy()
+            offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+            start = (np.repeat(first, counts) + offsets) * slide
+            repeated[AGG_TIMESTAMP] = start
+            repeated[WS] = start
+            repeated[WE] = start + size
+            return repeated.reset_index(drop=True)
+        msg = f"{window.kind.value} windows are not assigned here"
+        raise NotImplementedError(msg)
+
+    def _count_windows(self, events: pd.DataFrame) -> pd.DataFrame:
+        """Count windows: the events of each group in order, numbered on from the group's open window
+        (``AGG_TIMESTAMP`` 0, holding fewer than N events); ``AGG_TIMESTAMP`` is the window's ordinal."""
+        size = int(self.window.count or 1)
+        ordered = events.sort_values([TS, SEQ], kind="stable").assign(**{AGG_TIMESTAMP: 0}).reset_index(drop=True)
+        rank = ordered.groupby(self.keys, sort=False, dropna=False).cumcount().to_numpy()
+        have = np.zeros(len(ordered), dtype="int64")
+        if not is_empty(self.open):
+            counts = self.open[[*self.keys, AGG_COUNT]]
+            have = ordered[self.keys].merge(counts, on=self.keys, how="left")[AGG_COUNT].fillna(0).to_numpy("int64")
+        ordered[AGG_TIMESTAMP] = (have + rank) // size
+        ordered[WS] = ordered[TS]
+        ordered[WE] = ordered[TS]
+        return ordered
+
+    def _merge(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """Rows of the same group (``AGG_TIMESTAMP`` and keys) merged into one: partial states by
+        ``merge_rows``, bookkeeping columns by their rule."""
+        book = {c: rule for c, rule in BOOK.items() if c in rows.columns}
+        if not rows.duplicated(self.keys).any():
+            return rows.reset_index(drop=True)
+        books = rows.groupby(self.keys, sort=False, dropna=False).agg(book).reset_index()
+        merged = merge_rows(rows.drop(columns=list(book)), self.layout)
+        return merged.merge(books, on=self.keys, how="left")
+
+    # --- sessions ---------------------------------------------------------------------------------------
+
