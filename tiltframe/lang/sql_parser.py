@@ -340,7 +340,8 @@ class SqlBuilder(SpecBuilder):
                 msg = unknown("tilt frame window", str(word), (TILT_SIZE, TILT_INTERVAL))
                 raise self.error(f"{msg}: write {usage}", self.pos(word))
             positions.append((f"level{i}", self.pos(word)))
-        return Window(WindowKind.TILT, stream, time_attribute, levels=tuple(levels), pos=pos, positions=tuple(positions))
+        spots = tuple(positions)
+        return Window(WindowKind.TILT, stream, time_attribute, levels=tuple(levels), pos=pos, positions=spots)
 
     def window_size(self, tree: ParseTree) -> tuple[str, int, Pos]:
         """An interval in ms, or ``100 events``: ("ms" | "count", value, position)."""

@@ -84,7 +84,7 @@ def _tilt_emit(emit: Emit, policy: EmitPolicy) -> None:
     """A tilt frame emits as Tremor's windows do: each window when it is full or its interval passed."""
     if emit.changelog or policy is not EmitPolicy.AFTER_WINDOW_CLOSE:
         what = "EMIT CHANGELOG" if emit.changelog else f"EMIT {POLICY_WORDS[policy]}"
-        msg = f"{what} is not supported on a tilt frame: each of its windows emits when it is full or its interval passed"
+        msg = f"{what} is not supported on a tilt frame: each of its windows emits when full or its interval passed"
         raise _fail(msg, emit.pos_of("policy"))
     for part, word in (("delay_ms", "WITH DELAY"), ("timeout_ms", "TIMEOUT")):
         if getattr(emit, part) is not None:

@@ -45,7 +45,8 @@ def validate_window(window: Window, stream: StreamDef) -> Window:
         raise _fail("a tilt frame needs at least one window: write [size 100, interval 1m]", window.pos)
     for i, (_, value) in enumerate(window.levels):
         if value <= 0:
-            raise _fail("the size or interval of a tilt frame's window must be greater than 0", window.pos_of(f"level{i}"))
+            msg = "the size or interval of a tilt frame's window must be greater than 0"
+            raise _fail(msg, window.pos_of(f"level{i}"))
     for part in ("size", "slide", "gap", "max_length", "count"):
         value = getattr(window, part if part == "count" else f"{part}_ms")
         if value is None:

@@ -142,7 +142,9 @@ class Tilt:
             level.start = np.fmin(level.start, start)
             level.end = np.fmax(level.end, end)
 
-    def _settle_tilt(self, chains: dict[tuple[Any, ...], list[_Level]], leaves: pd.DataFrame, group_keys: list[str]) -> None:
+    def _settle_tilt(
+        self, chains: dict[tuple[Any, ...], list[_Level]], leaves: pd.DataFrame, group_keys: list[str]
+    ) -> None:
         """What each window holds, merged into one partial row, into ``open``; the counters into ``sessions``."""
         rows, books, counters = [], [], []
         for key, chain in chains.items():
