@@ -86,7 +86,9 @@ class Tilt:
                 level.counted, level.next = int(row[-2]), float(row[-1])
         emissions: list[tuple[tuple[Any, ...], int, list[int], float, float]] = []
         times = ordered[TS].to_numpy(dtype="int64")
-        for i, key in enumerate(ordered[group_keys].itertuples(index=False, name=None)):
+        columns = [ordered[k].tolist() for k in group_keys]
+        for i in range(len(ordered)):
+            key = tuple(c[i] for c in columns)
             chain = chains.setdefault(key, [_Level() for _ in levels])
             t = float(times[i])
             self._cascade(chain, 0, t, [first_event + i], t, t, key, emissions)
