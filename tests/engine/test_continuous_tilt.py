@@ -58,7 +58,10 @@ def _oracle(levels: list[tuple[str, int]], batches: list[list[dict[str, Any]]]) 
     [
         ("[size 3, interval 1s]", [("size", 3), ("interval", 1000)]),
         ("[interval 400ms, size 3]", [("interval", 400), ("size", 3)]),
-        ("[size 2, interval 700ms, size 2, interval 3s]", [("size", 2), ("interval", 700), ("size", 2), ("interval", 3000)]),
+        (
+            "[size 2, interval 700ms, size 2, interval 3s]",
+            [("size", 2), ("interval", 700), ("size", 2), ("interval", 3000)],
+        ),
     ],
 )
 @pytest.mark.parametrize("seed", [1, 2])
