@@ -24,6 +24,8 @@ from tiltframe.lang._annotations import RawAnnotation, continuous_options
 from tiltframe.lang._build import ParseTree, SpecBuilder, _kids, _present
 from tiltframe.lang.parser import Vocabulary, build_lark, syntax_error
 from tiltframe.spec.continuous import (
+    TILT_INTERVAL,
+    TILT_SIZE,
     ContinuousQuery,
     Emit,
     EmitPolicy,
@@ -259,6 +261,8 @@ class SqlBuilder(SpecBuilder):
             time_attribute = str(token)
             positions.append(("time_attribute", self.pos(token)))
         sizes: list[tuple[str, int, Pos]] = []  # ("ms" or "count", value, position)
+        if any(arg.data == "arg_tilt" for arg in rest):
+            return self.tilt_window(kind, str(stream_token), time_attribute, rest, positions, self.pos(tree))
         for arg in rest:
             if arg.data == "arg_range":
                 msg = (
@@ -305,6 +309,39 @@ class SqlBuilder(SpecBuilder):
         lengths = {f"{name}_ms": value for name, (_, value, _) in zip(names, sizes, strict=False)}
         positions += [(name, p) for name, (_, _, p) in zip(names, sizes, strict=False)]
         return Window(WindowKind(kind), stream, time_attribute, pos=pos, positions=tuple(positions), **lengths)
+
+    def tilt_window(
+        self,
+        kind: str,
+        stream: str,
+        time_attribute: str | None,
+        args: list[ParseTree],
+        positions: list[tuple[str, Pos]],
+        pos: Pos,
+    ) -> Window:
+        """``tumble(s, [ts,] [size 100, interval 1m])``: a tilt frame (Tremor's ``from in[w1, w2]``)."""
+        usage = "tumble(stream, [time column,] [size 100, interval 1m, ...])"
+        if kind != "tumble" or len(args) != 1:
+            where = args[0] if kind != "tumble" else args[1]
+            raise self.error(f"a tilt frame is the only size of a tumble window: write {usage}", self.pos(where))
+        levels: list[tuple[str, int]] = []
+        for i, level in enumerate(_kids(args[0])):
+            word, interval = _kids(level)
+            name = str(word).lower()
+            if name == TILT_SIZE:
+                number, unit = self.interval_parts(interval)
+                if unit:
+                    msg = f"'size {number}{unit}': a size window counts inputs, write size {number}"
+                    raise self.error(msg, self.pos(word))
+                levels.append((TILT_SIZE, self.positive(number, f"size {number}", "a size", word)))
+            elif name == TILT_INTERVAL:
+                levels.append((TILT_INTERVAL, self.interval_ms(interval)))
+            else:
+                msg = unknown("tilt frame window", str(word), (TILT_SIZE, TILT_INTERVAL))
+                raise self.error(f"{msg}: write {usage}", self.pos(word))
+            positions.append((f"level{i}", self.pos(word)))
+        spots = tuple(positions)
+        return Window(WindowKind.TILT, stream, time_attribute, levels=tuple(levels), pos=pos, positions=spots)
 
     def window_size(self, tree: ParseTree) -> tuple[str, int, Pos]:
         """An interval in ms, or ``100 events``: ("ms" | "count", value, position)."""

@@ -33,6 +33,15 @@ class WindowKind(enum.Enum):
     SESSION = "session"
     #: A tumbling window of N events per group (Tremor's size-based window): ``tumble(s, 100 events)``.
     COUNT = "count"
+    #: A tilt frame (Tremor): a chain of size and interval windows, each emission merged into the next:
+    #: ``tumble(s, [size 100, interval 1m])``; the chain is ``Window.levels``.
+    TILT = "tilt"
+
+
+#: The kinds of a tilt frame's windows: ``size N`` (emits after N inputs) and ``interval I`` (emits when an
+#: input's time reaches I past the window's first input).
+TILT_SIZE = "size"
+TILT_INTERVAL = "interval"
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +60,8 @@ class Window:
     gap_ms: int | None = None
     max_length_ms: int | None = None
     count: int | None = None
+    #: A tilt frame's chain, in order: ("size", N) or ("interval", milliseconds).
+    levels: tuple[tuple[str, int], ...] = ()
     pos: Pos | None = field(default=None, compare=False, repr=False)
     #: Where each part was written ("stream", "time_attribute", "size", "slide", "gap", "max_length",
     #: "count"), so validation can point at the part it refuses.

@@ -74,9 +74,23 @@ def validate_emit(emit: Emit, window: Window, stream: StreamDef, keys: tuple[str
             "AND TIMEOUT closes a window that stays unfinished"
         )
         raise _fail(msg, emit.pos_of("delay"))
+    if window.kind is WindowKind.TILT:
+        _tilt_emit(emit, policy)
     if policy is EmitPolicy.AFTER_KEY_EXPIRE:
         changes.update(_key_expire(emit, word, window, stream, keys))
     return dataclasses.replace(emit, **changes)
+
+def _tilt_emit(emit: Emit, policy: EmitPolicy) -> None:
+    """A tilt frame emits as Tremor's windows do: each window when it is full or its interval passed."""
+    if emit.changelog or policy is not EmitPolicy.AFTER_WINDOW_CLOSE:
+        what = "EMIT CHANGELOG" if emit.changelog else f"EMIT {POLICY_WORDS[policy]}"
+        msg = f"{what} is not supported on a tilt frame: each of its windows emits when full or its interval passed"
+        raise _fail(msg, emit.pos_of("policy"))
+    for part, word in (("delay_ms", "WITH DELAY"), ("timeout_ms", "TIMEOUT")):
+        if getattr(emit, part) is not None:
+            msg = f"{word} is not supported on a tilt frame: its windows close by their inputs, not by a watermark"
+            raise _fail(msg, emit.pos_of(part.removesuffix("_ms")))
+
 
 def _emit_fields(emit: Emit, policy: EmitPolicy) -> None:
     """Options of one policy given with another (only a spec built in Python can do that)."""

@@ -39,7 +39,14 @@ def validate_window(window: Window, stream: StreamDef) -> Window:
         WindowKind.HOP: ("slide", "size"),
         WindowKind.SESSION: ("gap",),
         WindowKind.COUNT: ("count",),
+        WindowKind.TILT: (),
     }[kind]
+    if kind is WindowKind.TILT and not window.levels:
+        raise _fail("a tilt frame needs at least one window: write [size 100, interval 1m]", window.pos)
+    for i, (_, value) in enumerate(window.levels):
+        if value <= 0:
+            msg = "the size or interval of a tilt frame's window must be greater than 0"
+            raise _fail(msg, window.pos_of(f"level{i}"))
     for part in ("size", "slide", "gap", "max_length", "count"):
         value = getattr(window, part if part == "count" else f"{part}_ms")
         if value is None:
@@ -87,7 +94,7 @@ def partition_keys(partition_by: tuple[Expr, ...], stream: StreamDef, window: Wi
         return ()
     first = partition_by[0].pos
     if window.kind not in (WindowKind.TUMBLE, WindowKind.HOP, WindowKind.SESSION):
-        what = "a global aggregation" if not window.is_windowed else "a count window"
+        what = "a global aggregation" if not window.is_windowed else f"a {window.kind.value} window"
         msg = "PARTITION BY gives each substream its own watermark: "
         msg += f"it takes a tumble, hop or session window, not {what}"
         raise _fail(msg, first)

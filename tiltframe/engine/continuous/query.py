@@ -52,7 +52,7 @@ from tiltframe.engine.events import REASON as TYPED_REASON
 from tiltframe.engine.expressions import to_column
 from tiltframe.engine.hadoop_paths import Location
 from tiltframe.engine.sinks import JsonLinesSink, Sink, readable_times
-from tiltframe.spec.continuous import WINDOW_COLUMNS, ContinuousQuery
+from tiltframe.spec.continuous import WINDOW_COLUMNS, ContinuousQuery, WindowKind
 from tiltframe.spec.expressions import Attr
 from tiltframe.spec.model import AppSpec, AttrType
 
@@ -370,7 +370,9 @@ def emitted_rows(out: pd.DataFrame) -> pd.DataFrame:
 def row_order(query: ContinuousQuery) -> list[str]:
     """The order of the rows a micro-batch emits: by emission time; in a changelog, the retractions before
     the insertions (a consumer applying rows in order never holds a moved session's old and new row at
-    once); then by window and key.  A stable sort keeps the processor's order for the rest."""
+    once); then by window and key, except for a tilt frame.  A stable sort keeps the processor's order for the rest."""
+    if query.window.kind is WindowKind.TILT:
+        return [EMITTED_AT]  # a tilt frame's rows in the order its windows emitted them, as in Tremor
     keys = set(query.keys) | set(WINDOW_COLUMNS)
     order = [n for n, e in query.outputs if isinstance(e, Attr) and e.name in keys]
     return [EMITTED_AT, *([DELTA] if query.emit.changelog else []), *order]

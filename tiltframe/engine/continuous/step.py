@@ -35,12 +35,13 @@ from tiltframe.engine.continuous.columns import (
 from tiltframe.engine.continuous.emission import Emission
 from tiltframe.engine.continuous.sessions import Sessions
 from tiltframe.engine.continuous.states import SEQ, TS, build_states
+from tiltframe.engine.continuous.tilt import Tilt
 from tiltframe.retrieval.merge import merge_rows
 from tiltframe.spec.continuous import EmitPolicy, WindowKind
 from tiltframe.store.layout import AGG_COUNT, AGG_TIMESTAMP
 
 
-class Step(Sessions, Emission):
+class Step(Sessions, Emission, Tilt):
     """One call of the processor for one bucket: pure pandas over the state it was given."""
 
     def __init__(
@@ -80,7 +81,8 @@ class Step(Sessions, Emission):
             events = batch[batch[KIND] == "e"]
             if not events.empty:
                 self._take(events.reset_index(drop=True))
-        self._emit()
+        if self.window.kind is not WindowKind.TILT:
+            self._emit()
         parts = [p for p in self.out if not p.empty]
         if not parts:
             return pd.DataFrame(columns=self._columns())
@@ -110,8 +112,8 @@ class Step(Sessions, Emission):
     @property
     def watermark(self) -> int | None:
         """Event times below it are late and windows ending at or before it are closed; None for global
-        aggregation and count windows, and before the first event."""
-        if self.window.kind in (WindowKind.GLOBAL, WindowKind.COUNT):
+        aggregation, count windows and tilt frames, and before the first event."""
+        if self.window.kind in (WindowKind.GLOBAL, WindowKind.COUNT, WindowKind.TILT):
             return None
         base = self.now if self.window.time_attribute is None else self.max_ts
         if base is None:
@@ -212,6 +214,9 @@ class Step(Sessions, Emission):
         self.out.append(pd.DataFrame({OUT_KIND: ["max_ts"], EMITTED_AT: [self.now], TS: [int(events[TS].max())]}))
         if kind is WindowKind.SESSION:
             self._take_session(events)
+            return
+        if kind is WindowKind.TILT:
+            self._take_tilt(events)
             return
         if windowed is None:
             windowed = self._count_windows(events) if kind is WindowKind.COUNT else self._windows(events)
