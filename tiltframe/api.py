@@ -192,16 +192,16 @@ def parse_records(app: AppSpec, stream: str, df: DataFrame, **options: Any) -> D
 
 
 def select(app: AppSpec, text: str, *, data_dir: str | Path | None = None) -> pd.DataFrame:
-    """Answer ``SELECT ... FROM <table>`` over a pre-aggregated table: partial rows merged by the query's
-    keys (docs/preaggregation.md), or ``FROM partials(T)`` for the stored rows as they are."""
+    """Answer ``SELECT ... FROM <table>``: over a pre-aggregated table, partial rows merged by the query's
+    keys (docs/preaggregation.md), or ``FROM partials(T)`` for the stored rows as they are; over a raw
+    table, its rows, grouped and aggregated as the query says."""
     from tiltframe.lang.parser import parse_table_query
     from tiltframe.retrieval.select import select as run_select
 
     q = parse_table_query(text, app)
     stores = StoreRegistry(data_dir or default_data_dir(), read_only=True)
     try:
-        layout = AggregationLayout.of(app, q.table)
-        return run_select(app, q, stores.for_aggregation(layout.spec))
+        return run_select(app, q, stores.for_spec(app.table(q.table).store))
     finally:
         stores.close()
 

@@ -13,7 +13,6 @@ import sqlalchemy as sa
 
 import tiltframe as tf
 from tests.servers import fresh_database
-from tiltframe.errors import NotSupportedYet
 from tiltframe.store import DB_FILE_NAME
 
 APP = """
@@ -107,10 +106,3 @@ def test_a_table_with_store_lives_on_a_server(spark, tmp_path: Path, backend: st
     assert got.to_dict("records") == want.to_dict("records")
     assert partials["SHARD_ID"].nunique() == 3 and len(partials) > len(oracle(rows))  # N x C rows on the server
     assert not (tmp_path / DB_FILE_NAME).exists()  # nothing went to the embedded store
-
-
-def test_inserting_into_a_raw_table_is_refused_where_it_is_declared(spark, tmp_path: Path) -> None:
-    app = tf.load_app(APP + "define table Clicks (time long, site string);\n")
-    with pytest.raises(NotSupportedYet, match="table Clicks has no preaggregate clause") as refused:
-        tf.insert(app, "Clicks", impressions(3, 1)[["time", "site"]], data_dir=tmp_path, spark=spark)
-    assert (refused.value.line, refused.value.column) == (8, 1)

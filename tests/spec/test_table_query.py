@@ -305,11 +305,17 @@ def test_a_raw_table_is_read_as_it_is() -> None:
     assert query("SELECT * FROM Raw").output_names == ("time", "x", "name")
 
 
-def test_a_raw_table_is_not_grouped() -> None:
-    refused("SELECT x FROM Raw GROUP BY x", "x",
-            "GROUP BY needs merged rows: table Raw is not pre-aggregated, so its rows are read as they are; aggregate "
-            "them in a continuous query, or pre-aggregate the table", occurrence=1)
-    refused("SELECT sum(x) FROM Raw", "sum", "aggregate sum() in SELECT: table Raw is not pre-aggregated")
+def test_a_raw_table_groups_and_aggregates_its_rows() -> None:
+    """As SQL over a table: any column groups, each distinct aggregate call is computed once from the rows."""
+    q = query("SELECT name, sum(x) AS s, count() AS n, sum(x) / count() AS m FROM Raw WHERE time > 0 "
+              "GROUP BY name HAVING s > 1")
+    assert q.merged and q.keys == ("name",) and q.measures == ()
+    assert [(a.function, str(a.arg) if a.arg else None, a.alias) for a in q.aggregates] == [
+        ("sum", "x", "_agg0"), ("count", None, "_agg1")]
+    assert outputs(q)["m"] == Binary("/", Attr("_agg0"), Attr("_agg1"))
+    assert query("SELECT x FROM Raw GROUP BY x").aggregates == ()
+    refused("SELECT x, name FROM Raw GROUP BY x", "name", "column 'name' in SELECT is not in GROUP BY")
+    refused("SELECT sum(nam) AS s FROM Raw", "nam", "unknown column of Raw 'nam'")
 
 
 def test_unknown_table_and_columns() -> None:

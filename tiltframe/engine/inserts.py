@@ -1,27 +1,36 @@
-"""Inserts into a pre-aggregated table (EventQL): a file, a folder or a DataFrame as one batch.
+"""Inserts into a table (EventQL): a file, a folder or a DataFrame as one batch.
 
 Each insert is its own pipeline (a fresh id), so two inserts of the same rows store them twice, as two
 SQL INSERTs would; within one insert, a retry after a failure finds its commit record and writes nothing
 again.  ``preaggregate=False`` is EventQL's INSERT_NOPREAGGR: each row becomes a partial row of its own,
-merged on read like the workers' rows.
+merged on read like the workers' rows.  A raw table (no ``preaggregate`` clause) stores its rows as they are
+(``store.raw_rows``): typed as its columns, a row that cannot be typed recorded with its reason.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
+from tiltframe.engine.events import REASON, type_events
 from tiltframe.engine.file_reads import FileProblem, read_files
-from tiltframe.engine.pipeline import AggregationPipeline
-from tiltframe.engine.reports import PipelineTotals
+from tiltframe.engine.pipeline import AggregationPipeline, file_records, invalid_records
+from tiltframe.engine.reports import BatchReport, PipelineTotals
 from tiltframe.engine.sources import FORMATS, FileInput, checked, visible_files
 from tiltframe.errors import NotSupportedYet, UsageError
-from tiltframe.spec.model import AppSpec
+from tiltframe.spec.model import AppSpec, StreamDef
+from tiltframe.spec.tables import TableSpec
+from tiltframe.store.base import BatchStats, Store
 from tiltframe.store.layout import AggregationLayout
+from tiltframe.store.raw_rows import write_raw_rows
 from tiltframe.store.registry import StoreRegistry
+from tiltframe.store.sql import SqlStore
 
 
 def insert_rows(
@@ -36,20 +45,22 @@ def insert_rows(
     """Insert ``rows`` (a Spark or pandas DataFrame, or a CSV / JSON Lines / Parquet file or folder) into
     ``table``; returns the counts (read = aggregated + rejected; rejected rows are kept with a reason)."""
     spec = app.table(table)
-    if spec.preaggregation is None:
-        msg = f"table {table} has no preaggregate clause; storing raw tables is not supported yet"
-        raise NotSupportedYet.at(msg, spec.pos)
-    layout = AggregationLayout.of(app, table)
+    stream = spec.as_stream()
     if isinstance(rows, pd.DataFrame):
         rows = spark.createDataFrame(_gmt(rows))
     problems: list[FileProblem] = []
     if isinstance(rows, DataFrame):
         frames = [rows]
     else:
-        frames, problems = _read(spark, Path(rows), table, layout)
+        frames, problems = _read(spark, Path(rows), table, stream)
     insert_id = uuid.uuid4().hex
     stores = StoreRegistry(data_dir)
     try:
+        if spec.preaggregation is None:
+            # Ids that sort as the inserts were made: SELECT * gives rows in insert order.
+            ordered = f"{time.time_ns():016x}-{insert_id[:16]}"
+            return _insert_raw(spec, frames, problems, stores.for_spec(spec.store), ordered)
+        layout = AggregationLayout.of(app, table)
         store = stores.for_aggregation(layout.spec)
         store.ensure_schema(layout)
         pipeline = AggregationPipeline(layout, store, f"insert-{insert_id}",
@@ -60,8 +71,40 @@ def insert_rows(
         stores.close()
 
 
+def _insert_raw(
+    table: TableSpec, frames: list[DataFrame], problems: list[FileProblem], store: Store, insert_id: str
+) -> PipelineTotals:
+    """A raw table's rows, typed as its columns, stored as they are in one transaction with the rows that
+    could not be typed; the rows pass through the driver to the store."""
+    if not isinstance(store, SqlStore):  # pragma: no cover - every store is an SQL store today
+        raise NotSupportedYet.at(f"table {table.name}: raw rows need an SQL store", table.pos)
+    t0 = time.perf_counter()
+    stream = table.as_stream()
+    columns = [c.name for c in table.columns]
+    kept: list[pa.Table] = []
+    recorded = [file_records(problems)] if problems else []
+    arrival = time.time_ns() // 1_000_000
+    for frame in frames:
+        typed = type_events(frame, stream, required=(), time_attribute=None, arrival_ms=arrival).cache()
+        try:
+            kept.append(typed.filter(F.col(REASON).isNull()).select(*columns).toArrow())
+            recorded.append(invalid_records(typed))
+        finally:
+            typed.unpersist()
+    rows = pa.concat_tables(kept) if kept else pa.table({c: pa.array([], pa.null()) for c in columns})
+    records = pa.concat_tables(recorded) if recorded else invalid_records(None)
+    records = records.append_column("stream", pa.array([stream.name] * records.num_rows, pa.string()))
+    t1 = time.perf_counter()
+    written = write_raw_rows(store, table, rows, insert_id, records)
+    rejected = records.num_rows - len(problems)
+    totals = PipelineTotals()
+    totals.add(BatchReport(table.name, 0, BatchStats(written + rejected, written, rejected), written, False,
+                           t1 - t0, time.perf_counter() - t1, 0, len(problems)))
+    return totals
+
+
 def _read(
-    spark: SparkSession, path: Path, table: str, layout: AggregationLayout
+    spark: SparkSession, path: Path, table: str, stream: StreamDef
 ) -> tuple[list[DataFrame], list[FileProblem]]:
     """The rows of a file, or of every file of a folder in its format, each file read as it is."""
     if not path.exists():
@@ -74,9 +117,9 @@ def _read(
             raise UsageError(msg)
         files = [path.resolve()]
     else:
-        folder, fmt = checked(FileInput(str(path.resolve())), layout.stream)
+        folder, fmt = checked(FileInput(str(path.resolve())), stream)
         files = [f for f in visible_files(folder) if FORMATS.get(f.suffix.lower()) == fmt]
-    return read_files(spark, [f"file:{f}" for f in files], fmt, layout.stream)
+    return read_files(spark, [f"file:{f}" for f in files], fmt, stream)
 
 
 def _gmt(frame: pd.DataFrame) -> pd.DataFrame:

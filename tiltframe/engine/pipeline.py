@@ -70,7 +70,26 @@ def _storable(text: Column) -> Column:
     return F.regexp_replace(text, "\u0000", "\\\\u0000")
 
 
-def _file_records(files: Sequence[FileProblem]) -> pa.Table:
+def invalid_records(typed: DataFrame | None) -> pa.Table:
+    """The events of ``typed`` (``type_events``' output) that cannot be typed, with field, value and the row
+    as read; none for None."""
+    if typed is None:
+        return _EMPTY_RECORDS
+    return _record_table(
+        typed.filter(F.col(REASON).isNotNull())
+        .select(
+            F.lit(RecordKind.INVALID.value).alias("kind"),
+            _storable(F.col(REASON)).alias("reason"),
+            F.col(FIELD).alias("field"),
+            _storable(F.col(VALUE)).alias("value"),
+            _storable(F.col(RAW)).alias("raw"),
+            F.col(EVENT_TS).alias("event_timestamp"),
+        )
+        .toArrow()
+    )
+
+
+def file_records(files: Sequence[FileProblem]) -> pa.Table:
     """Files that could not be read, as recorded rows (the file's path as the value)."""
     return _record_table(pa.table({
         "kind": [RecordKind.FILE.value] * len(files),
@@ -153,7 +172,7 @@ class AggregationPipeline:
         else:
             levels, stats, recorded = {}, BatchStats(0, 0, 0), _EMPTY_RECORDS
         if files:
-            recorded = pa.concat_tables([recorded, _file_records(files)])
+            recorded = pa.concat_tables([recorded, file_records(files)])
         t1 = time.perf_counter()
         rows_out = sum(t.num_rows for t in levels.values())
         if stats.events_read or recorded.num_rows:
@@ -200,7 +219,7 @@ class AggregationPipeline:
         recorded = by_policy
         invalid = stats.events_rejected - (by_policy.num_rows - stats.events_moved)
         if invalid:
-            rows = self._invalid(typed)
+            rows = invalid_records(typed)
             if rows.num_rows != invalid:  # the input changed under a replay
                 msg = f"batch {batch_id}: {invalid} invalid events counted, {rows.num_rows} read"
                 raise StoreError(msg)
@@ -239,23 +258,6 @@ class AggregationPipeline:
             moved,
         )
         return levels, stats, by_policy
-
-    @staticmethod
-    def _invalid(typed: DataFrame) -> pa.Table:
-        """The batch's events that cannot be typed, with field, value and the row as read (a second job,
-        run only when the first counted some; it needs no arrival order)."""
-        return _record_table(
-            typed.filter(F.col(REASON).isNotNull())
-            .select(
-                F.lit(RecordKind.INVALID.value).alias("kind"),
-                _storable(F.col(REASON)).alias("reason"),
-                F.col(FIELD).alias("field"),
-                _storable(F.col(VALUE)).alias("value"),
-                _storable(F.col(RAW)).alias("raw"),
-                F.col(EVENT_TS).alias("event_timestamp"),
-            )
-            .toArrow()
-        )
 
     @staticmethod
     def _state_after(state: PipelineState, stats: BatchStats, finest: pa.Table | None) -> PipelineState:

@@ -16,14 +16,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tiltframe.engine.continuous.states import SEQ, TS, arg_column, build_states
 from tiltframe.errors import QueryError
+from tiltframe.functions.registry import Build
 from tiltframe.retrieval.evaluate import evaluate_column, holds
 from tiltframe.retrieval.merge import finalize, merge_rows
+from tiltframe.spec.durations import Granularity, Unit
 from tiltframe.spec.expressions import Attr, Binary, Expr, Literal
-from tiltframe.spec.model import AggregateItem, AppSpec, AttrType, KeyItem
+from tiltframe.spec.model import AggregateItem, AggregationSpec, AppSpec, AttrType, KeyItem
 from tiltframe.spec.tables import WORKER_COLUMN, TableQuery, TableSpec
 from tiltframe.store.base import Store
-from tiltframe.store.layout import AGG_TIMESTAMP, SHARD_ID, AggregationLayout
+from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, SHARD_ID, AggregationLayout
+from tiltframe.store.raw_rows import read_raw_rows
+from tiltframe.store.sql import SqlStore
 
 __all__ = ["select"]
 
@@ -35,22 +40,9 @@ def select(app: AppSpec, query: TableQuery, store: Store) -> pd.DataFrame:
     ``query.output_types``."""
     table = app.table(query.table, query.table_pos)
     if table.preaggregation is None or table.time_column is None:
-        msg = f"table {table.name} is not pre-aggregated, and raw tables are not stored yet"
-        raise QueryError(msg)
-    layout = AggregationLayout.of(app, table.name)
-    start, end = _time_range(query.where, table.time_column)
-    if query.partials:
-        rows = store.read(layout, layout.spec.finest, start, end, with_shards=True)
-        frame = _partial_frame(rows, layout, table)
-        frame = _filter(frame, query.where)
+        frame = _raw_frame(table, query, store)
     else:
-        rows = store.read(layout, layout.spec.finest, start, end)
-        if query.where is not None and not rows.empty:
-            keys = pd.DataFrame({table.time_column: rows[AGG_TIMESTAMP],
-                                 **{d: rows[d] for d in layout.spec.group_by}})
-            rows = rows[holds(query.where, keys, None)].reset_index(drop=True)
-        frame = _merged_frame(rows, layout, table, query)
-        frame = _filter(frame, query.having)
+        frame = _stored_frame(app, table, query, store)
     out = pd.DataFrame({name: evaluate_column(expr, frame, None) for name, expr in query.outputs}, index=frame.index)
     if query.order_by:
         order = pd.DataFrame({f"_{i}": evaluate_column(o.expr, out, None) for i, o in enumerate(query.order_by)},
@@ -62,6 +54,53 @@ def select(app: AppSpec, query: TableQuery, store: Store) -> pd.DataFrame:
         out = out.head(query.limit)
     types = dict(query.output_types)
     return pd.DataFrame({name: _typed(out[name], types[name]) for name in out.columns})
+
+
+def _stored_frame(app: AppSpec, table: TableSpec, query: TableQuery, store: Store) -> pd.DataFrame:
+    """The rows a pre-aggregated table's query reads: partial rows as they are, or merged by its keys."""
+    assert table.time_column is not None
+    layout = AggregationLayout.of(app, table.name)
+    start, end = _time_range(query.where, table.time_column)
+    if query.partials:
+        rows = store.read(layout, layout.spec.finest, start, end, with_shards=True)
+        frame = _partial_frame(rows, layout, table)
+        return _filter(frame, query.where)
+    rows = store.read(layout, layout.spec.finest, start, end)
+    if query.where is not None and not rows.empty:
+        keys = pd.DataFrame({table.time_column: rows[AGG_TIMESTAMP], **{d: rows[d] for d in layout.spec.group_by}})
+        rows = rows[holds(query.where, keys, None)].reset_index(drop=True)
+    frame = _merged_frame(rows, layout, table, query)
+    return _filter(frame, query.having)
+
+
+def _raw_frame(table: TableSpec, query: TableQuery, store: Store) -> pd.DataFrame:
+    """A raw table's stored rows, filtered by WHERE; grouped by the query's keys with its aggregates
+    computed from them (the registry's states, built and finalized in pandas), then filtered by HAVING."""
+    if not isinstance(store, SqlStore):  # pragma: no cover - every store is an SQL store today
+        raise QueryError(f"table {table.name}: raw rows need an SQL store")
+    rows = _filter(read_raw_rows(store, table), query.where)
+    if not query.merged:
+        return rows
+    stream = table.as_stream()
+    spec = AggregationSpec(name=table.name, source=stream.name,
+                           select=(*(KeyItem(k) for k in query.keys), *query.aggregates),
+                           granularities=(Granularity(Unit.SECONDS),), group_by=query.keys)
+    layout = AggregationLayout(spec, stream, "UTC")
+    events = pd.DataFrame({k: rows[k] for k in query.keys}, index=rows.index)
+    events[AGG_TIMESTAMP] = 0
+    events[TS] = 0  # rows have no time: the first and the last are the first and last inserted
+    events[SEQ] = np.arange(len(rows))
+    for item in query.aggregates:
+        if item.arg is not None:
+            events[arg_column(item.alias)] = evaluate_column(item.arg, rows, None)
+    states = build_states(events, layout, 0)
+    if events.empty and not query.keys:  # SQL: aggregates over no rows are one row (counts 0, others NULL)
+        states = pd.DataFrame({AGG_TIMESTAMP: [0], AGG_EVENT_TIMESTAMP: [None],
+                               **{s.name: [0 if s.state.build is Build.COUNT else None] for s in layout.states}})
+    final = finalize(states, layout)
+    if query.keys:
+        final = final.sort_values(list(query.keys), kind="stable")
+    return _filter(final.reset_index(drop=True), query.having)
 
 
 def _merged_frame(rows: pd.DataFrame, layout: AggregationLayout, table: TableSpec, query: TableQuery) -> pd.DataFrame:

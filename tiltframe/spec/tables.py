@@ -241,7 +241,9 @@ class TableQuery:
       (and, for partial rows, the time column, the dimensions and ``SHARD_ID``); qualifiers dropped;
     - ``output_types``: the type of each output;
     - ``where`` (rows before merging), ``having`` (merged rows, output names replaced by their expressions)
-      and ``order_by`` (over output names).  Without ORDER BY, rows come ordered by the keys.
+      and ``order_by`` (over output names).  Without ORDER BY, rows come ordered by the keys;
+    - ``aggregates``: for a raw table grouped or aggregated, the aggregate calls computed from its rows
+      (``merged`` is then true and ``keys`` are the GROUP BY columns).
     """
 
     table: str
@@ -261,6 +263,9 @@ class TableQuery:
     measures: tuple[str, ...] = ()
     outputs: tuple[tuple[str, Expr], ...] = ()
     output_types: tuple[tuple[str, AttrType], ...] = ()
+    #: A raw table's query with GROUP BY or aggregates: each distinct aggregate call once (``_agg<i>``),
+    #: computed from the stored rows when the query runs; ``outputs`` read them by alias.
+    aggregates: tuple[AggregateItem, ...] = ()
 
     @property
     def output_names(self) -> tuple[str, ...]:

@@ -37,7 +37,7 @@ from tiltframe.spec.expressions import (
     Unary,
     attributes_of,
 )
-from tiltframe.spec.model import AppSpec, Attribute, AttrType, OrderItem, StreamDef
+from tiltframe.spec.model import AggregateItem, AppSpec, Attribute, AttrType, OrderItem, StreamDef
 from tiltframe.spec.tables import WORKER_COLUMN, Measure, TableQuery, TableSpec
 from tiltframe.spec.validate_continuous import aggregate_function
 
@@ -58,7 +58,28 @@ def validate_table_query(tables: AppSpec, query: TableQuery) -> TableQuery:
     if query.partials and table.preaggregation is None:
         msg = f"table {table.name} is not pre-aggregated, so it has no partial rows: read FROM {table.name}"
         _fail(msg, query.table_pos)
+    if table.preaggregation is None and _groups(query):
+        return _RawChecker(table, query).run()
     return _Checker(table, query).run()
+
+
+def _groups(query: TableQuery) -> bool:
+    """Whether ``query`` groups rows: GROUP BY, or an aggregate call in SELECT or HAVING."""
+    exprs = (*(i.expr for i in query.select), *([query.having] if query.having is not None else []))
+    return bool(query.group_by) or any(_has_aggregate(e) for e in exprs)
+
+
+def _has_aggregate(expr: Expr) -> bool:
+    if isinstance(expr, Call) and aggregate_function(expr.name) is not None:
+        return True
+    children: tuple[Expr, ...] = ()
+    if isinstance(expr, Unary):
+        children = (expr.operand,)
+    elif isinstance(expr, Binary):
+        children = (expr.left, expr.right)
+    elif isinstance(expr, Call):
+        children = expr.args
+    return any(_has_aggregate(c) for c in children)
 
 
 class _Checker:
@@ -312,16 +333,7 @@ class _Checker:
     # --- expressions ----------------------------------------------------------------------------------------
 
     def has_aggregate(self, expr: Expr) -> bool:
-        if isinstance(expr, Call) and aggregate_function(expr.name) is not None:
-            return True
-        children: tuple[Expr, ...] = ()
-        if isinstance(expr, Unary):
-            children = (expr.operand,)
-        elif isinstance(expr, Binary):
-            children = (expr.left, expr.right)
-        elif isinstance(expr, Call):
-            children = expr.args
-        return any(self.has_aggregate(c) for c in children)
+        return _has_aggregate(expr)
 
     def measure_call(self, call: Call) -> Measure | None:
         """The measure ``m`` of ``f(m)`` when ``f`` is ``m``'s own function (or sum of a count), else None."""
@@ -405,3 +417,74 @@ def _own_function(measure: Measure) -> str:
     count (``count(m)`` would read as a count of rows)."""
     return "sum" if measure.function == "count" else measure.function
 
+
+
+class _RawChecker(_Checker):
+    """A raw table's query that groups: rows are grouped by any of the table's columns and every aggregate
+    call is computed from the stored rows (``TableQuery.aggregates``), as in SQL over a table."""
+
+    def __init__(self, table: TableSpec, query: TableQuery) -> None:
+        super().__init__(table, query)
+        self.merged = True
+        self.row_keys = {c.name: c.type for c in table.columns}
+        self.row_columns = dict(self.row_keys)
+        self.stream = StreamDef(table.name, table.columns)
+        self.aggregates: list[AggregateItem] = []
+
+    def unmerged_reason(self) -> str:  # pragma: no cover - a raw table's grouped query is merged
+        return ""
+
+    def run(self) -> TableQuery:
+        checked = super().run()
+        return dataclasses.replace(checked, measures=(), aggregates=tuple(self.aggregates))
+
+    def scope(self) -> StreamDef:
+        columns = {k: self.row_keys[k] for k in self.keys}
+        for item in self.aggregates:
+            fn = registry.get(item.function)
+            arg_type = self.typed(item.arg, self.stream) if item.arg is not None else None
+            settings = fn.resolve(item.params)
+            result = fn.result_type(arg_type)
+            columns.update(dict.fromkeys(fn.output_names(item.alias, settings), result))
+        return StreamDef("_columns", tuple(Attribute(n, t) for n, t in columns.items()))
+
+    def output_column(self, attr: Attr, clause: str) -> Expr:
+        if attr.name in self.keys or any(attr.name == item.alias for item in self.aggregates):
+            return Attr(attr.name, pos=attr.pos)
+        return super().output_column(attr, clause)
+
+    def aggregate(self, call: Call, clause: str) -> Expr:
+        """An aggregate call over the rows (its argument an expression of the table's columns), shared with
+        identical calls: the column it is computed into."""
+        fn = aggregate_function(call.name)
+        assert fn is not None
+        if fn.takes_arg and not call.args:
+            _fail(f"{call.name}() needs an argument, such as {call.name}(<column>)", call.pos)
+        if call.args and self.has_aggregate(call.args[0]):
+            _fail(f"an aggregate inside {call.name}() is not allowed", call.pos)
+        arg = self.rewrite(call.args[0], lambda a, _c: self.where_column(a), clause) if call.args else None
+        params = tuple(_constant(a) for a in call.args[1:])
+        try:
+            settings = fn.resolve(params)
+            if arg is not None:
+                fn.check_arg(self.typed(arg, self.stream), where=clause)
+        except DefinitionError as exc:
+            _fail(exc.message, call.pos)
+        if len(fn.output_names("x", settings)) != 1:
+            _fail(f"{call.name}() gives several columns; it is not available in a SELECT over a raw table yet",
+                  call.pos)
+        for item in self.aggregates:
+            if (item.function, item.arg, item.params) == (fn.name, arg, params):
+                return Attr(item.alias, pos=call.pos)
+        item = AggregateItem(fn.name, arg, f"_agg{len(self.aggregates)}", pos=call.pos, params=params)
+        self.aggregates.append(item)
+        return Attr(item.alias, pos=call.pos)
+
+
+def _constant(expr: Expr) -> object:
+    """A constant argument of an aggregate call (a number, a string, a list of them)."""
+    if isinstance(expr, Literal):
+        return expr.value
+    if isinstance(expr, ListLiteral):
+        return tuple(_constant(e) for e in expr.items)
+    _fail(f"'{expr}' must be a constant: an aggregate takes one column or expression, then constants", expr.pos)

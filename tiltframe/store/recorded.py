@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
@@ -36,13 +37,18 @@ def fit_text(text: str) -> str:
 
 def insert_recorded(conn: Connection, layout: AggregationLayout, batch: BatchWrite) -> None:
     """Insert the batch's recorded events (text columns fitted); a missing column stays NULL."""
-    if batch.rejected is None or batch.rejected.num_rows == 0:
+    if batch.rejected is not None:
+        insert_recorded_rows(conn, layout.name, batch.pipeline_id, batch.batch_id, batch.rejected)
+
+
+def insert_recorded_rows(conn: Connection, name: str, pipeline_id: str, batch_id: int, rejected: pa.Table) -> None:
+    """Insert recorded events of aggregation or table ``name`` (text columns fitted)."""
+    if rejected.num_rows == 0:
         return
-    base = {"aggregation": layout.name, "pipeline_id": batch.pipeline_id, "batch_id": batch.batch_id,
-            "recorded_at": now_ms()}
+    base = {"aggregation": name, "pipeline_id": pipeline_id, "batch_id": batch_id, "recorded_at": now_ms()}
 
     def row(r: dict[str, Any]) -> dict[str, Any]:
         text = {k: None if v is None else fit_text(str(v)) for k, v in r.items() if k in REJECTED_COLUMNS}
         return {**base, **text, **{k: r[k] for k in REJECTED_TIMES if k in r}}
 
-    conn.execute(sa.insert(REJECTED_TABLE), [row(r) for r in batch.rejected.to_pylist()])
+    conn.execute(sa.insert(REJECTED_TABLE), [row(r) for r in rejected.to_pylist()])

@@ -781,6 +781,40 @@ class SqlStore:
 
     # --- connections ----------------------------------------------------------------------------------
 
+    @contextmanager
+    def write_transaction(self, *, schema: bool = False) -> Iterator[Connection]:
+        """One write transaction of the store, for tables of its own kind (``store.raw_rows``); ``schema``
+        for one that changes the schema (excluding every other schema change)."""
+        self._require_writable()
+        with self._write(schema=schema) as conn:
+            yield conn
+
+    @contextmanager
+    def write_errors(self, action: str) -> Iterator[None]:
+        """Database failures of ``action`` as a ``StoreError`` naming the store."""
+        with self._failures(action):
+            yield
+
+    @contextmanager
+    def read_errors(self, action: str) -> Iterator[Connection | None]:
+        """One read transaction (None when the embedded store's file does not exist yet), its failures a
+        ``StoreError`` naming the store."""
+        with self._failures(action):
+            if not self._exists():
+                yield None
+                return
+            with self._engine.connect() as conn, conn.begin():
+                yield conn
+
+    @contextmanager
+    def _failures(self, action: str) -> Iterator[None]:
+        dbapi_error: type[Exception] = getattr(self._engine.dialect.loaded_dbapi, "Error", sqlite3.Error)
+        try:
+            yield
+        except (sa.exc.SQLAlchemyError, dbapi_error) as e:
+            cause = getattr(e, "orig", None) or e
+            raise StoreError(f"could not {action} in {self.url}: {cause}") from e
+
     def _require_writable(self) -> None:
         if self._read_only:
             msg = f"the store {self.url} was opened read-only"
@@ -829,13 +863,8 @@ class SqlStore:
     @contextmanager
     def _errors(self, action: str, layout: AggregationLayout) -> Iterator[None]:
         """Database failures become a ``StoreError`` naming the store and the aggregation."""
-        dbapi_error: type[Exception] = getattr(self._engine.dialect.loaded_dbapi, "Error", sqlite3.Error)
-        try:
+        with self._failures(f"{action} aggregation {layout.name}"):
             yield
-        except (sa.exc.SQLAlchemyError, dbapi_error) as e:
-            cause = getattr(e, "orig", None) or e
-            msg = f"could not {action} aggregation {layout.name} in {self.url}: {cause}"
-            raise StoreError(msg) from e
 
 
 _SCHEMA_LOCK = "CONCAT('tiltframe.schema.', MD5(DATABASE()))"  # MySQL's named locks span databases
