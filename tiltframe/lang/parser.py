@@ -39,6 +39,7 @@ __all__ = [
     "parse_continuous",
     "parse_expression",
     "parse_query",
+    "parse_retrieval",
     "parse_sql",
     "parse_table_query",
 ]
@@ -229,6 +230,22 @@ def parse_query(text: str, *, aggregations: Collection[str] = ()) -> RetrievalQu
     tree = _parse(text, "query_text")
     with _snippets(text):
         return builder.query_text(tree)
+
+
+def parse_retrieval(text: str, app: AppSpec) -> RetrievalQuery:
+    """Parse one retrieval query and validate it against ``app``: every attribute resolved to the request
+    stream or the aggregation (``spec.validate_retrieval``), as an app file's query would be.
+
+    Raises:
+        DefinitionError: a syntax error or an invalid reference, at its line and column with a caret snippet.
+    """
+    from tiltframe.spec.validate_retrieval import validate_query
+
+    builder = SpecBuilder(text, [a.name for a in app.aggregations])
+    builder.known_streams = {s.name for s in app.streams}
+    tree = _parse(text, "query_text")
+    with _snippets(text):
+        return validate_query(app, builder.query_text(tree))
 
 
 def parse_continuous(text: str, app: AppSpec) -> ContinuousQuery:
