@@ -14,7 +14,6 @@ Siddhi's query section over the retrieved rows is checked here too: ``group by``
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
 from collections.abc import Callable
 
 from tiltframe.errors import DefinitionError, QueryError, unknown
@@ -264,11 +263,12 @@ def _select(scope: _Scope, q: RetrievalQuery) -> tuple[OutputItem, ...] | None:
     for item in q.select:
         _check_calls(item.expr, "a retrieval select")
         items.append(OutputItem(scope.expr(item.expr), item.alias, pos=item.pos))
-    names = Counter(output_name(i.expr, i.alias) for i in items)
-    for item in items:
+    seen: set[str] = set()
+    for item in items:  # pointed at the second
         name = output_name(item.expr, item.alias)
-        if names[name] > 1:
-            raise _fail(f"'{name}' is selected {names[name]} times; rename one with 'as <name>'", item.pos)
+        if name in seen:
+            raise _fail(f"'{name}' is selected twice; rename one with 'as <name>'", item.pos)
+        seen.add(name)
     return tuple(items)
 
 
