@@ -37,7 +37,6 @@ from tiltframe.engine.sinks import JsonLinesSink
 from tiltframe.errors import DefinitionError
 from tiltframe.timeutil.columns import AGG_TIME
 
-
 STOCK = (
     "define stream stockStream (symbol string, price float, lastClosingPrice float, volume long , "
     "quantity int, timestamp long);\n"

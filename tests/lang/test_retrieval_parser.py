@@ -96,6 +96,10 @@ def test_join_without_aliases_keeps_names_as_written() -> None:
             "from StockAggregation within 0L, 1L per 'days' having total > 1;",
             5, 48, "'having' needs a select clause",
         ),
+        (
+            "from StockAggregation within 0L, 1L per 'days' select * group by symbol;",
+            5, 57, "'group by' needs a select list that names the columns it computes",
+        ),
     ],
 )
 def test_what_is_not_a_retrieval_is_refused_where_it_is(query: str, line: int, column: int, message: str) -> None:

@@ -178,6 +178,9 @@ def test_no_select_returns_every_attribute_in_definition_order(stored: Stored) -
     want = rollup(stored.events, "days")
     same(got.drop(columns=["AGG_TIME"]), want)
     assert stored.query(f'from TradeAggregation {EVERYTHING} per "days" select *').equals(got)
+    threshold = int(want["total"].median())
+    filtered = stored.query(f'from TradeAggregation {EVERYTHING} per "days" select * having total > {threshold}')
+    same(filtered.drop(columns=["AGG_TIME"]), want[want["total"] > threshold].reset_index(drop=True))
 
 
 def test_join_without_select_gives_both_sides(stored: Stored) -> None:

@@ -38,11 +38,10 @@ def build_query(b: SpecBuilder, tree: ParseTree, annotations: list[RawAnnotation
             _refuse_handlers(b, side, is_aggregation=side is aggregation)
     info = next((a.annotation for a in annotations if a.annotation.name.lower() == "info"), None)
     output = _kids(select)[0] if select is not None else None
-    if output is None:
-        for clause, word in ((group_by, "group by"), (having, "having")):
-            if clause is not None:
-                msg = f"'{word}' needs a select clause that names the columns it computes"
-                raise b.error(msg, b.pos(clause))
+    if output is None and having is not None:  # Siddhi's grammar too: having belongs to a select clause
+        raise b.error("'having' needs a select clause before it", b.pos(having))
+    if group_by is not None and (output is None or output.data == "select_all"):
+        raise b.error("'group by' needs a select list that names the columns it computes", b.pos(group_by))
     order = []
     for item in _kids(order_by) if order_by is not None else []:
         expr, direction = _kids(item)

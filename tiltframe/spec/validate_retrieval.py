@@ -308,8 +308,8 @@ def _order_item(scope: _Scope, item: OrderItem) -> OrderItem:
 def _check_grouped(scope: _Scope, q: RetrievalQuery) -> None:
     """In a grouped retrieval, each selected value is a group-by attribute, a request attribute (one value per
     request), or computed from aggregates; aggregate arguments are attributes of the rows."""
-    if q.select is None:  # pragma: no cover - the parser refuses group by and having without select
-        raise _fail("group by needs a select clause", q.pos)
+    if q.select is None:  # a query built in Python; the parser refuses it
+        raise _fail("group by needs a select list that names the columns it computes", q.pos)
     grouped = set(q.group_by)
     for item in q.select:
         _check_group_expr(scope, item.expr, grouped, outputs=False)
