@@ -330,7 +330,8 @@ def run_demo(
     if totals.batches:
         rate = totals.events_read / max(totals.spark_seconds + totals.store_seconds, 1e-9)
         out.print(
-            f"run:   {totals.batches} micro-batches ({files_per_trigger} files each), "
+            f"run:   {totals.batches} micro-batch{'es' if totals.batches != 1 else ''} (up to "
+            f"{files_per_trigger} files each), "
             f"{totals.events_read:,} events read, {totals.events_aggregated:,} aggregated, "
             f"{totals.events_rejected:,} rejected, "
             f"{totals.rows_written:,} rollup rows written; {totals.spark_seconds:.1f}s Spark + "

@@ -44,6 +44,9 @@ def oracle(ts_ms: pd.Series, unit: Unit, zone: str) -> pd.Series:
         return pd.Series(fixed_oracle(ts_ms.to_numpy(), 3_600_000, zone), index=ts_ms.index)
     if unit is Unit.DAYS:
         parts = pd.DataFrame({"year": local.dt.year, "month": local.dt.month, "day": local.dt.day})
+    elif unit is Unit.WEEKS:  # the local date of the week's Monday
+        monday = pd.to_datetime(local.dt.strftime("%Y-%m-%d")) - pd.to_timedelta(local.dt.weekday, unit="D")
+        parts = pd.DataFrame({"year": monday.dt.year, "month": monday.dt.month, "day": monday.dt.day})
     elif unit is Unit.MONTHS:
         parts = pd.DataFrame({"year": local.dt.year, "month": local.dt.month, "day": 1})
     else:

@@ -20,7 +20,7 @@ AGG = (
     "select symbol, sum(quantity) as total\n"
     "group by symbol aggregate by timestamp every sec ... year;\n"
 )
-SEC, MIN, HOUR, DAY, MONTH, YEAR = (Granularity(u) for u in Unit)
+SEC, MIN, HOUR, DAY, MONTH, YEAR = (Granularity(u) for u in Unit if u is not Unit.WEEKS)
 
 
 def policy(annotations: str, agg: str = AGG) -> Retention:
@@ -73,7 +73,8 @@ def test_purge_off() -> None:
         ("@retentionPeriod(sec='120')", "takes a period such as '120 sec'", 2),
         ("@retentionPeriod(sec='0 sec')", "takes a period such as '120 sec'", 2),
         ("@retentionPeriod('120 sec')", "@retentionPeriod takes named elements only (sec=..., min=...", 2),
-        ("@retentionPeriod(weeks='1 year')", "unknown element 'weeks' of @retentionPeriod (it takes sec=...", 2),
+        ("@retentionPeriod(weeks='1 year')", "aggregation TradeAggregation is not aggregated per weeks", 2),
+        ("@retentionPeriod(fortnights='1 year')", "unknown element 'fortnights' of @retentionPeriod (it takes", 2),
         ("@retentionPeriod(sec='120 sec', seconds='1 hour')", "the retention of seconds is given twice", 2),
         ("@purge(interval='soon')", "@purge interval takes a length", 2),
         ("@purge(interval='1 month')", "@purge interval must be a fixed length", 2),
@@ -91,7 +92,7 @@ def test_retention_errors(annotations: str, message: str, line: int) -> None:
     ("retention", "message"),
     [
         ((("", "120 sec"),), "takes <duration>='<period>' pairs"),
-        ((("weeks", "1 year"),), "@retentionPeriod weeks: unknown duration 'weeks'"),
+        ((("fortnights", "1 year"),), "@retentionPeriod fortnights: unknown duration 'fortnights'"),
     ],
 )
 def test_retention_errors_of_a_python_built_spec(retention: tuple[tuple[str, str], ...], message: str) -> None:
@@ -137,3 +138,33 @@ def test_purge_before_skips_durations_kept_forever() -> None:
     assert set(cut) == {SEC, MIN, DAY}
     assert cut[SEC] == latest - 120_000
     assert cut[DAY] == ms("2023-06-01 00:00:00")
+
+
+@pytest.mark.parametrize(("text", "period"), [
+    ("2 h", Period(2, Unit.HOURS)), ("2h", Period(2, Unit.HOURS)), ("3 hrs", Period(3, Unit.HOURS)),
+    ("120sec", Period(120, Unit.SECONDS)), ("2 seconds", Period(2, Unit.SECONDS)), ("5 mins", Period(5, Unit.MINUTES)),
+    ("1 minute", Period(1, Unit.MINUTES)), ("40 days", Period(40, Unit.DAYS)), ("6 weeks", Period(6, Unit.WEEKS)),
+    ("1 week", Period(1, Unit.WEEKS)), ("13 month", Period(13, Unit.MONTHS)), ("2 year", Period(2, Unit.YEARS)),
+])
+def test_every_unit_siddhi_writes_with_or_without_a_space(text: str, period: Period) -> None:
+    assert Period.parse(text, "x") == period
+
+
+def test_siddhis_time_units_in_annotations() -> None:
+    """``@retentionPeriod(min='2 h')`` as Siddhi users write it; lengths in milliseconds for @purge."""
+    r = policy("@purge(interval='90000 millisec', @retentionPeriod(sec='3 min', min='2 h', days='6 weeks'))")
+    assert r.interval_ms == 90_000
+    assert (r.period(SEC), r.period(MIN), r.period(DAY)) == (
+        Period(3, Unit.MINUTES), Period(2, Unit.HOURS), Period(6, Unit.WEEKS))
+    assert policy("@purge(interval='1500 ms')").interval_ms == 1500
+    assert policy("@purge(interval='2millisecond')").interval_ms == 2
+
+
+def test_weeks_keep_every_bucket_unless_told_and_count_local_weeks() -> None:
+    agg = AGG.replace("every sec ... year", "every day, week, month")
+    assert policy("", agg).period(Granularity(Unit.WEEKS)) is None
+    kept = policy("@retentionPeriod(week='4 weeks')", agg)
+    assert kept.period(Granularity(Unit.WEEKS)) == Period(4, Unit.WEEKS)
+    # Four local weeks before a summer instant in Berlin reach back across the spring change: same wall clock.
+    latest = ms("2024-04-20T12:00:00", "Europe/Berlin")
+    assert Period(4, Unit.WEEKS).before(latest, "Europe/Berlin") == ms("2024-03-23T12:00:00", "Europe/Berlin")

@@ -73,4 +73,7 @@ def test_closed_before() -> None:
     latest = T0 + 59_999
     assert closed_before(Granularity(Unit.MINUTES), latest) == T0  # a minute starting at T0 ended by latest + 1
     assert closed_before(Granularity(Unit.SECONDS, 10), latest) == latest - 9_999
-    assert closed_before(Granularity(Unit.MONTHS), latest) == latest - 31 * 86_400_000 + 1
+    # Calendar buckets as long as they can be: 31 days and a daylight-saving hour gained in a month, etc.
+    assert closed_before(Granularity(Unit.MONTHS), latest) == latest - (31 * 24 + 1) * 3_600_000 + 1
+    assert closed_before(Granularity(Unit.DAYS), latest) == latest - 25 * 3_600_000 + 1
+    assert closed_before(Granularity(Unit.WEEKS), latest) == latest - (7 * 24 + 1) * 3_600_000 + 1

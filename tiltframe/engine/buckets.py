@@ -8,8 +8,9 @@ Rules (documented in docs/time.md):
   shows past the last multiple of ``L``, or at the last offset change if that came later.  For one hour
   this is "the hour of the local clock at that instant": the repeated hour of a fall-back change is two
   buckets, the skipped hour none;
-* days, months and years follow the local calendar; a bucket starts at the first instant of the local
-  day, month or year (local midnight, or the first valid instant when midnight is skipped).
+* days, weeks, months and years follow the local calendar; a bucket starts at the first instant of the
+  local day, ISO week (Monday), month or year (local midnight, or the first valid instant when midnight is
+  skipped).
 
 The offset-change cut is what makes levels nest: a bucket never spans two offsets, so the bucket of a
 finer bucket's start is the bucket of every instant in it (``bucket_start(bucket_start(t, f), c) ==
@@ -104,6 +105,10 @@ def bucket_start(ts: Column, g: Granularity, zone: str) -> Column:
             # Multi-day buckets count whole local days from the epoch.
             days = F.unix_date(day)
             local_start = (days - F.pmod(days, F.lit(g.multiple))).cast("long") * F.lit(_DAY_MS)
+        elif unit is Unit.WEEKS:
+            # ISO weeks start on Monday; 1970-01-01 was a Thursday, three days after one.
+            days = F.unix_date(day)
+            local_start = (days - F.pmod(days + F.lit(3), F.lit(7))).cast("long") * F.lit(_DAY_MS)
         else:
             first = F.trunc(day, "MM" if unit is Unit.MONTHS else "YEAR")
             if g.multiple > 1:

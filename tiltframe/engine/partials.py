@@ -22,7 +22,7 @@ from tiltframe.engine.expressions import to_column
 from tiltframe.engine.overflow import ansi_enabled, checked_sum
 from tiltframe.functions import ddsketch
 from tiltframe.functions.registry import EVENT_ORDER, AggregateFunction, Build, Merge
-from tiltframe.spec.durations import Granularity
+from tiltframe.spec.durations import Granularity, nests_in, rollup_source
 from tiltframe.spec.model import AttrType
 from tiltframe.store.layout import (
     AGG_ARRIVAL_BATCH,
@@ -328,7 +328,7 @@ class Levels:
         self.layout = layout
         self.ansi = ansi
         self._plans: dict[bool, _Aggregation] = {}
-        self._levels: dict[bool, tuple[tuple[_Aggregation, ...], _Rollup | None]] = {}
+        self._levels: dict[bool, tuple[tuple[tuple[int, _Aggregation], ...], tuple[tuple[int, _Rollup], ...]]] = {}
         self._per_batch = _batch_dependent(layout)
 
     def _finest(self, batch_id: int, sharded: bool) -> _Aggregation:
@@ -338,20 +338,30 @@ class Levels:
             self._plans[sharded] = _finest(self.layout, batch_id, sharded, self.ansi)
         return self._plans[sharded]
 
-    def _coarser(self, sharded: bool) -> tuple[tuple[_Aggregation, ...], _Rollup | None]:
-        """Level 1 from level 0, then every coarser level from level 1 in one aggregation.
+    def _coarser(
+        self, sharded: bool
+    ) -> tuple[tuple[tuple[int, _Aggregation], ...], tuple[tuple[int, _Rollup], ...]]:
+        """Level 1 from level 0, then every coarser level from level 1 in one aggregation; each with the
+        index of the level it rolls up from.
 
         Level 1 is the base because it is small (the finest level can hold nearly a row per event).  A
         combine fold collects a group's rows, so such layouts keep the level-by-level chain (at most a few
-        dozen finer rows in a coarser bucket)."""
+        dozen finer rows in a coarser bucket).  A level never rolls up from weeks unless it nests in them
+        (``rollup_source``): months after ``day, week`` come from the days."""
         if sharded not in self._levels:
             layout = self.layout
-            granularities = layout.spec.granularities
+            gs = layout.spec.granularities
             folds = any(g[0].function.combine is not None for g in layout.state_groups)
-            chained = len(granularities) if folds else 2
-            chain = tuple(_merged(layout, g, sharded, self.ansi) for g in granularities[1:chained])
-            rest = dict(enumerate(granularities[chained:], start=chained))
-            self._levels[sharded] = (chain, _rollup(layout, rest, sharded, self.ansi) if rest else None)
+            chained = len(gs) if folds else 2
+            chain = tuple((rollup_source(gs, i), _merged(layout, gs[i], sharded, self.ansi))
+                          for i in range(1, min(chained, len(gs))))
+            by_source: dict[int, dict[int, Granularity]] = {}
+            for i in range(chained, len(gs)):
+                source = chained - 1 if nests_in(gs[chained - 1], gs[i]) else rollup_source(gs, i)
+                by_source.setdefault(source, {})[i] = gs[i]
+            rollups = tuple((source, _rollup(layout, levels, sharded, self.ansi))
+                            for source, levels in by_source.items())
+            self._levels[sharded] = (chain, rollups)
         return self._levels[sharded]
 
     def __call__(
@@ -359,23 +369,23 @@ class Levels:
     ) -> DataFrame:
         events = _sharded(events, self.layout, row_writer)
         sharded = SHARD_ID in events.columns
-        level = self._finest(batch_id, sharded)(events)
+        levels = [self._finest(batch_id, sharded)(events)]
         no_record = F.lit(None).cast(records.schema[RECORD].dataType) if records is not None else None
         record = [no_record.alias(RECORD)] if no_record is not None else []
 
         def tag(i: int, df: DataFrame) -> DataFrame:
             return df.select(F.lit(i).alias(LEVEL), "*", *record)
 
-        tagged = [tag(0, level)]
-        chain, rollup = self._coarser(sharded)
-        for i, merge in enumerate(chain, start=1):
-            level = merge(level)
-            tagged.append(tag(i, level))
-        if rollup is not None:
-            rest = rollup(level)
+        tagged = [tag(0, levels[0])]
+        chain, rollups = self._coarser(sharded)
+        for i, (source, merge) in enumerate(chain, start=1):
+            levels.append(merge(levels[source]))
+            tagged.append(tag(i, levels[i]))
+        for source, rollup in rollups:
+            rest = rollup(levels[source])
             tagged.append(rest.select("*", *record) if record else rest)
         if records is not None:
-            nulls = [F.lit(None).cast(f.dataType).alias(f.name) for f in level.schema.fields]
+            nulls = [F.lit(None).cast(f.dataType).alias(f.name) for f in levels[-1].schema.fields]
             tagged.append(records.select(F.lit(RECORD_LEVEL).alias(LEVEL), *nulls, RECORD))
         return functools.reduce(DataFrame.union, tagged)
 

@@ -2,8 +2,9 @@
 
 A granularity is a unit and a multiple.  The calendar units of Siddhi (``sec ... year``) are multiples of
 one; fixed chains such as ``10 sec, 1 min`` (tilt frames) reuse the same type with other multiples.
-Seconds, minutes and hours are fixed lengths of time; days, months and years follow the local calendar of
-the aggregation's time zone.
+Seconds, minutes and hours are fixed lengths of time; days, weeks, months and years follow the local
+calendar of the aggregation's time zone.  Weeks are ISO weeks (from Monday), a level only when asked for:
+they do not nest in months or years, so ``sec ... year`` leaves them out and months roll up from days.
 """
 
 from __future__ import annotations
@@ -16,19 +17,22 @@ from tiltframe.errors import DefinitionError, unknown
 
 
 class Unit(enum.Enum):
-    """The six durations of Siddhi, finest first."""
+    """The six durations of Siddhi and ISO weeks, finest first."""
 
-    SECONDS = ("SECONDS", 1_000)
-    MINUTES = ("MINUTES", 60_000)
-    HOURS = ("HOURS", 3_600_000)
-    DAYS = ("DAYS", 86_400_000)
-    MONTHS = ("MONTHS", None)
-    YEARS = ("YEARS", None)
+    SECONDS = ("SECONDS", 1_000, "sec")
+    MINUTES = ("MINUTES", 60_000, "min")
+    HOURS = ("HOURS", 3_600_000, "hour")
+    DAYS = ("DAYS", 86_400_000, "day")
+    WEEKS = ("WEEKS", 604_800_000, "week")
+    MONTHS = ("MONTHS", None, "month")
+    YEARS = ("YEARS", None, "year")
 
-    def __init__(self, table_suffix: str, fixed_ms: int | None) -> None:
+    def __init__(self, table_suffix: str, fixed_ms: int | None, word: str) -> None:
         self.table_suffix = table_suffix
         # Nominal length only; days are 23 or 25 hours long across daylight-saving changes.
         self.fixed_ms = fixed_ms
+        #: The unit as ``every`` takes it.
+        self.word = word
 
     @property
     def rank(self) -> int:
@@ -44,8 +48,9 @@ class Unit(enum.Enum):
 UNIT_NAMES: dict[str, Unit] = {
     **dict.fromkeys(("sec", "secs", "second", "seconds"), Unit.SECONDS),
     **dict.fromkeys(("min", "mins", "minute", "minutes"), Unit.MINUTES),
-    **dict.fromkeys(("hour", "hours"), Unit.HOURS),
+    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), Unit.HOURS),
     **dict.fromkeys(("day", "days"), Unit.DAYS),
+    **dict.fromkeys(("week", "weeks"), Unit.WEEKS),
     **dict.fromkeys(("month", "months"), Unit.MONTHS),
     **dict.fromkeys(("year", "years"), Unit.YEARS),
 }
@@ -97,18 +102,35 @@ class Granularity:
 
 
 def unit_range(first: Unit, last: Unit) -> tuple[Granularity, ...]:
-    """Every unit from ``first`` to ``last`` inclusive (``sec ... year``)."""
+    """Every unit from ``first`` to ``last`` inclusive (``sec ... year``); weeks only when the range starts
+    or ends with them (``sec ... week``), as they are an extra level, not a step to months."""
     if first.rank > last.rank:
         msg = (
             f"reversed duration range: '{first.name.lower()} ... {last.name.lower()}' "
             f"goes from coarser to finer; write '{last.name.lower()} ... {first.name.lower()}'"
         )
         raise DefinitionError(msg)
-    return tuple(Granularity(u) for u in list(Unit)[first.rank : last.rank + 1])
+    return tuple(Granularity(u) for u in list(Unit)[first.rank : last.rank + 1]
+                 if u is not Unit.WEEKS or Unit.WEEKS in (first, last))
+
+
+def nests_in(finer: Granularity, coarser: Granularity) -> bool:
+    """Whether each bucket of ``finer`` lies inside one bucket of ``coarser``, for levels that validate:
+    they all do but weeks, which straddle months and years."""
+    return finer.unit is not Unit.WEEKS or coarser.unit is Unit.WEEKS
+
+
+def rollup_source(levels: tuple[Granularity, ...], i: int) -> int:
+    """The level that level ``i`` (> 0) rolls up from: the nearest finer one whose buckets nest in it, so
+    the level before a week level for months and years."""
+    j = i - 1
+    while j > 0 and not nests_in(levels[j], levels[i]):
+        j -= 1
+    return j
 
 
 _LENGTH = re.compile(r"^\s*(\d+)\s*([A-Za-z]+)\s*$")
-_MILLIS = frozenset(("ms", "millis", "millisecond", "milliseconds"))
+_MILLIS = frozenset(("ms", "millis", "millisec", "millisecs", "millisecond", "milliseconds"))
 
 
 def parse_length(text: str, what: str) -> int:

@@ -47,8 +47,8 @@ class Period:
         if not self.unit.is_calendar:
             return ms - self.count * (self.unit.fixed_ms or 0)
         local = datetime.fromtimestamp(ms / 1000, resolve_zone(zone))
-        if self.unit is Unit.DAYS:
-            earlier = local - timedelta(days=self.count)
+        if self.unit in (Unit.DAYS, Unit.WEEKS):
+            earlier = local - timedelta(days=self.count * (7 if self.unit is Unit.WEEKS else 1))
         else:
             months = local.year * 12 + local.month - 1 - self.count * (12 if self.unit is Unit.YEARS else 1)
             year, month = divmod(months, 12)
@@ -86,6 +86,7 @@ DEFAULT: dict[Unit, Period | None] = {
     Unit.MINUTES: Period(24, Unit.HOURS),
     Unit.HOURS: Period(30, Unit.DAYS),
     Unit.DAYS: Period(1, Unit.YEARS),
+    Unit.WEEKS: None,
     Unit.MONTHS: None,
     Unit.YEARS: None,
 }

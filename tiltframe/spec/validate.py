@@ -16,7 +16,7 @@ from contextlib import contextmanager
 
 from tiltframe.errors import DefinitionError
 from tiltframe.functions.registry import get, is_aggregate
-from tiltframe.spec.durations import Granularity, Unit
+from tiltframe.spec.durations import Granularity, Unit, rollup_source
 from tiltframe.spec.expressions import Expr, Pos, attributes_of, calls_of
 from tiltframe.spec.model import (
     AggregateItem,
@@ -35,8 +35,6 @@ from tiltframe.timeutil.zones import resolve_zone
 
 _RESERVED = "AGG_"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_WORDS = {Unit.SECONDS: "sec", Unit.MINUTES: "min", Unit.HOURS: "hour", Unit.DAYS: "day", Unit.MONTHS: "month",
-          Unit.YEARS: "year"}
 _DAY_MS = 86_400_000
 
 
@@ -258,9 +256,21 @@ def _validate_granularities(agg: AggregationSpec) -> None:
         msg = f"durations of aggregation {agg.name} must go from finest to coarsest"
         raise _fail(msg, agg.pos)
     for i, g in enumerate(gs):
-        problem = _too_long(g) or (_nesting_problem(gs[i - 1], g) if i else None)
+        source = rollup_source(gs, i)
+        problem = _too_long(g) or _week_problem(gs, i) or (_nesting_problem(gs[source], g) if i else None)
         if problem:
             raise _fail(f"durations of aggregation {agg.name}: {problem}", agg.pos)
+
+
+def _week_problem(gs: tuple[Granularity, ...], i: int) -> str | None:
+    """Weeks are ISO weeks, one at a time, and months or years roll up from a level finer than weeks."""
+    g = gs[i]
+    if g.unit is Unit.WEEKS and g.multiple != 1:
+        return f"{_written(g)}: a week level is one ISO week (Monday to Sunday); write 'week'"
+    if i and g.unit.rank > Unit.WEEKS.rank and gs[rollup_source(gs, i)].unit is Unit.WEEKS:
+        return (f"{_written(g)} cannot roll up from weeks, which straddle months and years: list 'day' (or a "
+                f"finer duration) before 'week'")
+    return None
 
 
 # Each level rolls up from a finer one (engine.partials.Levels takes the bucket of a finer bucket's start),
@@ -272,7 +282,7 @@ def _validate_granularities(agg: AggregationSpec) -> None:
 def _written(g: Granularity, multiple: int | None = None) -> str:
     """A duration the way ``every`` takes it (``'10 sec'``, ``'day'``); the spec keeps no spelling."""
     n = g.multiple if multiple is None else multiple
-    return f"'{_WORDS[g.unit]}'" if n == 1 else f"'{n} {_WORDS[g.unit]}'"
+    return f"'{g.unit.word}'" if n == 1 else f"'{n} {g.unit.word}'"
 
 
 def _examples(g: Granularity, whole: int) -> str:

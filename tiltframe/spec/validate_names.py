@@ -206,8 +206,7 @@ def _distinct(names: Iterable[_Name], place: str, fallback: Pos | None, why: str
 
 def _every(g: Granularity) -> str:
     """A level as ``every`` writes it: ``'every 10 sec'``."""
-    word = {"SECONDS": "sec", "MINUTES": "min", "HOURS": "hour", "DAYS": "day", "MONTHS": "month",
-            "YEARS": "year"}[g.unit.table_suffix]
+    word = g.unit.word
     return f"'every {word}'" if g.multiple == 1 else f"'every {g.multiple} {word}'"
 
 

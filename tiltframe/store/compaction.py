@@ -17,12 +17,14 @@ from tiltframe.store.layout import AggregationLayout
 
 #: How often a running pipeline compacts its table (seconds between compactions).
 COMPACT_EVERY_S = 60.0
-_LONGEST_MS = {Unit.MONTHS: 31 * 86_400_000, Unit.YEARS: 366 * 86_400_000}
+#: The longest bucket of a calendar unit: a day, week, month or year that gains a daylight-saving hour.
+_LONGEST_MS = {Unit.DAYS: 25 * 3_600_000, Unit.WEEKS: 169 * 3_600_000, Unit.MONTHS: 745 * 3_600_000,
+               Unit.YEARS: 8785 * 3_600_000}
 
 
 def closed_before(g: Granularity, latest_event_ts: int) -> int:
     """Buckets starting before this instant ended no later than the latest event: closed intervals."""
-    length = (g.unit.fixed_ms or _LONGEST_MS[g.unit]) * g.multiple
+    length = _LONGEST_MS.get(g.unit, g.unit.fixed_ms or 0) * g.multiple
     return latest_event_ts - length + 1
 
 
