@@ -122,3 +122,27 @@ def test_filter_on_an_aggregation_points_at_on() -> None:
         parse_app(DEFINITIONS + "from StockAggregation[symbol == 'IBM'] within 0L, 1L per 'days' select total;")
     assert not isinstance(caught.value, NotSupportedYet)
     assert (caught.value.line, caught.value.column) == (5, 22)
+
+
+@pytest.mark.parametrize(
+    ("text", "column", "message"),
+    [
+        ("from StockAggregation within 0L, 1L per 'days' select symbol output last every 5 sec insert into T;",
+         62, "output rate limiting ('output ... every ...') is not supported yet"),
+        ("from StockAggregation within 0L, 1L per 'days' select symbol update T on T.symbol == symbol;",
+         62, "'update' is not supported: a retrieval only reads"),
+        ("from Req left outer join StockAggregation within 0L, 1L per 'days' select total insert into T;",
+         10, "'left' joins are not supported yet"),
+        ("from Req unidirectional join StockAggregation within 0L, 1L per 'days' select total insert into T;",
+         10, "'unidirectional' joins are not supported yet"),
+        ("partition with (symbol of StockStream) begin from StockStream select symbol insert into T; end;",
+         1, "partitions ('partition with (...) begin ... end') are not supported yet"),
+        ("define window W (a int) length(5);", 8, "'define window' is not supported yet"),
+        ("define trigger T at every 5 sec;", 8, "'define trigger' is not supported yet"),
+    ],
+)
+def test_other_siddhi_constructs_are_named(text: str, column: int, message: str) -> None:
+    with pytest.raises(NotSupportedYet) as caught:
+        parse_app(DEFINITIONS + text)
+    assert message in caught.value.message
+    assert (caught.value.line, caught.value.column) == (5, column)

@@ -103,6 +103,21 @@ def _siddhi_name_phrase(clause: str | None, stack: list[object]) -> str | None:
     return None
 
 
+def _siddhi_unsupported(word: str, expected: set[str]) -> str | None:
+    """Messages for SiddhiQL this release does not take, where the parser would say 'unexpected name'."""
+    if word == "output" and "INSERT" in expected:
+        return "output rate limiting ('output ... every ...') is not supported yet; a retrieval answers each request"
+    if word in ("update", "delete", "return") and "INSERT" in expected:
+        return f"'{word}' is not supported: a retrieval only reads; 'insert into' sends its rows on"
+    if word in ("left", "right", "full", "inner", "outer", "unidirectional") and "JOIN" in expected:
+        return f"'{word}' joins are not supported yet; a retrieval joins a request stream to an aggregation ('join')"
+    if word == "partition" and "DEFINE" in expected:
+        return "partitions ('partition with (...) begin ... end') are not supported yet"
+    if word in ("window", "trigger", "function") and "STREAM" in expected:
+        return f"'define {word}' is not supported yet; tiltframe defines streams, aggregations and tables"
+    return None
+
+
 @dataclass(frozen=True)
 class Vocabulary:
     """How one grammar's terminals and clauses read in error messages.
@@ -177,6 +192,7 @@ SIDDHI = Vocabulary(
     expression_in_clause=_EXPRESSION_IN_CLAUSE,
     name_in_clause=_NAME_IN_CLAUSE,
     name_phrase=_siddhi_name_phrase,
+    unsupported=_siddhi_unsupported,
 )
 
 
