@@ -207,14 +207,11 @@ def select(app: AppSpec, text: str, *, data_dir: str | Path | None = None) -> pd
 
 
 def _as_query(app: AppSpec, query: str | RetrievalQuery) -> RetrievalQuery:
-    if isinstance(query, RetrievalQuery):
-        return query
-    from tiltframe.lang import parse_query
+    """The query validated against ``app``, each attribute resolved to its side (request or aggregation)."""
+    from tiltframe.lang.parser import parse_retrieval
     from tiltframe.spec.validate import validate_query
 
-    q = parse_query(query, aggregations=[a.name for a in app.aggregations])
-    validate_query(app, q)
-    return q
+    return parse_retrieval(query, app) if isinstance(query, str) else validate_query(app, query)
 
 
 def query(

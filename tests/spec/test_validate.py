@@ -140,16 +140,21 @@ def test_on_uses_group_by_keys_only() -> None:
 def test_within_per_attributes_come_from_the_request_stream() -> None:
     text = STREAM + AGG
     error = error_of(text + "from TradeAggregation within symbol, 1000L per 'days' select *")
-    assert error.message == "'symbol' in within/per must be an attribute of the request stream"
+    assert error.message.startswith("'symbol' in within/per: a retrieval without a request stream takes constants")
+    assert (error.line, error.column) == (5, 30)
+    error = error_of(text + "define stream Req (startTime long);\n"
+                            "from Req join TradeAggregation within symbol, 1000L per 'days' select total")
+    assert error.message.startswith("'symbol' in within/per is an attribute of aggregation TradeAggregation")
+    assert (error.line, error.column) == (6, 39)
 
 
 def test_validate_query_directly() -> None:
     app = parse_app(STREAM + AGG)
     validate_query(app, parse_query("from TradeAggregation within 0L, 1000L per 'hours' select symbol, total"))
-    with pytest.raises(DefinitionError, match="only selected columns can order the result"):
-        validate_query(
-            app, parse_query("from TradeAggregation within 0L, 1000L per 'hours' select symbol order by total")
-        )
+    # As in Siddhi, an attribute of the aggregation orders the rows even when it is not selected.
+    validate_query(app, parse_query("from TradeAggregation within 0L, 1000L per 'hours' select symbol order by total"))
+    with pytest.raises(DefinitionError, match="order by a selected column or an attribute"):
+        validate_query(app, parse_query("from TradeAggregation within 0L, 1000L per 'hours' select symbol order by 1"))
 
 
 # --- what a run refuses -------------------------------------------------------------------------------------

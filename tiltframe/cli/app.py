@@ -257,15 +257,13 @@ def query(
         spec = api.load_app(app_file)
         directory = resolve_data_dir(data_dir)
     with handle_errors("query"):
-        from tiltframe.lang import parse_query
-        from tiltframe.spec.validate import validate_query
+        from tiltframe.lang import parse_retrieval
 
         zone = spec.timezone or "UTC"
         if text.lstrip()[:6].lower() == "select":  # SQL over a pre-aggregated table
             frame = api.select(spec, text, data_dir=directory)
         else:
-            q = parse_query(text, aggregations=[a.name for a in spec.aggregations])
-            validate_query(spec, q)
+            q = parse_retrieval(text, spec)  # sides resolved: unqualified names, stream queries refused
             frame = api.query(spec, q, data_dir=directory)
             zone = spec.zone_of(spec.aggregation(q.aggregation))
         if fmt == "json":

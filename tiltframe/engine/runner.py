@@ -280,16 +280,12 @@ class _RetrievalBatch:
         self.run, self.query, self.layout, self.store, self.sink, self.out = run, query, layout, store, sink, out
         stream = run.app.stream(query.request_stream or "")
         self.stream = stream
-        used = {
-            a.name
-            for e in (
-                *query.within, query.per, *([query.on] if query.on else []),
-                *(i.expr for i in query.select or ()),
-            )
-            for a in attributes_of(e)
-            if a.qualifier in (query.request_alias, query.request_stream)
-        }
-        self.required = used
+        # The query is resolved (spec.validate_retrieval): a request attribute carries the request's reference.
+        clauses = (
+            *query.within, query.per, *([query.on] if query.on else []), *(i.expr for i in query.select or ()),
+            *query.group_by, *([query.having] if query.having else []), *(o.expr for o in query.order_by),
+        )
+        self.required = {a.name for e in clauses for a in attributes_of(e) if a.qualifier == query.request_ref}
 
     def __call__(self, raw: DataFrame, batch_id: int) -> None:
         typed = type_events(raw, self.stream, required=self.required, time_attribute=None, arrival_ms=0)

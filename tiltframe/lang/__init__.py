@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from tiltframe.lang.parser import parse_app, parse_continuous, parse_expression, parse_query
+from tiltframe.lang.parser import parse_app, parse_continuous, parse_expression, parse_query, parse_retrieval
 
-__all__ = ["parse_app", "parse_continuous", "parse_expression", "parse_query"]
+__all__ = ["parse_app", "parse_continuous", "parse_expression", "parse_query", "parse_retrieval"]

@@ -39,8 +39,6 @@ from tiltframe.spec.model import (
     AttrType,
     ExpressionItem,
     KeyItem,
-    OrderItem,
-    OutputItem,
     RetrievalQuery,
     SelectItem,
     StreamDef,
@@ -320,65 +318,9 @@ class SpecBuilder:
     # --- retrieval queries ------------------------------------------------------------------------------
 
     def query(self, tree: ParseTree, annotations: list[RawAnnotation]) -> RetrievalQuery:
-        source, join, on, within, per, output, order_by, limit, insert = _kids(tree)
-        aggregation, request = self.sides(source, _kids(join)[0] if join is not None else None)
-        check_annotations(annotations, "a retrieval query", "a retrieval query", self.error)
-        info = next((a.annotation for a in annotations if a.annotation.name.lower() == "info"), None)
-        on_expr = self.checked_expr(_kids(on)[0]) if on is not None else None
-        within_exprs = tuple(self.checked_expr(e) for e in _present(_kids(within)))
-        select = None
-        if output.data == "select_list":
-            select = tuple(self.output_item(item) for item in _kids(output))
-        order = []
-        for item in _kids(order_by) if order_by is not None else []:
-            expr, direction = _kids(item)
-            order.append(OrderItem(self.checked_expr(expr), str(direction or "asc").lower() == "asc"))
-        events, target = _kids(insert) if insert is not None else (None, None)
-        if events is not None:
-            events = _kids(events)[0]
-        return RetrievalQuery(
-            aggregation=str(_kids(aggregation)[0]),
-            aggregation_alias=_str_or_none(_kids(aggregation)[1]),
-            request_stream=str(_kids(request)[0]) if request is not None else None,
-            request_alias=_str_or_none(_kids(request)[1]) if request is not None else None,
-            within=within_exprs,
-            per=self.checked_expr(_kids(per)[0]),
-            on=on_expr,
-            select=select,
-            order_by=tuple(order),
-            limit=self.whole_number(_kids(limit)[0], "limit") if limit is not None else None,
-            insert_into=_str_or_none(target),
-            output_events=str(events).lower() if events is not None else None,
-            name=info.get("name") if info is not None else None,
-            annotations=tuple(a.annotation for a in annotations),
-            pos=self.pos(tree),
-        )
+        from tiltframe.lang._retrieval import build_query  # it builds on this module
 
-    def output_item(self, item: ParseTree) -> OutputItem:
-        expr, alias = _kids(item)
-        return OutputItem(self.checked_expr(expr), _str_or_none(alias), pos=self.pos(item))
-
-    def sides(self, left: ParseTree, right: ParseTree | None) -> tuple[ParseTree, ParseTree | None]:
-        """Which ``source`` of a join is the aggregation: the one defined as an aggregation earlier.
-
-        Siddhi lets the aggregation stand on either side of ``join``; without other evidence the right
-        side is taken, as in every example of the seeds.
-        """
-        if right is None:
-            return left, None
-        left_name, right_name = str(_kids(left)[0]), str(_kids(right)[0])
-        left_agg, right_agg = left_name in self.known_aggregations, right_name in self.known_aggregations
-        if left_agg and right_agg:
-            msg = (
-                "a retrieval joins a stream to an aggregation; "
-                f"{left_name} and {right_name} are both aggregations"
-            )
-            raise self.error(msg, self.pos(left))
-        if left_agg or (
-            not right_agg and right_name in self.known_streams and left_name not in self.known_streams
-        ):
-            return left, right
-        return right, left
+        return build_query(self, tree, annotations)
 
     # --- expressions ------------------------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ __all__ = [
     "parse_continuous",
     "parse_expression",
     "parse_query",
+    "parse_retrieval",
     "parse_sql",
     "parse_table_query",
 ]
@@ -99,6 +100,21 @@ def _siddhi_name_phrase(clause: str | None, stack: list[object]) -> str | None:
     top = getattr(stack[-1], "type", None) if stack else None
     if clause in ("STREAM", "TABLE") and top == "IDENTIFIER":
         return "a type (string, int, long, float, double or bool)"
+    return None
+
+
+def _siddhi_unsupported(word: str, expected: set[str]) -> str | None:
+    """Messages for SiddhiQL this release does not take, where the parser would say 'unexpected name'."""
+    if word == "output" and "INSERT" in expected:
+        return "output rate limiting ('output ... every ...') is not supported yet; a retrieval answers each request"
+    if word in ("update", "delete", "return") and "INSERT" in expected:
+        return f"'{word}' is not supported: a retrieval only reads; 'insert into' sends its rows on"
+    if word in ("left", "right", "full", "inner", "outer", "unidirectional") and "JOIN" in expected:
+        return f"'{word}' joins are not supported yet; a retrieval joins a request stream to an aggregation ('join')"
+    if word == "partition" and "DEFINE" in expected:
+        return "partitions ('partition with (...) begin ... end') are not supported yet"
+    if word in ("window", "trigger", "function") and "STREAM" in expected:
+        return f"'define {word}' is not supported yet; tiltframe defines streams, aggregations and tables"
     return None
 
 
@@ -176,6 +192,7 @@ SIDDHI = Vocabulary(
     expression_in_clause=_EXPRESSION_IN_CLAUSE,
     name_in_clause=_NAME_IN_CLAUSE,
     name_phrase=_siddhi_name_phrase,
+    unsupported=_siddhi_unsupported,
 )
 
 
@@ -229,6 +246,22 @@ def parse_query(text: str, *, aggregations: Collection[str] = ()) -> RetrievalQu
     tree = _parse(text, "query_text")
     with _snippets(text):
         return builder.query_text(tree)
+
+
+def parse_retrieval(text: str, app: AppSpec) -> RetrievalQuery:
+    """Parse one retrieval query and validate it against ``app``: every attribute resolved to the request
+    stream or the aggregation (``spec.validate_retrieval``), as an app file's query would be.
+
+    Raises:
+        DefinitionError: a syntax error or an invalid reference, at its line and column with a caret snippet.
+    """
+    from tiltframe.spec.validate_retrieval import validate_query
+
+    builder = SpecBuilder(text, [a.name for a in app.aggregations])
+    builder.known_streams = {s.name for s in app.streams}
+    tree = _parse(text, "query_text")
+    with _snippets(text):
+        return validate_query(app, builder.query_text(tree))
 
 
 def parse_continuous(text: str, app: AppSpec) -> ContinuousQuery:

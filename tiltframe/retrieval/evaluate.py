@@ -6,7 +6,7 @@ request being answered.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -34,9 +34,45 @@ _OPS = {
 
 
 def is_request_attr(attr: Attr, query: RetrievalQuery | None) -> bool:
-    if query is None or not query.request_stream:
+    """Whether ``attr`` names the request event's attribute: qualified by the request stream's alias or
+    name (validation qualifies every attribute of a retrieval, ``spec.validate_retrieval``)."""
+    if query is None or not query.request_stream or attr.qualifier is None:
         return False
     return attr.qualifier in (query.request_alias, query.request_stream)
+
+
+def compute(expr: Expr, attr: Callable[[Attr], Any], call: Callable[[Call], Any]) -> Any:
+    """``expr`` over values that ``attr`` gives for each attribute and ``call`` for each function call: a
+    Series where any operand is one, else a scalar.  Operators follow SiddhiQL (``/`` of two integers is an
+    integer, truncated)."""
+    if isinstance(expr, Attr):
+        return attr(expr)
+    if isinstance(expr, Literal):
+        return expr.value
+    if isinstance(expr, Unary):
+        inner = compute(expr.operand, attr, call)
+        return ~inner if expr.op == "not" else -inner
+    if isinstance(expr, Binary):
+        left = compute(expr.left, attr, call)
+        right = compute(expr.right, attr, call)
+        if expr.op == "/":
+            result = np.true_divide(left, right)
+            if _integral(left) and _integral(right):
+                return np.trunc(result).astype("int64") if isinstance(result, pd.Series) else int(result)
+            return result
+        return _OPS[expr.op](left, right)
+    if isinstance(expr, Call):
+        return call(expr)
+    msg = f"unsupported expression {expr!r}"
+    raise QueryError(msg)
+
+
+def request_value(expr: Attr, request: Mapping[str, Any] | None) -> Any:
+    """A request attribute's value for the request being answered."""
+    if request is None or expr.name not in request:
+        msg = f"'{expr}' needs a request event, but this retrieval has none"
+        raise QueryError(msg)
+    return request[expr.name]
 
 
 def evaluate(
@@ -44,35 +80,25 @@ def evaluate(
 ) -> Any:
     """A Series aligned with ``frame`` (or a scalar when ``expr`` uses no aggregation column).  Without a
     ``query`` (continuous queries) every attribute is a column of ``frame``."""
-    if isinstance(expr, Attr):
-        if is_request_attr(expr, query):
-            if request is None or expr.name not in request:
-                msg = f"'{expr}' needs a request event, but this retrieval has none"
-                raise QueryError(msg)
-            return request[expr.name]
-        return frame[expr.name]
-    if isinstance(expr, Literal):
-        return expr.value
-    if isinstance(expr, Unary):
-        inner = evaluate(expr.operand, frame, query, request)
-        return ~inner if expr.op == "not" else -inner
-    if isinstance(expr, Binary):
-        left = evaluate(expr.left, frame, query, request)
-        right = evaluate(expr.right, frame, query, request)
-        if expr.op == "/":
-            result = np.true_divide(left, right)
-            if _integral(left) and _integral(right):
-                return np.trunc(result).astype("int64") if isinstance(result, pd.Series) else int(result)
-            return result
-        return _OPS[expr.op](left, right)
-    if isinstance(expr, Call) and query is None:  # continuous queries' scalar functions
-        values = [evaluate(a, frame, query, request) for a in expr.args]
-        return scalars.get(expr.name).pandas(expr, values, len(frame))
-    if isinstance(expr, Call):
-        msg = f"function {expr.name}() is not available in a retrieval"
+
+    def attr(a: Attr) -> Any:
+        return request_value(a, request) if is_request_attr(a, query) else frame[a.name]
+
+    def call(c: Call) -> Any:
+        if query is None:  # continuous queries' scalar functions
+            values = [evaluate(a, frame, query, request) for a in c.args]
+            return scalars.get(c.name).pandas(c, values, len(frame))
+        msg = f"function {c.name}() is not available in a retrieval"
         raise QueryError(msg)
-    msg = f"unsupported expression {expr!r}"
-    raise QueryError(msg)
+
+    return compute(expr, attr, call)
+
+
+def as_column(value: Any, index: pd.Index) -> pd.Series:
+    """``value`` as one value per row of ``index``: a Series as it is, a constant repeated."""
+    if isinstance(value, pd.Series):
+        return value
+    return pd.Series([value] * len(index), index=index, dtype=object if value is None else None)
 
 
 def evaluate_column(
@@ -80,10 +106,7 @@ def evaluate_column(
 ) -> pd.Series:
     """:func:`evaluate` as one value per row of ``frame``: a constant (a literal, a request attribute)
     repeated."""
-    value = evaluate(expr, frame, query, request)
-    if isinstance(value, pd.Series):
-        return value
-    return pd.Series([value] * len(frame), index=frame.index, dtype=object if value is None else None)
+    return as_column(evaluate(expr, frame, query, request), frame.index)
 
 
 def holds(

@@ -1,5 +1,6 @@
-"""Answer a retrieval: resolve ``within``/``per``, read the per-granularity table, merge, finalize,
-filter by ``on``, project ``select``, order and limit.
+"""Answer a retrieval: resolve ``within``/``per``, read the per-granularity table, merge, finalize and
+filter by ``on``; the query section (select, group by, having, order by, limit, offset) is
+:mod:`tiltframe.retrieval.answer`'s.
 
 Beside ``AGG_TIMESTAMP`` (epoch ms, as Siddhi returns it) every answer can show ``AGG_TIME``, the bucket
 start as a datetime in the aggregation's zone: in the answer without ``select``, or selected by name.
@@ -14,13 +15,14 @@ from typing import Any
 import pandas as pd
 
 from tiltframe.errors import DefinitionError, QueryError
-from tiltframe.retrieval.evaluate import evaluate_column, holds, is_request_attr
+from tiltframe.retrieval.answer import answer
+from tiltframe.retrieval.evaluate import holds, is_request_attr
 from tiltframe.retrieval.merge import finalize, merge_rows
 from tiltframe.spec.durations import Granularity
-from tiltframe.spec.expressions import Attr, Expr, Literal, output_name
+from tiltframe.spec.expressions import Attr, Expr, Literal
 from tiltframe.spec.model import RetrievalQuery
 from tiltframe.store.base import Store
-from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout
+from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.timeutil.columns import AGG_TIME, aware_times
 from tiltframe.timeutil.parse import within_range
 
@@ -75,23 +77,4 @@ def retrieve(
     final = final.sort_values(list(layout.key_names), kind="stable").reset_index(drop=True)
     if query.on is not None and not final.empty:
         final = final[holds(query.on, final, query, request)]
-    if query.select is None:
-        out = final.drop(columns=[AGG_EVENT_TIMESTAMP])
-    else:
-        columns: dict[str, Any] = {}
-        for item in query.select:
-            columns[output_name(item.expr, item.alias)] = evaluate_column(item.expr, final, query, request)
-        out = pd.DataFrame(columns, index=final.index)
-    if query.order_by:
-        by, ascending = [], []
-        for o in query.order_by:
-            name = output_name(o.expr, None)
-            if name not in out.columns:
-                msg = f"order by {o.expr}: not a selected column"
-                raise QueryError(msg)
-            by.append(name)
-            ascending.append(o.ascending)
-        out = out.sort_values(by, ascending=ascending, kind="stable")
-    if query.limit is not None:
-        out = out.head(query.limit)
-    return out.reset_index(drop=True)
+    return answer(final, layout, query, request)

@@ -257,10 +257,16 @@ class OrderItem:
 
 @dataclass(frozen=True, slots=True)
 class RetrievalQuery:
-    """``from [Req as b join] Agg as a [on ...] within ... per ... select ... [order by ...] [insert into]``.
+    """``from [Req as b join] Agg as a [on ...] within ... per ... [select ...] [group by ...] [having ...]
+    [order by ...] [limit n] [offset n] [insert into]``, Siddhi's on-demand query and aggregation join.
 
     ``within`` holds one expression (a pattern such as ``"2018-01-** **:**:**"``) or two (start, end).
-    ``select`` is ``None`` for ``select *``.
+    ``select`` is ``None`` for ``select *`` or no select clause: every attribute, as Siddhi returns them.
+    ``group_by``, ``having`` and the aggregate calls of ``select`` (``sum(total)``) aggregate the retrieved
+    rows again, per request (``tiltframe.retrieval.grouping``).  After validation
+    (``spec.validate_retrieval``) every attribute names its side: request attributes carry the request
+    stream's alias (or name), aggregation attributes the aggregation's; an unqualified name in ``having`` or
+    ``order by`` is a selected column.
     """
 
     aggregation: str
@@ -273,11 +279,24 @@ class RetrievalQuery:
     select: tuple[OutputItem, ...] | None = None
     order_by: tuple[OrderItem, ...] = ()
     limit: int | None = None
+    group_by: tuple[Expr, ...] = ()
+    having: Expr | None = None
+    offset: int | None = None
     insert_into: str | None = None
     output_events: str | None = None
     name: str | None = None
     annotations: tuple[Annotation, ...] = field(default=(), compare=False)
     pos: Pos | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def request_ref(self) -> str | None:
+        """How a request attribute is qualified once resolved: the request's alias, else its stream's name."""
+        return self.request_alias or self.request_stream
+
+    @property
+    def aggregation_ref(self) -> str:
+        """How an aggregation attribute is qualified once resolved: the alias, else the aggregation's name."""
+        return self.aggregation_alias or self.aggregation
 
 
 @dataclass(frozen=True, slots=True)

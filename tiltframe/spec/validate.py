@@ -14,10 +14,10 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from tiltframe.errors import DefinitionError, QueryError
+from tiltframe.errors import DefinitionError
 from tiltframe.functions.registry import get, is_aggregate
 from tiltframe.spec.durations import Granularity, Unit, rollup_source
-from tiltframe.spec.expressions import Attr, Expr, Literal, Pos, attributes_of, calls_of, output_name
+from tiltframe.spec.expressions import Expr, Pos, attributes_of, calls_of
 from tiltframe.spec.model import (
     AggregateItem,
     AggregationSpec,
@@ -25,12 +25,12 @@ from tiltframe.spec.model import (
     AttrType,
     ExpressionItem,
     KeyItem,
-    RetrievalQuery,
     StreamDef,
 )
 from tiltframe.spec.retention import Retention
 from tiltframe.spec.validate_continuous import validate_continuous
 from tiltframe.spec.validate_names import validate_names
+from tiltframe.spec.validate_retrieval import validate_query
 from tiltframe.timeutil.zones import resolve_zone
 
 _RESERVED = "AGG_"
@@ -76,9 +76,11 @@ def validate_app(app: AppSpec) -> AppSpec:
         with _located(agg.pos):
             _validate_aggregation(app, agg)
     validate_names(app)
+    queries = []
     for query in app.queries:
         with _located(query.pos):
-            validate_query(app, query)
+            queries.append(validate_query(app, query))
+    app = dataclasses.replace(app, queries=tuple(queries))
     if not app.continuous:
         return app
     seen: dict[str, int] = {}
@@ -354,100 +356,6 @@ def _nesting_problem(finer: Granularity, coarser: Granularity) -> str | None:
             f"the next one" + _examples(finer, large // _unit_size(finer))
         )
     return None
-
-
-def validate_query(app: AppSpec, q: RetrievalQuery) -> None:
-    """Check a retrieval query against the aggregations and streams of ``app``."""
-    from tiltframe.store.layout import AggregationLayout
-
-    agg = app.aggregation(q.aggregation, q.pos)
-    layout = AggregationLayout.of(app, agg.name)
-    request = app.stream(q.request_stream, q.pos) if q.request_stream else None
-    from tiltframe.timeutil.columns import AGG_TIME
-
-    outputs = [*layout.output_types, AGG_TIME]  # AGG_TIME: AGG_TIMESTAMP as a datetime (retrieval/retrieve.py)
-
-    def check_ref(attr: Attr, *, keys_only: bool = False) -> None:
-        side = _side_of(attr, q)
-        if side == "request":
-            assert request is not None
-            request.attribute(attr.name, attr.pos)
-            return
-        if side == "ambiguous":
-            msg = f"'{attr.name}' is ambiguous; qualify it with the alias of the stream or the aggregation"
-            raise _fail(msg, attr.pos)
-        allowed = layout.key_names if keys_only else tuple(outputs)
-        if attr.name not in allowed:
-            from tiltframe.errors import unknown
-
-            what = "group-by attribute of " if keys_only else "attribute of "
-            raise _fail(unknown(what + agg.name, attr.name, allowed), attr.pos)
-
-    if q.on is not None:
-        for attr in attributes_of(q.on):
-            check_ref(attr, keys_only=True)
-    for operand in (*q.within, q.per):
-        if isinstance(operand, Attr):
-            if request is None or _side_of(operand, q) != "request":
-                msg = f"'{operand}' in within/per must be an attribute of the request stream"
-                raise _fail(msg, operand.pos)
-            request.attribute(operand.name, operand.pos)
-        elif not isinstance(operand, Literal):
-            raise _fail("within and per take constants or request-stream attributes", q.pos)
-    if len(q.within) not in (1, 2):
-        raise _fail("within takes a pattern or a start and an end", q.pos)
-    if isinstance(q.per, Literal):
-        if not isinstance(q.per.value, str):
-            raise _fail(f"per takes a duration name such as \"days\", got {q.per}", q.per.pos)
-        try:
-            agg.granularity(Granularity.parse(q.per.value))
-        except DefinitionError as exc:
-            raise _fail(exc.message, q.per.pos) from None
-    if all(isinstance(w, Literal) for w in q.within):
-        from tiltframe.timeutil.parse import within_range
-
-        try:
-            within_range(*(w.value for w in q.within))  # type: ignore[union-attr]
-        except QueryError as exc:
-            raise _fail(str(exc), _failing_bound(q.within).pos) from None
-    for item in q.select or ():
-        for attr in attributes_of(item.expr):
-            check_ref(attr)
-        for call in calls_of(item.expr):
-            raise _fail(f"function {call.name}() is not available in a retrieval select", call.pos)
-    selected = {output_name(i.expr, i.alias) for i in q.select} if q.select is not None else set(outputs)
-    for order in q.order_by:
-        refs = attributes_of(order.expr)
-        if not refs or any(a.name not in selected for a in refs):
-            msg = f"order by {order.expr}: only selected columns can order the result"
-            raise _fail(msg, q.pos)
-    if q.limit is not None and q.limit < 0:
-        raise _fail(f"limit must not be negative, got {q.limit}", q.pos)
-
-
-def _failing_bound(within: tuple[Expr, ...]) -> Expr:
-    """The ``within`` value an error is about: the first that is no valid timestamp, else the start."""
-    from tiltframe.timeutil.parse import parse_timestamp
-
-    if len(within) == 2:
-        for bound in within:
-            try:
-                parse_timestamp(bound.value)  # type: ignore[attr-defined]
-            except QueryError:
-                return bound
-    return within[0]
-
-
-def _side_of(attr: Attr, q: RetrievalQuery) -> str:
-    """Which input an attribute belongs to: 'aggregation', 'request' or 'ambiguous'."""
-    if attr.qualifier is not None:
-        if attr.qualifier in (q.request_alias, q.request_stream) and q.request_stream:
-            return "request"
-        if attr.qualifier in (q.aggregation_alias, q.aggregation):
-            return "aggregation"
-        msg = f"unknown alias '{attr.qualifier}' in '{attr}'"
-        raise _fail(msg, attr.pos)
-    return "aggregation"
 
 
 # --- what a run needs beyond a valid definition -------------------------------------------------------
