@@ -85,15 +85,51 @@ CASES: dict[str, dict[str, Any]] = {
             [68, "2020-02-02 20:00:03", "2020-02-02 20:00:05", "dev1"],
         ],
     },
+    # tests/stream/test_stream_smoke/0006_session_window.json, id 15: session(5s, 10s); the event at 10.263 is
+    # past 00.262 + 10s, so the first session ends at 10.262 and the next starts at that event; 21.262 cuts
+    # the second at 20.263 (the max length is checked before the gap) and its own session stays open.
+    "session_max_length_cuts_at_the_event": {
+        "stream": "test7_session",
+        "query": "select max(value) as m, window_start, window_end, id from session(test7_session, timestamp, 5s, "
+        "10s) partition by id group by window_start, window_end",
+        "inserts": [
+            [("dev1", "ca", v, f"2020-02-02 20:00:{t}") for v, t in (
+                (57.3, "00.262"), (58.3, "05.261"), (59.3, "08.262"), (66, "10.263"), (67, "13.262"),
+                (68, "16.262"), (69, "21.262"))]
+        ],
+        "expected": [
+            [59.3, "2020-02-02 20:00:00.262", "2020-02-02 20:00:10.262", "dev1"],
+            [68, "2020-02-02 20:00:10.263", "2020-02-02 20:00:20.263", "dev1"],
+        ],
+    },
+    # tests/stream/test_stream_smoke/0006_session_window.json, id 0, with Proton's default max length (5 x
+    # the gap) written out, since tiltframe has none: 20:00:15 is past the second session's max length, which
+    # then decides its end (20:00:12) rather than its gap.
+    "session_max_length_before_gap": {
+        "stream": "test7_session",
+        "query": "select max(value) as m, window_start, window_end, id from session(test7_session, timestamp, 2s, "
+        "10s) partition by id group by window_start, window_end",
+        "inserts": [
+            [("dev1", "ca", 57.3, "2020-02-02 20:00:00"), ("dev2", "ca", 58.3, "2020-02-02 20:00:00")],
+            [("dev1", "ca", 66, "2020-02-02 20:00:02")],
+            [("dev1", "ca", 67, "2020-02-02 20:00:15")],
+        ],
+        "expected": [
+            [57.3, "2020-02-02 20:00:00", "2020-02-02 20:00:02", "dev1"],
+            [66, "2020-02-02 20:00:02", "2020-02-02 20:00:12", "dev1"],
+        ],
+    },
 }
 
 
 def _text(value: Any) -> Any:
-    """Epoch milliseconds as Proton prints a datetime(3) at whole seconds; other values as they are."""
+    """Epoch milliseconds as Proton prints a datetime(3) (milliseconds only when not whole seconds, as the
+    cases write them); other values as they are."""
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, int) and value > 10**12:
-        return pd.Timestamp(value, unit="ms").strftime("%Y-%m-%d %H:%M:%S")
+        text = pd.Timestamp(value, unit="ms").strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+        return text.removesuffix(".000")
     return value
 
 

@@ -380,8 +380,10 @@ def test_session_windows(live) -> None:
 
 
 def test_session_max_length_changelog(live) -> None:
-    """session(2s, 5s): a session is cut every 5s from its first event; an earlier event (still above the
-    watermark) moves the start and so every cut, which the changelog retracts and inserts again."""
+    """session(2s, 5s), Proton's rule: the first event at or past start + 5s cuts the session there and
+    starts the next; an earlier event (still above the watermark) moves the start and so every cut, which
+    the changelog retracts and inserts again.  An open session ends 1 ms after its last event until it
+    closes."""
     q = live(
         DEVICES + "SELECT device, window_start, window_end, count() AS n FROM session(device_utils, 2s, 5s) "
         "GROUP BY device EMIT CHANGELOG ON UPDATE WITH DELAY 10s;",
@@ -390,16 +392,19 @@ def test_session_max_length_changelog(live) -> None:
     rows = q.step([d("d1", 1, 10_000 + 1000 * i) for i in range(8)])
     assert rows == [
         {"device": "d1", "window_start": 10_000, "window_end": 15_000, "n": 5, "_tp_delta": 1},
-        {"device": "d1", "window_start": 15_000, "window_end": 19_000, "n": 3, "_tp_delta": 1},
+        {"device": "d1", "window_start": 15_000, "window_end": 17_001, "n": 3, "_tp_delta": 1},
     ]
     assert q.step([d("d1", 1, 8500)]) == [
         {"device": "d1", "window_start": 10_000, "window_end": 15_000, "n": 5, "_tp_delta": -1},
-        {"device": "d1", "window_start": 15_000, "window_end": 19_000, "n": 3, "_tp_delta": -1},
+        {"device": "d1", "window_start": 15_000, "window_end": 17_001, "n": 3, "_tp_delta": -1},
         {"device": "d1", "window_start": 8500, "window_end": 13_500, "n": 5, "_tp_delta": 1},
-        {"device": "d1", "window_start": 14_000, "window_end": 18_500, "n": 4, "_tp_delta": 1},
+        {"device": "d1", "window_start": 14_000, "window_end": 17_001, "n": 4, "_tp_delta": 1},
     ]
+    # 30000 closes the open piece: it ends at 19000 (14000 + 5s, here also its last event + 2s).
     assert q.step([d("d1", 1, 30_000)]) == [
-        {"device": "d1", "window_start": 30_000, "window_end": 32_000, "n": 1, "_tp_delta": 1}
+        {"device": "d1", "window_start": 14_000, "window_end": 17_001, "n": 4, "_tp_delta": -1},
+        {"device": "d1", "window_start": 14_000, "window_end": 19_000, "n": 4, "_tp_delta": 1},
+        {"device": "d1", "window_start": 30_000, "window_end": 30_001, "n": 1, "_tp_delta": 1},
     ]
 
 

@@ -113,3 +113,44 @@ def test_session_ends_at_last_event_plus_gap() -> None:
     got = _run("select max(value) as m, window_start, window_end, id from session(s, ts, 5s) partition by id "
                "group by window_start, window_end", [insert])
     assert got == [(58.3, "20:00:00.262", "20:00:10.261", "dev1"), (66.0, "20:00:10.263", "20:00:15.263", "dev1")]
+
+
+# --- Proton's session ends (SessionWindowHelper.cpp), cases of 0006_session_window.json ----------------------
+
+
+def test_max_length_starts_the_next_session_at_the_cutting_event() -> None:
+    # Proton 0006 id 15 (one insert): session(5s, 10s); 20:00:10.263 is past 00.262 + 10s, so the first
+    # session ends at 10.262 and the next starts at 10.263 itself (not at 20.262); 21.262 cuts that one at
+    # 20.263, checked before its gap (16.262 + 5s), and stays open.
+    times = ["20:00:00.262", "20:00:05.261", "20:00:08.262", "20:00:10.263", "20:00:13.262", "20:00:16.262",
+             "20:00:21.262"]
+    values = [57.3, 58.3, 59.3, 66, 67, 68, 69]
+    got = _run("select max(value) as m, window_start, window_end, id from session(s, ts, 5s, 10s) "
+               "partition by id group by window_start, window_end",
+               [[("dev1", v, t) for v, t in zip(values, times, strict=True)]])
+    assert got == [(59.3, "20:00:00.262", "20:00:10.262", "dev1"), (68.0, "20:00:10.263", "20:00:20.263", "dev1")]
+
+
+def test_max_length_checked_before_the_gap() -> None:
+    # Proton 0006 id 0, with its default max length (5 x 2s) written out: 20:00:15 is past both the gap of
+    # the session at 20:00:02 and its max length, and the max length decides its end (20:00:12).
+    got = _run("select max(value) as m, window_start, window_end, id from session(s, ts, 2s, 10s) "
+               "partition by id group by window_start, window_end",
+               [[("dev1", 57.3, "20:00:00"), ("dev2", 58.3, "20:00:00")], [("dev1", 66, "20:00:02")],
+                [("dev1", 67, "20:00:15")]])
+    assert got == [(57.3, "20:00:00.000", "20:00:02.000", "dev1"), (66.0, "20:00:02.000", "20:00:12.000", "dev1")]
+
+
+def test_timeout_closes_a_session_1ms_after_its_last_event() -> None:
+    # Proton 0006 id 23: session(10s) ... EMIT TIMEOUT 1s, inserts more than 1s apart: each event's session
+    # times out alone and ends 1 ms after it.
+    sim = Sim.of(S + "@info(name='q') select id, window_start, window_end, sum(value) as t from session(s, ts, 10s) "
+                 "group by id, window_start, window_end emit timeout 1s;")
+    rows = []
+    for i, (key, value, at) in enumerate([("dev1", 1, "20:00:00"), ("dev1", 2, "20:00:02"), ("dev2", 3, "20:00:04")]):
+        rows += sim.step(now=T0 + 2000 * i)  # the clock moves on between inserts, as Proton's wall time does
+        rows += sim.step([{"id": key, "location": "ca", "value": value, "ts": _ms(at)}])
+    rows += sim.step(now=T0 + 10_000)
+    assert [(r["id"], r["window_start"] - T0, r["window_end"] - T0, r["t"]) for r in rows] == [
+        ("dev1", 0, 1, 1.0), ("dev1", 2000, 2001, 2.0), ("dev2", 4000, 4001, 3.0)
+    ]

@@ -143,10 +143,11 @@ def test_session_timeout_ends_the_session() -> None:
         "EMIT AFTER WINDOW CLOSE WITH DELAY 1m AND TIMEOUT 5s;"
     )
     assert sim.step([e("a", 1, 1000), e("a", 1, 2000)], now=0) == []
-    assert sim.step(now=5000) == [{"k": "a", "window_start": 1000, "window_end": 4000, "n": 2}]
+    # Proton: a session TIMEOUT closes ends 1 ms after its last event (0006_session_window.json, id 23).
+    assert sim.step(now=5000) == [{"k": "a", "window_start": 1000, "window_end": 2001, "n": 2}]
     # 3000 is on time (the watermark is a minute back) and within 2s of 2000: a new session all the same.
     assert sim.step([e("a", 1, 3000)], now=6000) == []
-    assert sim.step(now=11_000) == [{"k": "a", "window_start": 3000, "window_end": 5000, "n": 1}]
+    assert sim.step(now=11_000) == [{"k": "a", "window_start": 3000, "window_end": 3001, "n": 1}]
 
 
 def test_hop_slide_longer_than_size_samples() -> None:
@@ -178,31 +179,45 @@ sessions_case = st.tuples(
 )
 
 
-def session_oracle(events: pd.DataFrame, max_length: int | None) -> list[dict[str, Any]]:
-    """Sessions of the on-time events by their definition: per key, sorted times split where two are
-    ``GAP`` or more apart; with a max length, pieces of it counted from the session's first time."""
-    rows = []
-    for k, group in events.groupby("k"):
-        times = group.sort_values("ts")
-        ts, v = times["ts"].tolist(), times["v"].tolist()
-        session: list[int] = []
-        for i in range(len(ts) + 1):
-            if session and (i == len(ts) or ts[i] - ts[session[-1]] >= GAP):
-                start = ts[session[0]]
-                pieces: dict[int, list[int]] = {}
-                for j in session:
-                    pieces.setdefault((ts[j] - start) // max_length if max_length else 0, []).append(j)
-                for piece, members in pieces.items():
-                    end = ts[members[-1]] + GAP
-                    if max_length:
-                        end = min(end, start + (piece + 1) * max_length)
-                    total = sum(v[j] for j in members)
-                    rows.append(
-                        {"k": k, "window_start": ts[members[0]], "window_end": end, "n": len(members), "t": total}
-                    )
-                session = []
-            if i < len(ts):
-                session.append(i)
+def proton_sessions(times: list[int], max_length: int | None) -> list[tuple[list[int], int, bool]]:
+    """Proton's rule (``SessionWindowHelper.cpp``) over sorted times: an event at or past start + max length
+    ends the session there, else one at or past last + ``GAP`` ends it at last + ``GAP``; either starts the
+    next session.  Each session: its times, its end, and whether a later event closed it."""
+    out: list[tuple[list[int], int, bool]] = []
+    members: list[int] = []
+    for t in times:
+        if members and max_length and t >= members[0] + max_length:
+            out.append((members, members[0] + max_length, True))
+            members = []
+        elif members and t >= members[-1] + GAP:
+            out.append((members, members[-1] + GAP, True))
+            members = []
+        members.append(t)
+    return [*out, (members, members[-1] + GAP, False)] if members else out
+
+
+def session_oracle(batches: list[list[tuple[str, int, float]]], max_length: int | None) -> list[dict[str, Any]]:
+    """Sessions of on-time events (key, time, value) arriving in batches: after each batch, Proton's sessions
+    of each key's pending events; those whose end the watermark reached close, so a later event no longer
+    changes them.  At the end TIMEOUT closes the rest: a session no later event closed ends at last + 1 ms."""
+    pending: dict[str, list[tuple[int, float]]] = {}
+    rows: list[dict[str, Any]] = []
+
+    def close(k: str, done: list[int], end: int) -> None:
+        values = [v for t, v in sorted(pending[k]) if t in done]
+        rows.append({"k": k, "window_start": done[0], "window_end": end, "n": len(done), "t": sum(values)})
+
+    for batch, watermark in batches:
+        for k, t, v in batch:
+            pending.setdefault(k, []).append((t, v))
+        for k in list(pending):
+            for done, end, _ in proton_sessions(sorted(t for t, _ in pending[k]), max_length):
+                if end <= (watermark if watermark is not None else -(10**18)):
+                    close(k, done, end)
+                    pending[k] = [(t, v) for t, v in pending[k] if t not in done]
+    for k in pending:
+        for done, end, followed in proton_sessions(sorted(t for t, _ in pending[k]), max_length):
+            close(k, done, end if followed else done[-1] + 1)
     return sorted(rows, key=lambda r: (r["k"], r["window_start"]))
 
 
@@ -210,8 +225,8 @@ def session_oracle(events: pd.DataFrame, max_length: int | None) -> list[dict[st
 @given(sessions_case)
 def test_sessions_match_their_definition(case) -> None:
     """Out-of-order events, sessions extended on both sides, bridged, cut by max length: the rows closed
-    sessions emit (AFTER WINDOW CLOSE), and the view a changelog of ON UPDATE rows leaves, equal the
-    sessions of the on-time events."""
+    sessions emit (AFTER WINDOW CLOSE), and the view a changelog of ON UPDATE rows leaves, equal Proton's
+    sessions of the on-time events (those still open at the end closed by TIMEOUT)."""
     steps, cuts, max_length, delay = case
     size = f", {max_length}ms" if max_length else ""
     text = (
@@ -226,15 +241,17 @@ def test_sessions_match_their_definition(case) -> None:
     batches = [events[a:b] for a, b in itertools.pairwise(bounds) if b > a]
     rows: list[dict[str, Any]] = []
     view: Counter[tuple[Any, ...]] = Counter()
-    on_time, greatest = [], None
+    on_time, greatest, arrived = [], None, []
     for i, batch in enumerate(batches):
-        on_time += [x for x in batch if greatest is None or x["ts"] >= greatest - delay]
+        fresh = [x for x in batch if greatest is None or x["ts"] >= greatest - delay]
+        on_time += fresh
         greatest = max([x["ts"] for x in batch] + ([greatest] if greatest is not None else []))
+        arrived.append(([(x["k"], x["ts"], x["v"]) for x in fresh], greatest - delay))
         rows += closed.step(batch, now=i)
         apply(view, updates.step(batch, now=i))
     rows += closed.step(now=10**8)
     apply(view, updates.step(now=10**8))
-    expected = session_oracle(pd.DataFrame(on_time), max_length)
+    expected = session_oracle(arrived, max_length)
     assert sorted(rows, key=lambda r: (r["k"], r["window_start"])) == expected
     assert sorted(view.elements()) == sorted(tuple(r.values()) for r in expected)
     assert sum(r["tf_out"] == "late" for r in closed.records) == len(events) - len(on_time)
@@ -261,12 +278,13 @@ def test_session_bridge_retracts_both_sessions(delay: int) -> None:
     )
     assert sim.step([e("a", 1, 1000), e("a", 1, 4000)], now=0) == [
         {"k": "a", "window_start": 1000, "window_end": 3000, "n": 1, "_tp_delta": 1},
-        {"k": "a", "window_start": 4000, "window_end": 6000, "n": 1, "_tp_delta": 1},
+        {"k": "a", "window_start": 4000, "window_end": 4001, "n": 1, "_tp_delta": 1},
     ]
+    # 4000 closed the first session (Proton: at last + gap); the open one ends 1 ms after its last event.
     assert sim.step([e("a", 1, 2500)]) == [
         {"k": "a", "window_start": 1000, "window_end": 3000, "n": 1, "_tp_delta": -1},
-        {"k": "a", "window_start": 4000, "window_end": 6000, "n": 1, "_tp_delta": -1},
-        {"k": "a", "window_start": 1000, "window_end": 6000, "n": 3, "_tp_delta": 1},
+        {"k": "a", "window_start": 4000, "window_end": 4001, "n": 1, "_tp_delta": -1},
+        {"k": "a", "window_start": 1000, "window_end": 4001, "n": 3, "_tp_delta": 1},
     ]
 
 

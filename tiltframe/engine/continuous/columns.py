@@ -43,8 +43,10 @@ LAST = "_last_arrival"  # processing time of the group's last event (TIMEOUT)
 DIRTY = "_dirty"  # events arrived since the group's last row
 IMIN = "_imin"  # AFTER KEY EXPIRE: least and greatest IDENTIFIED BY value
 IMAX = "_imax"
-PIECE = "_piece"  # session segments: the piece (window) they belong to, S + k * max_length
-BOOK = {WS: "min", WE: "max", LAST: "max", DIRTY: "any", IMIN: "min", IMAX: "max", PIECE: "max"}
+PIECE = "_piece"  # session segments: the start of the piece (window) they belong to
+NEXT = "_next"  # session segments: the start of the group's piece after theirs (NaN: none yet)
+FOLLOWED = "_followed"  # session pieces: a later event of the group closed them (their end is final)
+BOOK = {WS: "min", WE: "max", LAST: "max", DIRTY: "any", IMIN: "min", IMAX: "max", PIECE: "max", NEXT: "max"}
 # Open sessions: start, last event time, last arrival.
 SS = "_ss"
 SL = "_sl"

@@ -13,6 +13,7 @@ from tiltframe.engine.continuous.columns import (
     DELTA,
     DIRTY,
     EMITTED_AT,
+    FOLLOWED,
     IMAX,
     IMIN,
     LAST,
@@ -43,7 +44,7 @@ from tiltframe.spec.continuous import (
     Window,
     WindowKind,
 )
-from tiltframe.store.layout import AGG_COUNT, AGG_TIMESTAMP
+from tiltframe.store.layout import AGG_COUNT, AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP
 
 
 class Emission:
@@ -85,6 +86,14 @@ class Emission:
         if window.kind is WindowKind.COUNT:
             closed |= (groups[AGG_COUNT] >= int(window.count or 1)).to_numpy()
         dirty = groups[DIRTY].to_numpy(dtype=bool)
+        if window.kind is WindowKind.SESSION:
+            # Proton: a session's row before it is closed (by a later event or the watermark), or when
+            # TIMEOUT closes it, ends 1 ms after its last event (a change ON UPDATE reports at the close).
+            last = groups[AGG_EVENT_TIMESTAMP].to_numpy(dtype="int64") + 1
+            final = closed | groups[FOLLOWED].to_numpy(dtype=bool)
+            groups[WE] = np.where(final, groups[WE].to_numpy(dtype="int64"), last)
+            if emit.policy is EmitPolicy.ON_UPDATE:  # a row whose end became final is news (if it differs)
+                dirty = dirty | final | timed_out
         kinds = np.full(len(groups), ROW, dtype=object)
         policy = emit.policy
         if policy is EmitPolicy.AFTER_KEY_EXPIRE:

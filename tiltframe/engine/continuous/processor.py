@@ -28,13 +28,12 @@ multiple of ``i`` (every bucket sees every clock move, so all buckets emit in th
 - ``session(s, gap[, max_length])``: per key, events less than ``gap`` apart form one session; a new event
   may extend a session on either side or bridge two into one.  ``window_start`` is the first event time,
   ``window_end`` the last event time plus ``gap``, and the session closes when the watermark reaches it.
-  With ``max_length`` the session is cut into consecutive pieces ``[S + k*max_length, S + (k+1)*max_length)``
-  measured from its first event time ``S``; each piece is a window of its own (``window_start`` its first
-  event, ``window_end`` its last event plus ``gap`` or the cut, whichever is first), so a long session emits
-  one row per piece.  A session's start can still move while it is above the watermark (an earlier event,
-  or a bridge to an earlier session), so until then the session is kept as per-event-time partial states and
-  cut again when it moves; once its start is at or below the watermark it is final and each piece is one
-  merged state.
+  With ``max_length`` the first event at or past start + max_length ends a piece there and starts the next
+  (Proton; checked before the gap), so a long session emits one row per piece.  A row before the session is
+  closed, or at a TIMEOUT close, ends 1 ms after its last event (Proton).  A piece's start can still move
+  while it is above the watermark (an earlier event, or a bridge to an earlier session), so until then the
+  session is kept as per-event-time partial states and cut again; once a piece's start is at or below the
+  watermark it is final and one merged state.
 - ``tumble(s, N events)`` (count windows): per group, every N events form a window, taken in arrival order
   (micro-batch by micro-batch; inside one, by event time then as delivered); a window is emitted when it
   holds N events, or by ``TIMEOUT`` incomplete.  ``window_start`` and ``window_end`` are its earliest and

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tiltframe.engine.continuous.columns import DIRTY, LAST, MWS, PIECE, SL, SS, WE, WS, is_empty
+from tiltframe.engine.continuous.columns import DIRTY, FOLLOWED, LAST, MWS, NEXT, PIECE, SL, SS, WE, WS, is_empty
 from tiltframe.engine.continuous.states import TS, build_states
 from tiltframe.spec.continuous import ContinuousQuery, Window, WindowKind
 from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout
@@ -68,13 +68,14 @@ class Sessions:
         session_start = np.empty(len(segments), dtype="int64")
         session_start[rows[of_segment]] = start[of_segment]
         seg_start = segments[WS].to_numpy(dtype="int64")
+        piece, following = self._pieces(members, rows, len(segments), int(length or 0))
+        segments[NEXT] = following
         if length:
-            piece = session_start + (seg_start - session_start) // int(length) * int(length)
             marks = self.marks(segments)
-            final = session_start <= marks if marks is not None else np.zeros(len(segments), dtype=bool)
+            final = piece <= marks if marks is not None else np.zeros(len(segments), dtype=bool)
             identity = np.where(final, piece, seg_start)
         else:
-            piece = identity = session_start
+            identity = session_start
         if PIECE in segments.columns:  # a piece that moved (earlier start, bridged sessions) has news to emit
             before = segments[PIECE].to_numpy(dtype="float64")
             segments[DIRTY] = segments[DIRTY].to_numpy(dtype=bool) | (before != piece)
@@ -82,6 +83,32 @@ class Sessions:
         segments[AGG_TIMESTAMP] = identity
         self.open = self._merge(segments)
         self._follow_pieces()
+
+    @staticmethod
+    def _pieces(members: pd.DataFrame, rows: np.ndarray, n: int, length: int) -> tuple[np.ndarray, np.ndarray]:
+        """Proton's max-length rule over ``members`` (sorted by group and time, numbered by session): a piece
+        starts at its session's first event and the first event at or past its start plus ``length`` (0:
+        none) starts the next one.  The piece start of the n segments, and the start of the piece after
+        theirs in the group (NaN: none yet), which decides how their piece ends (``_groups``)."""
+        ts = members[SS].to_numpy(dtype="int64")
+        sid = members["_sid"].to_numpy()
+        piece = members.groupby("_sid", sort=False)[SS].transform("min").to_numpy(dtype="int64")
+        while length:  # one round per piece of the longest session
+            over = ts >= piece + length
+            if not over.any():
+                break
+            later = pd.Series(np.where(over, ts, np.iinfo(np.int64).max)).groupby(sid).transform("min")
+            piece = np.where(over, later.to_numpy(dtype="int64"), piece)
+        owner = pd.DataFrame({"_g": members["_g"].to_numpy(), "_p": piece})
+        starts = owner.drop_duplicates().reset_index(drop=True)
+        starts["_n"] = starts.groupby("_g", sort=False)["_p"].shift(-1).to_numpy(dtype="float64")
+        following = owner.merge(starts, on=["_g", "_p"], how="left")["_n"].to_numpy(dtype="float64")
+        mine = rows >= 0
+        out_piece = np.empty(n, dtype="int64")
+        out_next = np.full(n, np.nan)
+        out_piece[rows[mine]] = piece[mine]
+        out_next[rows[mine]] = following[mine]
+        return out_piece, out_next
 
     def _follow_pieces(self) -> None:
         """Rows last emitted follow their session piece when it moves: each one now belongs to the piece
@@ -113,10 +140,16 @@ class Sessions:
         if self.window.kind is not WindowKind.SESSION:
             return self.open
         pieces = self._merge(self.open.assign(**{AGG_TIMESTAMP: self.open[PIECE]}))
+        # A piece a later event of its group follows is closed (Proton closes it at that event): it ends at
+        # start + max length when that event is at or past it (the max length is checked first), else at
+        # its last event + gap.  The last piece ends at last + gap when the watermark closes it.
         end = pieces[AGG_EVENT_TIMESTAMP].to_numpy(dtype="int64") + int(self.window.gap_ms or 0)
+        following = pieces[NEXT].to_numpy(dtype="float64") if NEXT in pieces.columns else np.full(len(pieces), np.nan)
         if self.window.max_length_ms:
-            end = np.minimum(end, pieces[AGG_TIMESTAMP].to_numpy(dtype="int64") + int(self.window.max_length_ms))
+            mark = pieces[PIECE].to_numpy(dtype="int64") + int(self.window.max_length_ms)
+            end = np.where(following >= mark, mark, end)
         pieces[WE] = end
+        pieces[FOLLOWED] = ~np.isnan(following)
         return pieces
 
     # --- emission ---------------------------------------------------------------------------------------
