@@ -179,7 +179,8 @@ class HadoopPath:
             out = fs.create(p, False)
             try:
                 out.write(bytearray(text.encode("utf-8")))
-                out.hsync()
+                if out.hasCapability("hsync"):  # object stores cannot sync; their files appear whole at close
+                    out.hsync()
             finally:
                 out.close()
 
