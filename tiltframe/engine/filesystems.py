@@ -12,11 +12,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 from pyspark.sql import SparkSession
 
-from tiltframe.engine.hadoop_paths import HadoopPath, Location, hadoop_head, hadoop_problem
+from tiltframe.engine.hadoop_paths import HadoopPath, Location, hadoop_head, hadoop_problem, scheme_of
 from tiltframe.errors import UsageError
 
 #: The environment variable for ``--checkpoint-dir``.
@@ -59,12 +58,6 @@ class Folder:
             with Path(file.path).open("rb") as fh:
                 return fh.read(size)
         return hadoop_head(self._fs, self._jvm, file.path, size)
-
-
-def scheme_of(path: str) -> str | None:
-    """The URI scheme of ``path`` (lower case), None for a plain path (``C:\\x`` included)."""
-    parsed = urlparse(path)
-    return parsed.scheme.lower() if len(parsed.scheme) > 1 else None
 
 
 def local_path(path: str) -> Path | None:

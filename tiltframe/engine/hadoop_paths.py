@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from tiltframe.errors import UsageError
 
@@ -38,6 +39,12 @@ CONNECTORS = {
 }
 
 
+def scheme_of(path: str) -> str | None:
+    """The URI scheme of ``path`` (lower case), None for a plain path (``C:\\x`` included)."""
+    parsed = urlparse(path)
+    return parsed.scheme.lower() if len(parsed.scheme) > 1 else None
+
+
 def missing_connector(scheme: str, hadoop_version: str) -> str:
     """Why a path of ``scheme`` cannot be reached here and how to add what is missing."""
     if scheme not in CONNECTORS:
@@ -58,8 +65,7 @@ def hadoop_problem(exc: Exception, path: str, jvm: Any) -> str:
     if "UnsupportedFileSystemException" in kind or "No FileSystem for scheme" in message or (
         "ClassNotFoundException" in message and "FileSystem" in message
     ):
-        scheme = path.partition(":")[0].lower() if ":" in path else "?"
-        return missing_connector(scheme, str(jvm.org.apache.hadoop.util.VersionInfo.getVersion()))
+        return missing_connector(scheme_of(path) or "?", str(jvm.org.apache.hadoop.util.VersionInfo.getVersion()))
     if "Incomplete HDFS URI" in message:
         return (f"'{path}' names no namenode: write hdfs://NAMENODE:PORT/..., or set the cluster's fs.defaultFS "
                 f"(spark.hadoop.fs.defaultFS, or core-site.xml in HADOOP_CONF_DIR)")

@@ -23,14 +23,13 @@ from tiltframe.engine.file_reads import FileProblem, read_files
 from tiltframe.engine.pipeline import AggregationPipeline, file_records, invalid_records
 from tiltframe.engine.reports import BatchReport, PipelineTotals
 from tiltframe.engine.sources import FORMATS, FileInput, checked, visible_files
-from tiltframe.errors import NotSupportedYet, UsageError
+from tiltframe.errors import UsageError
 from tiltframe.spec.model import AppSpec, StreamDef
 from tiltframe.spec.tables import TableSpec
 from tiltframe.store.base import BatchStats, Store
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.raw_rows import write_raw_rows
 from tiltframe.store.registry import StoreRegistry
-from tiltframe.store.sql import SqlStore
 
 
 def insert_rows(
@@ -76,13 +75,11 @@ def _insert_raw(
 ) -> PipelineTotals:
     """A raw table's rows, typed as its columns, stored as they are in one transaction with the rows that
     could not be typed; the rows pass through the driver to the store."""
-    if not isinstance(store, SqlStore):  # pragma: no cover - every store is an SQL store today
-        raise NotSupportedYet.at(f"table {table.name}: raw rows need an SQL store", table.pos)
     t0 = time.perf_counter()
     stream = table.as_stream()
     columns = [c.name for c in table.columns]
     kept: list[pa.Table] = []
-    recorded = [file_records(problems)] if problems else []
+    recorded = [file_records(problems)]
     arrival = time.time_ns() // 1_000_000
     for frame in frames:
         typed = type_events(frame, stream, required=(), time_attribute=None, arrival_ms=arrival).cache()
@@ -92,7 +89,7 @@ def _insert_raw(
         finally:
             typed.unpersist()
     rows = pa.concat_tables(kept) if kept else pa.table({c: pa.array([], pa.null()) for c in columns})
-    records = pa.concat_tables(recorded) if recorded else invalid_records(None)
+    records = pa.concat_tables(recorded)
     records = records.append_column("stream", pa.array([stream.name] * records.num_rows, pa.string()))
     t1 = time.perf_counter()
     written = write_raw_rows(store, table, rows, insert_id, records)

@@ -70,11 +70,9 @@ def _storable(text: Column) -> Column:
     return F.regexp_replace(text, "\u0000", "\\\\u0000")
 
 
-def invalid_records(typed: DataFrame | None) -> pa.Table:
+def invalid_records(typed: DataFrame) -> pa.Table:
     """The events of ``typed`` (``type_events``' output) that cannot be typed, with field, value and the row
-    as read; none for None."""
-    if typed is None:
-        return _EMPTY_RECORDS
+    as read."""
     return _record_table(
         typed.filter(F.col(REASON).isNotNull())
         .select(

@@ -17,7 +17,6 @@ import numpy as np
 import pandas as pd
 
 from tiltframe.engine.continuous.states import SEQ, TS, arg_column, build_states
-from tiltframe.errors import QueryError
 from tiltframe.functions.registry import Build
 from tiltframe.retrieval.evaluate import evaluate_column, holds
 from tiltframe.retrieval.merge import finalize, merge_rows
@@ -28,7 +27,6 @@ from tiltframe.spec.tables import WORKER_COLUMN, TableQuery, TableSpec
 from tiltframe.store.base import Store
 from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, SHARD_ID, AggregationLayout
 from tiltframe.store.raw_rows import read_raw_rows
-from tiltframe.store.sql import SqlStore
 
 __all__ = ["select"]
 
@@ -76,8 +74,6 @@ def _stored_frame(app: AppSpec, table: TableSpec, query: TableQuery, store: Stor
 def _raw_frame(table: TableSpec, query: TableQuery, store: Store) -> pd.DataFrame:
     """A raw table's stored rows, filtered by WHERE; grouped by the query's keys with its aggregates
     computed from them (the registry's states, built and finalized in pandas), then filtered by HAVING."""
-    if not isinstance(store, SqlStore):  # pragma: no cover - every store is an SQL store today
-        raise QueryError(f"table {table.name}: raw rows need an SQL store")
     rows = _filter(read_raw_rows(store, table), query.where)
     if not query.merged:
         return rows

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 
 from tiltframe.errors import StoreError
 from tiltframe.spec.tables import TableSpec
+from tiltframe.store.base import Store
 from tiltframe.store.frames import fetch_all, typed_frame
 from tiltframe.store.mysql import StoredText
 from tiltframe.store.recorded import insert_recorded_rows
@@ -43,18 +44,25 @@ def _sql_table(table: TableSpec) -> sa.Table:
     )
 
 
+def _sql_store(store: Store, table: TableSpec) -> SqlStore:
+    if not isinstance(store, SqlStore):  # pragma: no cover - every store is an SQL store today
+        raise StoreError(f"table {table.name}: raw rows need an SQL store, not {store!r}")
+    return store
+
+
 @retried
-def write_raw_rows(store: SqlStore, table: TableSpec, rows: pa.Table, insert_id: str, recorded: pa.Table) -> int:
+def write_raw_rows(store: Store, table: TableSpec, rows: pa.Table, insert_id: str, recorded: pa.Table) -> int:
     """Store ``rows`` (the table's columns) and ``recorded`` (rows that could not be stored) of one insert
     in one transaction; returns the rows stored."""
+    sql_store = _sql_store(store, table)
     sql = _sql_table(table)
     columns = [c.name for c in table.columns]
     records = [{INSERT_ID: insert_id, ROW: i, **row} for i, row in enumerate(rows.select(columns).to_pylist())]
     action = f"insert rows into table {table.name}"
-    with store.write_errors(action), store.write_transaction(schema=True) as conn:
+    with sql_store.write_transaction(action, schema=True) as conn:
         SHARED.create_all(conn, checkfirst=True)  # the rejected rows' table
         sql.create(conn, checkfirst=True)  # apart: MySQL commits a CREATE at once
-    with store.write_errors(action), store.write_transaction() as conn:
+    with sql_store.write_transaction(action) as conn:
         _check_columns(conn, sql, table)
         if records:
             conn.execute(sa.insert(sql), records)
@@ -63,12 +71,12 @@ def write_raw_rows(store: SqlStore, table: TableSpec, rows: pa.Table, insert_id:
 
 
 @retried
-def read_raw_rows(store: SqlStore, table: TableSpec) -> pd.DataFrame:
+def read_raw_rows(store: Store, table: TableSpec) -> pd.DataFrame:
     """Every stored row of ``table``: its declared columns, in the order they were inserted (an empty frame
     before the first insert)."""
     sql = _sql_table(table)
     columns = [c.name for c in table.columns]
-    with store.read_errors(f"read table {table.name}") as conn:
+    with _sql_store(store, table).read_transaction(f"read table {table.name}") as conn:
         if conn is None or not sa.inspect(conn).has_table(sql.name):
             return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
         _check_columns(conn, sql, table)

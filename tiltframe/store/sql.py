@@ -782,23 +782,18 @@ class SqlStore:
     # --- connections ----------------------------------------------------------------------------------
 
     @contextmanager
-    def write_transaction(self, *, schema: bool = False) -> Iterator[Connection]:
-        """One write transaction of the store, for tables of its own kind (``store.raw_rows``); ``schema``
-        for one that changes the schema (excluding every other schema change)."""
+    def write_transaction(self, action: str, *, schema: bool = False) -> Iterator[Connection]:
+        """One write transaction for tables of other kinds (``store.raw_rows``), its failures a ``StoreError``
+        naming ``action`` and the store; ``schema`` for one that changes the schema (excluding every other
+        schema change)."""
         self._require_writable()
-        with self._write(schema=schema) as conn:
+        with self._failures(action), self._write(schema=schema) as conn:
             yield conn
 
     @contextmanager
-    def write_errors(self, action: str) -> Iterator[None]:
-        """Database failures of ``action`` as a ``StoreError`` naming the store."""
-        with self._failures(action):
-            yield
-
-    @contextmanager
-    def read_errors(self, action: str) -> Iterator[Connection | None]:
+    def read_transaction(self, action: str) -> Iterator[Connection | None]:
         """One read transaction (None when the embedded store's file does not exist yet), its failures a
-        ``StoreError`` naming the store."""
+        ``StoreError`` naming ``action`` and the store."""
         with self._failures(action):
             if not self._exists():
                 yield None
