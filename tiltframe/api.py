@@ -14,6 +14,7 @@ from tiltframe.errors import QueryError, UsageError
 from tiltframe.spec.model import AppSpec, RetrievalQuery
 from tiltframe.store.base import AggregationInfo
 from tiltframe.store.layout import AggregationLayout
+from tiltframe.store.raw_rows import unfolded_raw_rows
 from tiltframe.store.registry import StoreRegistry
 
 if TYPE_CHECKING:
@@ -321,7 +322,18 @@ def migrate(
         for agg in app.aggregations:
             layout = AggregationLayout.of(app, agg.name, partition_by_default=partition_by_id)
             if layout.table is not None:
-                changed[agg.name] = list(stores.for_aggregation(agg).ensure_schema(layout))
+                store = stores.for_aggregation(agg)
+                changed[agg.name] = list(store.ensure_schema(layout))
+                if unfolded_raw_rows(store, layout.table, layout):
+                    from tiltframe.engine.inserts import fold_raw_rows
+                    from tiltframe.engine.session import get_session
+
+                    stats = fold_raw_rows(get_session(), layout.table, layout, store)
+                    if stats is not None:
+                        changed[agg.name].append(
+                            f"{stats.events_read} rows stored raw before pre-aggregation folded into the rollup, "
+                            f"{stats.events_rejected} of them rejected (recorded with their reason)"
+                        )
                 continue
             if not layout.partitioned:
                 continue

@@ -119,6 +119,89 @@ CASES: dict[str, dict[str, Any]] = {
             [66, "2020-02-02 20:00:02", "2020-02-02 20:00:12", "dev1"],
         ],
     },
+    # tests/stream/test_stream_smoke/0006_session_window.json, ids 17 to 20: start and end conditions, each
+    # bracket kept ([, ]) or left out ((, )).  The event before the first 'ca' starts no session; 'sh' ends one.
+    **{
+        f"session_conditions_{name}": {
+            "stream": "test7_session",
+            "query": "select min(value) as lo, max(value) as hi, count(location) as n, window_start, window_end, id "
+            f"from session(test7_session, 5s, {bounds}) partition by id group by window_start, window_end",
+            "inserts": [
+                [("dev1", loc, v, f"2020-02-02 {t}") for loc, v, t in (
+                    ("sh", 60.3, "19:59:55.262"), ("ca", 57.3, "20:00:00.261"), ("ca", 58.3, "20:00:05.260"),
+                    ("sh", 59.3, "20:00:08.262"), ("ca", 66, "20:00:10.263"), ("da", 67, "20:00:13.262"),
+                    ("ca", 68, "20:00:16.262"), ("sh", 69, last))]
+            ],
+            "expected": expected,
+        }
+        for name, bounds, last, expected in (
+            ("closed", "[location='ca', location='sh']", "20:00:18.261", [
+                [57.3, 59.3, 3, "2020-02-02 20:00:00.261", "2020-02-02 20:00:08.263", "dev1"],
+                [66, 69, 4, "2020-02-02 20:00:10.263", "2020-02-02 20:00:18.262", "dev1"]]),
+            ("end_left_out", "[location='ca', location='sh')", "20:00:18.262", [
+                [57.3, 58.3, 2, "2020-02-02 20:00:00.261", "2020-02-02 20:00:08.262", "dev1"],
+                [66, 68, 3, "2020-02-02 20:00:10.263", "2020-02-02 20:00:18.262", "dev1"]]),
+            ("start_left_out", "(location='ca', location='sh']", "20:00:18.262", [
+                [58.3, 59.3, 2, "2020-02-02 20:00:05.260", "2020-02-02 20:00:08.263", "dev1"],
+                [67, 69, 3, "2020-02-02 20:00:13.262", "2020-02-02 20:00:18.263", "dev1"]]),
+            ("open", "(location='ca', location='sh')", "20:00:18.262", [
+                [58.3, 58.3, 1, "2020-02-02 20:00:05.260", "2020-02-02 20:00:08.262", "dev1"],
+                [67, 68, 2, "2020-02-02 20:00:13.262", "2020-02-02 20:00:18.262", "dev1"]]),
+        )
+    },
+    # tests/stream/test_stream_smoke/0006_session_window.json, id 16: conditions without brackets keep both
+    # events; the second session's end, 21.261, is less than the gap after 16.262.
+    "session_conditions_without_brackets": {
+        "stream": "test7_session",
+        "query": "select max(value) as m, window_start, window_end, id from session(test7_session, timestamp, 5s, "
+        "location='ca', location<>'ca') partition by id group by window_start, window_end",
+        "inserts": [
+            [("dev1", loc, v, f"2020-02-02 {t}") for loc, v, t in (
+                ("sh", 60.3, "19:59:55.262"), ("ca", 57.3, "20:00:00.261"), ("ca", 58.3, "20:00:05.260"),
+                ("sh", 59.3, "20:00:08.262"), ("ca", 66, "20:00:10.263"), ("ca", 67, "20:00:13.262"),
+                ("ca", 68, "20:00:16.262"), ("sh", 69, "20:00:21.261"))]
+        ],
+        "expected": [
+            [59.3, "2020-02-02 20:00:00.261", "2020-02-02 20:00:08.263", "dev1"],
+            [69, "2020-02-02 20:00:10.263", "2020-02-02 20:00:21.262", "dev1"],
+        ],
+    },
+    # tests/stream/test_stream_smoke/0006_session_window.json, id 21: no PARTITION BY and no key in GROUP BY, so
+    # the sessions are shared by every event of the stream.
+    "session_conditions_shared_by_all_keys": {
+        "stream": "test7_session",
+        "query": "select window_start, window_end, date_diff('second', window_start, window_end) as s "
+        "from session(test7_session, 5s, [location='ca', location='sh')) group by window_start, window_end",
+        "inserts": [
+            [("dev1", loc, v, f"2020-02-02 {t}") for loc, v, t in (
+                ("sh", 60.3, "19:59:55.262"), ("ca", 57.3, "20:00:00.261"), ("ca", 58.3, "20:00:05.260"),
+                ("sh", 59.3, "20:00:08.262"), ("ca", 66, "20:00:10.263"), ("da", 67, "20:00:13.262"),
+                ("ca", 68, "20:00:16.262"), ("sh", 69, "20:00:18.262"))]
+        ],
+        "expected": [
+            ["2020-02-02 20:00:00.261", "2020-02-02 20:00:08.262", 8],
+            ["2020-02-02 20:00:10.263", "2020-02-02 20:00:18.262", 8],
+        ],
+    },
+    # tests/stream/test_stream_smoke/0006_session_window.json, id 22: one row per insert, as Proton takes the rows
+    # of an insert one after another; the events at 01.263 come after 02.262 and are late (the watermark is the
+    # query's), and a value <= 50 both starts and ends, so it ends the session it is in.  Proton's test sums
+    # with `sum(value) over (partition by id)`, which is each row's own sum here.
+    "session_conditions_late_events": {
+        "stream": "test7_session",
+        "query": "select id, window_start, window_end, sum(value) as total "
+        "from session(test7_session, timestamp, 2s, [value>0, value<=50]) group by id, window_start, window_end",
+        "inserts": [
+            [(dev, "ca", v, f"2020-02-02 20:00:{t}")] for dev, v, t in (
+                ("dev1", 100, "01.262"), ("dev2", 100, "02.262"), ("dev1", 100, "02.262"), ("dev1", 100, "01.263"),
+                ("dev2", 100, "01.263"), ("dev1", 50, "03.262"), ("dev2", 50, "03.262"), ("dev2", 100, "04.262"),
+                ("dev1", 100, "04.262"))
+        ],
+        "expected": [
+            ["dev1", "2020-02-02 20:00:01.262", "2020-02-02 20:00:03.263", 250],
+            ["dev2", "2020-02-02 20:00:02.262", "2020-02-02 20:00:03.263", 150],
+        ],
+    },
 }
 
 

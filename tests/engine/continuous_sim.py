@@ -16,6 +16,7 @@ import pandas as pd
 from tiltframe.engine.continuous.columns import (
     CHANGELOG_DELTA,
     DELTA,
+    FLAG,
     IDENT,
     KIND,
     MAX_TS,
@@ -136,6 +137,13 @@ class Sim:
                 out[arg_column(item.alias)] = pd.to_numeric(series, errors="coerce") if numeric else series
         if self.query.emit.policy is EmitPolicy.AFTER_KEY_EXPIRE:
             out[IDENT] = frame[self.query.emit.identified_by or time_attr]
+        window = self.query.window
+        if window.start_condition is not None and window.end_condition is not None and not frame.empty:
+            flags = [pd.Series(evaluate(c, frame, None), index=frame.index).fillna(False).astype(bool).to_numpy()
+                     for c in (window.start_condition, window.end_condition)]
+            out[FLAG] = flags[0] * 1 + flags[1] * 2
+        elif window.is_bounded:
+            out[FLAG] = pd.Series(dtype="int64")
         spread = list(self.query.partitions or self.query.keys)
         key_text = out[spread].astype(str).agg("|".join, axis=1) if spread else None
         out["_bucket"] = [zlib.crc32(t.encode()) % self.buckets for t in key_text] if key_text is not None else 0

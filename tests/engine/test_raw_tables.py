@@ -122,3 +122,43 @@ def test_grouping_mistakes_are_named_where_they_are(query: str, message: str, co
     with pytest.raises(DefinitionError, match=message.replace("(", r"\(").replace(")", r"\)")) as refused:
         tf.select(app, query, data_dir="/nonexistent")
     assert refused.value.column == column
+
+
+PREAGGREGATED = (
+    "define table Clicks (time long, site string, clicked int, cost double) preaggregate by time every sec "
+    "dimensions site measures sum(cost) as cost, count() as n, max(clicked) as top;\n"
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "mysql"])
+def test_enabling_preaggregation_keeps_and_counts_the_raw_rows(spark, tmp_path: Path, backend: str) -> None:
+    """EventQL's pre-aggregation enabled on a table that holds raw rows: a read before they are folded is
+    refused (never a total without them); migrate folds them once, recording the rows the rollup cannot
+    take; later inserts add to them; the answers equal DuckDB's over every row."""
+    rows = rows_of(200, 11)
+    rows.loc[[3, 50], "time"] = None  # no time: a rollup cannot place them
+    later = rows_of(80, 12)
+    with fresh_database(backend) if backend != "sqlite" else nullcontext() as url:
+        store = f"@store(type='rdbms', jdbc.url='{url}')\n" if url else ""
+        raw = tf.load_app(store + TABLE)
+        tf.insert(raw, "Clicks", spark.createDataFrame(rows.astype(object).where(rows.notna(), None),
+                                                       "time long, site string, clicked int, cost double"),
+                  data_dir=tmp_path, spark=spark)
+        app = tf.load_app(store + PREAGGREGATED)
+        query = "SELECT site, cost, n, top FROM Clicks GROUP BY site"
+        with pytest.raises(tf.StoreError, match="holds 200 rows stored raw before its pre-aggregation was enabled"):
+            tf.select(app, query, data_dir=tmp_path)
+        unusable = int((rows["time"].isna() | rows["site"].isna()).sum())
+        assert tf.migrate(app, data_dir=tmp_path) == {"Clicks": [
+            f"200 rows stored raw before pre-aggregation folded into the rollup, {unusable} of them rejected "
+            "(recorded with their reason)"]}
+        assert tf.migrate(app, data_dir=tmp_path) == {"Clicks": []}
+        more = tf.insert(app, "Clicks", later, data_dir=tmp_path, spark=spark)
+        assert more.events_rejected == int(later["site"].isna().sum())
+        got = tf.select(app, query, data_dir=tmp_path)
+        assert tf.select(raw, "SELECT count() AS n FROM Clicks", data_dir=tmp_path)["n"].tolist() == [200]
+    both = pd.concat([rows, later], ignore_index=True)
+    want = duck(both, "SELECT site, sum(cost) AS cost, count() AS n, max(clicked) AS top FROM Clicks "
+                      "WHERE time IS NOT NULL AND site IS NOT NULL GROUP BY site ORDER BY site")
+    same(got, want)

@@ -399,7 +399,8 @@ def test_enabling_preaggregation_on_a_raw_table() -> None:
     assert change.enabled
     assert [m.alias for m in change.added_measures] == ["impressions", "clicks", "avgCost"]
     assert change.notes == (
-        "pre-aggregation enabled: rows stored before are read as they are and merged with the pre-aggregated rows",
+        "pre-aggregation enabled: rows stored raw before are folded into the rollup by tiltframe migrate or the next "
+        "insert",
     )
 
 

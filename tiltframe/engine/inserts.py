@@ -9,6 +9,7 @@ merged on read like the workers' rows.  A raw table (no ``preaggregate`` clause)
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from pathlib import Path
@@ -27,9 +28,12 @@ from tiltframe.errors import UsageError
 from tiltframe.spec.model import AppSpec, StreamDef
 from tiltframe.spec.tables import TableSpec
 from tiltframe.store.base import BatchStats, Store
+from tiltframe.store.frames import ARROW_TYPES
 from tiltframe.store.layout import AggregationLayout
-from tiltframe.store.raw_rows import write_raw_rows
+from tiltframe.store.raw_rows import RAW_FOLD, read_raw_rows, unfolded_raw_rows, write_raw_rows
 from tiltframe.store.registry import StoreRegistry
+
+logger = logging.getLogger(__name__)
 
 
 def insert_rows(
@@ -62,12 +66,30 @@ def insert_rows(
         layout = AggregationLayout.of(app, table)
         store = stores.for_aggregation(layout.spec)
         store.ensure_schema(layout)
+        fold_raw_rows(spark, spec, layout, store)
         pipeline = AggregationPipeline(layout, store, f"insert-{insert_id}",
                                        row_writer=None if preaggregate else f"row-{insert_id[:12]}-")
         pipeline.process(frames, 0, problems)
         return pipeline.totals
     finally:
         stores.close()
+
+
+def fold_raw_rows(spark: SparkSession, table: TableSpec, layout: AggregationLayout, store: Store) -> BatchStats | None:
+    """The rows ``table`` stored raw before its pre-aggregation was enabled, pre-aggregated into its rollup
+    once (EventQL: enabling pre-aggregation keeps the rows stored and counts them).  They go through the
+    aggregation pipeline as one batch of pipeline ``RAW_FOLD``, whose commit record makes a second call (or
+    a replay after a crash) a no-op; a row the rollup cannot take (no time, no dimension value) is recorded
+    with its reason.  The raw rows stay where they are.  Returns the batch's counts (None: nothing to do)."""
+    if not unfolded_raw_rows(store, table, layout):
+        return None
+    rows = read_raw_rows(store, table)
+    arrow = pa.table({c.name: pa.array(rows[c.name], type=ARROW_TYPES[c.type], from_pandas=True)
+                      for c in table.columns})
+    stats = AggregationPipeline(layout, store, RAW_FOLD).process([spark.createDataFrame(arrow)], 0).stats
+    logger.warning("table %s: %d rows stored raw before pre-aggregation was enabled folded into its rollup, %d "
+                   "rejected", table.name, stats.events_read, stats.events_rejected)
+    return stats
 
 
 def _insert_raw(

@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from lark import Lark, Token, Tree, UnexpectedInput
 
@@ -50,7 +51,15 @@ _SQL_COMPARATORS = {"=": "==", "<>": "!="}
 _WINDOW_USAGE = {
     "tumble": "tumble(stream, [time column,] size), such as tumble(device_utils, 5s) or tumble(s, 100 events)",
     "hop": "hop(stream, [time column,] slide, size), such as hop(device_utils, 1s, 5s)",
-    "session": "session(stream, [time column,] gap[, max length]), such as session(device_utils, 5m, 1h)",
+    "session": "session(stream, [time column,] gap[, max length][, [start condition, end condition]]), such as "
+    "session(device_utils, 5m, 1h) or session(s, 5m, [action = 'login', action = 'logout'])",
+}
+#: Session start and end conditions by bracket: whether the starting and the ending event are kept.
+_RANGES = {
+    "arg_range_closed": (True, True),
+    "arg_range_start_only": (True, False),
+    "arg_range_end_only": (False, True),
+    "arg_range_open": (False, False),
 }
 _POLICY_WORDS = {
     EmitPolicy.AFTER_WINDOW_CLOSE: "AFTER WINDOW CLOSE",
@@ -263,18 +272,45 @@ class SqlBuilder(SpecBuilder):
         sizes: list[tuple[str, int, Pos]] = []  # ("ms" or "count", value, position)
         if any(arg.data == "arg_tilt" for arg in rest):
             return self.tilt_window(kind, str(stream_token), time_attribute, rest, positions, self.pos(tree))
+        bounds: dict[str, Any] = {}
+        compares = [arg for arg in rest if arg.data == "arg_compare"]
+        if compares:  # session(s, 5s, a = 'x', a <> 'x'): the same as [a = 'x', a <> 'x']
+            if len(compares) != 2 or rest[-2:] != compares:
+                msg = "a session takes two conditions, last: write session(s, 5s, [start condition, end condition])"
+                raise self.error(msg, self.pos(compares[0]))
+            both = [self.comparison(c) for c in compares]
+            rest = [*rest[:-2], Tree("arg_range_closed", both, meta=compares[0].meta)]
         for arg in rest:
-            if arg.data == "arg_range":
-                msg = (
-                    f"session start and end conditions ({kind}(stream, [time column,] gap, [start, end])) are not "
-                    "supported yet: a session here starts with any event and ends after the gap or the max length"
-                )
+            if arg.data in _RANGES:
+                if kind != "session" or bounds:
+                    msg = "start and end conditions are written once, last, in session(): write "
+                    msg += _WINDOW_USAGE["session"]
+                    raise self.error(msg, self.pos(arg))
+                start, end = _kids(arg)
+                start_inclusive, end_inclusive = _RANGES[arg.data]
+                bounds = {
+                    "start_condition": self.expr(start),
+                    "end_condition": self.expr(end),
+                    "start_inclusive": start_inclusive,
+                    "end_inclusive": end_inclusive,
+                }
+                positions.append(("conditions", self.pos(arg)))
+                continue
+            if bounds:
+                msg = f"the start and end conditions come last in session(): write {_WINDOW_USAGE['session']}"
                 raise self.error(msg, self.pos(arg))
             if arg.data == "arg_name":
                 msg = f"{kind}() takes the time column right after the stream, then sizes: write {usage}"
                 raise self.error(msg, self.pos(arg))
             sizes.append(self.window_size(_kids(arg)[0]))
-        return self.sized_window(kind, str(stream_token), time_attribute, sizes, positions, self.pos(tree))
+        window = self.sized_window(kind, str(stream_token), time_attribute, sizes, positions, self.pos(tree))
+        return dataclasses.replace(window, **bounds) if bounds else window
+
+    @staticmethod
+    def comparison(arg: ParseTree) -> ParseTree:
+        """``a = 'x'`` written as a window argument, as the comparison tree an expression has."""
+        name, comparator, right = _kids(arg)
+        return Tree("compare", [Tree("attribute", [name, None], meta=arg.meta), comparator, right], meta=arg.meta)
 
     def sized_window(
         self,

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from tiltframe.engine.continuous.states import SEQ, TS, arg_column, build_states
+from tiltframe.errors import StoreError
 from tiltframe.functions.registry import Build
 from tiltframe.retrieval.evaluate import evaluate_column, holds
 from tiltframe.retrieval.merge import finalize, merge_rows
@@ -26,7 +27,7 @@ from tiltframe.spec.model import AggregateItem, AggregationSpec, AppSpec, AttrTy
 from tiltframe.spec.tables import WORKER_COLUMN, TableQuery, TableSpec
 from tiltframe.store.base import Store
 from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, SHARD_ID, AggregationLayout
-from tiltframe.store.raw_rows import read_raw_rows
+from tiltframe.store.raw_rows import read_raw_rows, unfolded_raw_rows
 
 __all__ = ["select"]
 
@@ -58,6 +59,11 @@ def _stored_frame(app: AppSpec, table: TableSpec, query: TableQuery, store: Stor
     """The rows a pre-aggregated table's query reads: partial rows as they are, or merged by its keys."""
     assert table.time_column is not None
     layout = AggregationLayout.of(app, table.name)
+    unfolded = unfolded_raw_rows(store, table, layout)
+    if unfolded:
+        msg = (f"table {table.name} holds {unfolded} rows stored raw before its pre-aggregation was enabled, which "
+               f"its rollup does not hold yet: run 'tiltframe migrate' (or insert into it) to fold them in")
+        raise StoreError(msg)
     start, end = _time_range(query.where, table.time_column)
     if query.partials:
         rows = store.read(layout, layout.spec.finest, start, end, with_shards=True)

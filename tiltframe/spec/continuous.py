@@ -62,6 +62,13 @@ class Window:
     count: int | None = None
     #: A tilt frame's chain, in order: ("size", N) or ("interval", milliseconds).
     levels: tuple[tuple[str, int], ...] = ()
+    #: A session's start and end conditions (Proton's ``session(s, 5s, [start, end])``): a session starts
+    #: at an event that meets ``start_condition`` and ends at one that meets ``end_condition`` (or after the
+    #: gap); ``[`` / ``]`` keep the starting / ending event in the session, ``(`` / ``)`` leave it out.
+    start_condition: Expr | None = None
+    end_condition: Expr | None = None
+    start_inclusive: bool = True
+    end_inclusive: bool = True
     pos: Pos | None = field(default=None, compare=False, repr=False)
     #: Where each part was written ("stream", "time_attribute", "size", "slide", "gap", "max_length",
     #: "count"), so validation can point at the part it refuses.
@@ -70,6 +77,11 @@ class Window:
     @property
     def is_windowed(self) -> bool:
         return self.kind is not WindowKind.GLOBAL
+
+    @property
+    def is_bounded(self) -> bool:
+        """A session with start and end conditions."""
+        return self.start_condition is not None
 
     def pos_of(self, part: str) -> Pos | None:
         """Where ``part`` was written, else the window itself (a spec built in Python has no positions)."""

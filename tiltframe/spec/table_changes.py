@@ -107,9 +107,8 @@ def plan_change(stored: TableSpec | None, new: TableSpec, *, holds_rows: bool = 
     old = stored.preaggregation
     if old is None and pre is not None:
         fields |= {"enabled": True, "added_measures": pre.measures, "added_dimensions": pre.dimensions}
-        notes.append("pre-aggregation enabled" + (
-            ": rows stored before are read as they are and merged with the pre-aggregated rows" if holds_rows else ""
-        ))
+        folded = ": rows stored raw before are folded into the rollup by tiltframe migrate or the next insert"
+        notes.append("pre-aggregation enabled" + (folded if holds_rows else ""))
     elif old is not None and pre is None:
         if holds_rows:
             msg = (

@@ -174,6 +174,7 @@ class _Checker:
         if q.where is not None:
             where = self.plain(q.where, "WHERE", "filters events before they are aggregated: use HAVING")
             self.condition(where, "WHERE")
+        self.window = self.bounds(self.window)
         self.keys = self.group_by()
         partitions = partition_keys(q.partition_by, self.stream, self.window)
         self.keys += tuple(k for k in partitions if k not in self.keys)
@@ -385,6 +386,19 @@ class _Checker:
             raise self.unknown_function(call)
         canonical = scalars.canonical_call(call)
         return Call(canonical.name, tuple(inside(a) for a in canonical.args), pos=call.pos)
+
+    def bounds(self, window: Window) -> Window:
+        """A session's start and end conditions: true/false expressions over one event's attributes."""
+        if not window.is_bounded:
+            return window
+        assert window.start_condition is not None and window.end_condition is not None
+        checked = []
+        for expr, what in ((window.start_condition, "start"), (window.end_condition, "end")):
+            clause = f"the session's {what} condition"
+            plain = self.plain(expr, clause, "is checked on each event before it is aggregated")
+            self.condition(plain, clause)
+            checked.append(plain)
+        return dataclasses.replace(window, start_condition=checked[0], end_condition=checked[1])
 
     def condition(self, expr: Expr, clause: str, scope: StreamDef | None = None) -> None:
         """A true/false expression whose arithmetic is typed (comparisons do not type their operands), over

@@ -58,6 +58,12 @@ def validate_window(window: Window, stream: StreamDef) -> Window:
             raise _fail(msg, window.pos_of(part))
         if value <= 0:
             raise _fail(f"the {part.replace('_', ' ')} of a window must be greater than 0", window.pos_of(part))
+    if window.is_bounded and window.max_length_ms is not None:
+        msg = (
+            "a session with start and end conditions takes no max length (not supported): it ends at its end "
+            "condition or after the gap"
+        )
+        raise _fail(msg, window.pos_of("max_length"))
     if kind is WindowKind.SESSION and window.max_length_ms is not None:
         assert window.gap_ms is not None
         if window.max_length_ms <= window.gap_ms:

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
@@ -15,6 +16,11 @@ from tiltframe.spec.model import AttrType
 
 #: The dtype pandas itself gives a column of Python strings (``str`` in pandas 3, ``object`` before).
 STR_DTYPE = pd.Series(["x"]).dtype
+ARROW_TYPES = {
+    AttrType.STRING: pa.string(), AttrType.INT: pa.int64(), AttrType.LONG: pa.int64(),
+    AttrType.FLOAT: pa.float64(), AttrType.DOUBLE: pa.float64(), AttrType.BOOL: pa.bool_(),
+    AttrType.BINARY: pa.binary(),
+}
 NUMPY_TYPES = {AttrType.STRING: object, AttrType.INT: "i8", AttrType.LONG: "i8", AttrType.FLOAT: "f8",
                AttrType.DOUBLE: "f8", AttrType.BOOL: "?", AttrType.BINARY: object}
 

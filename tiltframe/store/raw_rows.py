@@ -18,15 +18,28 @@ from tiltframe.errors import StoreError
 from tiltframe.spec.tables import TableSpec
 from tiltframe.store.base import Store
 from tiltframe.store.frames import fetch_all, typed_frame
+from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.mysql import StoredText
 from tiltframe.store.recorded import insert_recorded_rows
 from tiltframe.store.retries import retried
 from tiltframe.store.schema import SHARED, sql_type
 from tiltframe.store.sql import SqlStore
 
-__all__ = ["INSERT_ID", "RAW_SUFFIX", "ROW", "raw_table_name", "read_raw_rows", "write_raw_rows"]
+__all__ = [
+    "INSERT_ID",
+    "RAW_FOLD",
+    "RAW_SUFFIX",
+    "ROW",
+    "count_raw_rows",
+    "raw_table_name",
+    "read_raw_rows",
+    "unfolded_raw_rows",
+    "write_raw_rows",
+]
 
 RAW_SUFFIX = "_RAW"
+#: The pipeline (one batch) that folds a table's raw rows into its rollup once pre-aggregation is enabled.
+RAW_FOLD = "raw-rows"
 INSERT_ID = "AGG_INSERT_ID"
 ROW = "AGG_ROW"
 
@@ -82,6 +95,22 @@ def read_raw_rows(store: Store, table: TableSpec) -> pd.DataFrame:
         _check_columns(conn, sql, table)
         query = sa.select(*(sql.c[c] for c in columns)).order_by(sql.c[INSERT_ID], sql.c[ROW])
         return typed_frame(fetch_all(conn, query), {c.name: c.type for c in table.columns})
+
+
+def count_raw_rows(store: Store, table: TableSpec) -> int:
+    """How many rows ``table`` holds raw (0 when it never held any)."""
+    sql = _sql_table(table)
+    with _sql_store(store, table).read_transaction(f"count the raw rows of table {table.name}") as conn:
+        if conn is None or not sa.inspect(conn).has_table(sql.name):
+            return 0
+        return int(conn.execute(sa.select(sa.func.count()).select_from(sql)).scalar_one())
+
+
+def unfolded_raw_rows(store: Store, table: TableSpec, layout: AggregationLayout) -> int:
+    """The rows ``table`` stored raw before its pre-aggregation was enabled, while its rollup does not hold
+    them yet (``engine.inserts.fold_raw_rows`` folds them in, once: its commit record says so)."""
+    held = count_raw_rows(store, table)
+    return 0 if held == 0 or store.is_committed(layout, RAW_FOLD, 0) else held
 
 
 def _check_columns(conn: sa.Connection, sql: sa.Table, table: TableSpec) -> None:

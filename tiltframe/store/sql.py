@@ -48,7 +48,7 @@ from tiltframe.store.base import (
     TableInfo,
 )
 from tiltframe.store.commits import now_ms
-from tiltframe.store.frames import fetch_all, typed_frame
+from tiltframe.store.frames import ARROW_TYPES, fetch_all, typed_frame
 from tiltframe.store.layout import AGG_TIMESTAMP, SHARD_ID, AggregationLayout
 from tiltframe.store.merges import upsert_statement
 from tiltframe.store.overflow import check_holdable, explain_overflow
@@ -84,13 +84,6 @@ CHUNK_ROWS = 50_000
 #: new store) would pay again.
 _STATEMENTS: dict[tuple[Any, ...], tuple[str, list[int] | None]] = {}
 BUSY_TIMEOUT_MS = 30_000
-
-_ARROW_TYPES = {
-    AttrType.STRING: pa.string(), AttrType.INT: pa.int64(), AttrType.LONG: pa.int64(),
-    AttrType.FLOAT: pa.float64(), AttrType.DOUBLE: pa.float64(), AttrType.BOOL: pa.bool_(),
-    AttrType.BINARY: pa.binary(),
-}
-
 
 # --- dialect-specific parts ------------------------------------------------------------------------------
 
@@ -164,7 +157,7 @@ def prepare_rows(layout: AggregationLayout, data: pa.Table, shard_id: str | None
         if data.column(k).null_count:
             msg = f"rows for {layout.name} hold NULL in key column {k}; keys are never NULL"
             raise StoreError(msg)
-    target = pa.schema([pa.field(c, _ARROW_TYPES[t]) for c, t in types.items()])
+    target = pa.schema([pa.field(c, ARROW_TYPES[t]) for c, t in types.items()])
     if data.schema != target:
         data = data.cast(target)
     if data.num_rows < 2:

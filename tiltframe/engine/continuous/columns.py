@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 
 from tiltframe.engine.event_time import event_time_ms
 from tiltframe.engine.events import SPARK_TYPES
+from tiltframe.engine.expressions import to_column
 from tiltframe.spec.continuous import EMIT_VERSION, ContinuousQuery, EmitPolicy
 from tiltframe.spec.expressions import Attr
 from tiltframe.spec.model import StreamDef
@@ -25,6 +26,7 @@ MAX_TS = "tf_max_ts"  # tick: greatest event time of the query so far
 RAW = "tf_raw"
 REASON = "tf_reason"  # why an event could not be typed (null when fine)
 IDENT = "tf_ident"  # AFTER KEY EXPIRE: the IDENTIFIED BY column in epoch ms
+FLAG = "tf_flag"  # sessions with start and end conditions: 1 the event meets the start, 2 the end (both: 3)
 # Output columns besides the query's outputs.
 OUT_KIND = "tf_out"  # a row kind (ROW_KINDS), "late", "rejected" or "max_ts"
 #: Kinds of emitted rows: "row" always reaches the sink; a periodic row of a group with news is "period", of
@@ -46,7 +48,22 @@ IMAX = "_imax"
 PIECE = "_piece"  # session segments: the start of the piece (window) they belong to
 NEXT = "_next"  # session segments: the start of the group's piece after theirs (NaN: none yet)
 FOLLOWED = "_followed"  # session pieces: a later event of the group closed them (their end is final)
-BOOK = {WS: "min", WE: "max", LAST: "max", DIRTY: "any", IMIN: "min", IMAX: "max", PIECE: "max", NEXT: "max"}
+END = "_end"  # bounded sessions: the time of the event that ended the session (NaN: none yet)
+MEMBER = "_member"  # bounded sessions: the segment is aggregated into its session (not a left-out bound)
+CLOSE = "_close"  # bounded sessions: the watermark at which the piece closes
+BOOK = {
+    WS: "min",
+    WE: "max",
+    LAST: "max",
+    DIRTY: "any",
+    IMIN: "min",
+    IMAX: "max",
+    PIECE: "max",
+    NEXT: "max",
+    END: "max",
+    MEMBER: "any",
+    FLAG: "max",
+}
 # Open sessions: start, last event time, last arrival.
 SS = "_ss"
 SL = "_sl"
@@ -65,8 +82,12 @@ class ProcessorConfig:
 
 def extra_columns(query: ContinuousQuery, stream: StreamDef) -> list[Column]:
     """Spark columns of the events the processor needs besides keys and aggregate arguments: the
-    ``IDENTIFIED BY`` column of AFTER KEY EXPIRE in epoch milliseconds."""
-    emit = query.emit
+    ``IDENTIFIED BY`` column of AFTER KEY EXPIRE in epoch milliseconds, a bounded session's flags."""
+    window, emit = query.window, query.emit
+    if window.start_condition is not None and window.end_condition is not None:
+        start = F.coalesce(to_column(window.start_condition, stream), F.lit(False))
+        end = F.coalesce(to_column(window.end_condition, stream), F.lit(False))
+        return [(F.when(start, 1).otherwise(0) + F.when(end, 2).otherwise(0)).alias(FLAG)]
     if emit.policy is not EmitPolicy.AFTER_KEY_EXPIRE:
         return []
     name = emit.identified_by or query.window.time_attribute

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from tiltframe.engine.continuous.columns import (
+    CLOSE,
     DELTA,
     DIRTY,
     EMITTED_AT,
@@ -82,7 +83,8 @@ class Emission:
             timed_out = now - groups[LAST].to_numpy(dtype="float64") >= emit.timeout_ms
         marks = self.marks(groups)
         if marks is not None:
-            closed |= groups[WE].to_numpy(dtype="float64") <= marks
+            closes = groups[CLOSE] if CLOSE in groups.columns else groups[WE]
+            closed |= closes.to_numpy(dtype="float64") <= marks
         if window.kind is WindowKind.COUNT:
             closed |= (groups[AGG_COUNT] >= int(window.count or 1)).to_numpy()
         dirty = groups[DIRTY].to_numpy(dtype=bool)

@@ -34,6 +34,8 @@ multiple of ``i`` (every bucket sees every clock move, so all buckets emit in th
   while it is above the watermark (an earlier event, or a bridge to an earlier session), so until then the
   session is kept as per-event-time partial states and cut again; once a piece's start is at or below the
   watermark it is final and one merged state.
+- ``session(s, gap, [start, end])``: sessions open at an event meeting ``start`` and end at one meeting
+  ``end`` (``bounded.py``); they stay per-event-time partial states until they close.
 - ``tumble(s, N events)`` (count windows): per group, every N events form a window, taken in arrival order
   (micro-batch by micro-batch; inside one, by event time then as delivered); a window is emitted when it
   holds N events, or by ``TIMEOUT`` incomplete.  ``window_start`` and ``window_end`` are its earliest and

@@ -9,13 +9,27 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tiltframe.engine.continuous.columns import DIRTY, FOLLOWED, LAST, MWS, NEXT, PIECE, SL, SS, WE, WS, is_empty
+from tiltframe.engine.continuous.bounded import BoundedSessions
+from tiltframe.engine.continuous.columns import (
+    DIRTY,
+    FOLLOWED,
+    LAST,
+    MEMBER,
+    MWS,
+    NEXT,
+    PIECE,
+    SL,
+    SS,
+    WE,
+    WS,
+    is_empty,
+)
 from tiltframe.engine.continuous.states import TS, build_states
 from tiltframe.spec.continuous import ContinuousQuery, Window, WindowKind
 from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout
 
 
-class Sessions:
+class Sessions(BoundedSessions):
     """The session part of one processor call."""
 
     query: ContinuousQuery
@@ -35,6 +49,10 @@ class Sessions:
     def _take_session(self, events: pd.DataFrame) -> None:
         """New events as one partial state per (event time, key), then every segment of the bucket cut into
         sessions and pieces again; segments of a final session are merged per piece."""
+        if self.window.is_bounded:
+            self._take_bounded(events)
+            self._follow_pieces()
+            return
         atoms = build_states(events.assign(**{AGG_TIMESTAMP: events[TS]}), self.layout, int(self.now or 0))
         atoms[WS] = atoms[AGG_TIMESTAMP]
         atoms[LAST] = self.now
@@ -117,7 +135,9 @@ class Sessions:
         if is_empty(memory) or is_empty(self.open):
             return
         keys = list(self.query.keys)
-        pieces = self.open.groupby([*keys, PIECE], sort=False, dropna=False)[WS].min().reset_index()
+        assert self.open is not None
+        members = self.open[self.open[MEMBER].to_numpy(dtype=bool)] if self.window.is_bounded else self.open
+        pieces = members.groupby([*keys, PIECE], sort=False, dropna=False)[WS].min().reset_index()
         both = pd.concat([pieces[keys], memory[keys]], ignore_index=True)
         code = both.groupby(keys, sort=False, dropna=False).ngroup().to_numpy() if keys else np.zeros(len(both))
         pieces = pieces.assign(_code=code[: len(pieces)], _at=pieces[WS].astype("int64"))
@@ -139,6 +159,8 @@ class Sessions:
         assert self.open is not None
         if self.window.kind is not WindowKind.SESSION:
             return self.open
+        if self.window.is_bounded:
+            return self._bounded_groups()
         pieces = self._merge(self.open.assign(**{AGG_TIMESTAMP: self.open[PIECE]}))
         # A piece a later event of its group follows is closed (Proton closes it at that event): it ends at
         # start + max length when that event is at or past it (the max length is checked first), else at
