@@ -61,16 +61,20 @@ def test_join_without_aliases_keeps_names_as_written() -> None:
     ("query", "line", "column", "message"),
     [
         (
-            "from StockStream[price > 10] select symbol, price * 2 as p insert into T;",
-            5, 1, "a stream query over stream StockStream (with a filter [...]) is not supported yet",
+            "from StockStream[price > 10] select symbol;",
+            5, 1, "a stream query over StockStream needs 'insert into <stream>'",
         ),
         (
-            "from StockStream select symbol insert into T;",
-            5, 1, "a stream query over stream StockStream is not supported yet",
+            "from StockStream as s select symbol insert into T;",
+            5, 6, "an alias of stream StockStream in a stream query is not supported yet",
         ),
         (
             "from StockStream#window.length(5) select symbol, sum(volume) as v insert into T;",
-            5, 1, "(with a window #window.length(...)) is not supported yet",
+            5, 17, "a window #window.length(...) on stream StockStream is not supported yet",
+        ),
+        (
+            "from StockStream[price > 1] select symbol, volume group by symbol insert into T;",
+            5, 51, "'group by' in a stream query over StockStream is not supported yet",
         ),
         (
             "from Req join StockStream on Req.symbol == StockStream.symbol select Req.symbol insert into T;",
@@ -112,9 +116,17 @@ def test_what_is_not_a_retrieval_is_refused_where_it_is(query: str, line: int, c
     assert error.snippet
 
 
-def test_stream_queries_are_not_supported_yet_rather_than_wrong() -> None:
-    with pytest.raises(NotSupportedYet, match="tiltframe runs aggregations"):
-        parse_app(DEFINITIONS + "from StockStream[price > 10] select symbol insert into T;")
+def test_a_stream_query_filters_and_selects_into_a_new_stream() -> None:
+    app = parse_app(DEFINITIONS + "from StockStream[price > 10] select symbol, price * 2 as p insert into T;")
+    (query,) = app.stream_queries
+    assert (query.source, query.target, str(query.where)) == ("StockStream", "T", "(price > 10)")
+    assert [(a.name, a.type.value) for a in app.stream("T").attributes] == [("symbol", "string"), ("p", "double")]
+
+
+def test_a_stream_query_is_refused_alone() -> None:
+    with pytest.raises(DefinitionError, match="runs as part of an app") as caught:
+        parse_query("from StockStream[price > 10] select symbol insert into T;")
+    assert not isinstance(caught.value, NotSupportedYet)
 
 
 def test_filter_on_an_aggregation_points_at_on() -> None:

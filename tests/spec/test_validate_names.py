@@ -31,7 +31,7 @@ def test_store_names_agree_with_the_store() -> None:
 
 
 ENGINE_FILES = ("engine/events.py", "engine/arrival.py", "engine/partials.py", "engine/file_reads.py",
-                "retrieval/merge.py")
+                "engine/derived.py", "retrieval/merge.py")
 
 
 @pytest.mark.parametrize("path", ENGINE_FILES)

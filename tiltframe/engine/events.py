@@ -28,6 +28,14 @@ VALUE = "_reject_value"
 RAW = "_raw"
 EVENT_TS = "_event_ts"
 CORRUPT = "_corrupt_record"
+#: The first problem of a row as one struct (reason, field, value), taken apart into the three columns above.
+PROBLEM = "_reject_problem"
+_PROBLEM_TYPE = "struct<reason:string,field:string,value:string>"
+#: A derived stream's rows (``engine.derived``) carry the problem (a ``PROBLEM`` struct) and the row as read
+#: of the event they come from: that problem comes first, and the row stands for the event in the
+#: rejected-events table.
+PRIOR_PROBLEM = "_reject_prior"
+PRIOR_RAW = "_reject_prior_raw"
 #: Where a row sits in arrival order, set by file sources: (file modification time, path, block start).
 ARRIVAL_PART = "_tiltframe_arrival_part"
 
@@ -145,7 +153,13 @@ def type_events(
     attributes, rest = _typing_columns(raw.schema, stream, frozenset(required), time_attribute)
     # Without a time attribute the event time is the batch's arrival time, the one per-batch column.
     event_ts = [] if time_attribute is not None else [F.lit(arrival_ms).cast("long").alias(EVENT_TS)]
-    return raw.select(*attributes, *event_ts, *rest)
+    typed = raw.select(*attributes, *event_ts, *rest)
+    # The problem is found once, as a struct, and taken apart after: three CASE WHENs over every condition
+    # made Java code generation pass its limits once stream queries type rows twice.
+    names = [c for c in typed.columns if c != PROBLEM]
+    at = names.index(RAW)
+    parts = [F.col(PROBLEM).getField(f).alias(c) for f, c in (("reason", REASON), ("field", FIELD), ("value", VALUE))]
+    return typed.select(*names[:at], *parts, *names[at:])
 
 
 @functools.lru_cache(maxsize=256)
@@ -196,18 +210,17 @@ def _typing_columns(
     else:
         leading = []
 
-    def first(index: int) -> Column:
-        result = F.lit(None).cast("string")
-        for cond, *outs in reversed(problems):
-            result = F.when(cond, outs[index]).otherwise(result)
-        return result
-
-    raw_json = F.to_json(F.struct(*[F.col(n) for n in present if n not in (CORRUPT, ARRIVAL_PART)]))
+    found = [F.col(PRIOR_PROBLEM)] if PRIOR_PROBLEM in present else []
+    found += [F.when(cond, F.struct(reason.alias("reason"), field.alias("field"), value.alias("value")))
+              for cond, reason, field, value in problems]
+    problem = F.coalesce(*found) if found else F.lit(None)
+    raw_json = F.to_json(F.struct(*[F.col(n) for n in present
+                                    if n not in (CORRUPT, ARRIVAL_PART, PRIOR_PROBLEM, PRIOR_RAW)]))
     raw_text = F.coalesce(F.col(CORRUPT), raw_json) if CORRUPT in present else raw_json
+    if PRIOR_RAW in present:
+        raw_text = F.col(PRIOR_RAW)
     rest = [
-        first(0).alias(REASON),
-        first(1).alias(FIELD),
-        first(2).alias(VALUE),
+        problem.cast(_PROBLEM_TYPE).alias(PROBLEM),
         raw_text.alias(RAW),
         *([F.col(ARRIVAL_PART)] if ARRIVAL_PART in present else []),
     ]

@@ -129,8 +129,11 @@ class AggregationPipeline:
         shard_id: str | None = None,
         row_writer: str | None = None,
         compactor: Compactor | None = None,
+        derive: Callable[[DataFrame], DataFrame] | None = None,
     ) -> None:
         self.layout = layout
+        #: The rows of a stream that stream queries write are made from their input stream's rows first.
+        self.derive = derive
         self.store = store
         self.pipeline_id = pipeline_id
         #: The ``SHARD_ID`` this pipeline writes under (partitioned layouts only).
@@ -200,6 +203,8 @@ class AggregationPipeline:
         invalid)."""
         layout = self.layout
         arrival_ms = int(time.time() * 1000)
+        if self.derive is not None:
+            frames = [self.derive(raw) for raw in frames]
         typed = functools.reduce(DataFrame.union, [
             type_events(raw, layout.stream, required=self._required, time_attribute=layout.spec.time_attribute,
                         arrival_ms=arrival_ms)

@@ -8,6 +8,8 @@ stops, aggregations first, then retrieval joins (so their answers see all the da
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import logging
 import threading
 import time
@@ -21,6 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from tiltframe.engine.continuous import ContinuousRun, ContinuousTotals
+from tiltframe.engine.derived import derive, derive_key
 from tiltframe.engine.events import REASON, type_events
 from tiltframe.engine.failures import BatchFailed, describe_failure, said_where
 from tiltframe.engine.file_batches import BAD_FILE_POLICIES, FileBatches
@@ -35,6 +38,7 @@ from tiltframe.engine.session import get_session
 from tiltframe.engine.shards import Deployment, claim_shard
 from tiltframe.engine.sinks import ConsoleSink, Sink
 from tiltframe.engine.sources import FileInput, list_stream, read_stream
+from tiltframe.engine.stream_queries import StreamRows, StreamTotals, consumed_streams
 from tiltframe.errors import UsageError, unknown
 from tiltframe.retrieval.retrieve import retrieve
 from tiltframe.spec.expressions import attributes_of
@@ -58,6 +62,8 @@ class RunResult:
     outputs: dict[str, int] = field(default_factory=dict)
     requests_rejected: int = 0
     continuous: dict[str, ContinuousTotals] = field(default_factory=dict)
+    #: The output of each stream query whose rows went to a sink (``engine.stream_queries``).
+    streams: dict[str, StreamTotals] = field(default_factory=dict)
     #: Input files that grew or changed after a batch read them, per aggregation (docs/bad-input.md).
     files_changed: dict[str, list[ChangedFile]] = field(default_factory=dict)
 
@@ -101,6 +107,14 @@ class Run:
             names = ", ".join(s.name for s in app.streams)
             msg = f"--input names stream(s) {', '.join(strangers)} not defined in the app (streams: {names})"
             raise UsageError(msg)
+        written = [(name, app.writer_of(name)) for name in inputs if app.writer_of(name) is not None]
+        if written:
+            name, writer = written[0]
+            assert writer is not None
+            line = f" (line {writer.pos.line})" if writer.pos else ""
+            msg = (f"--input {name}: stream {name} is written by a stream query{line}; give the input to stream "
+                   f"{app.root_stream(name)}, whose events it is made from")
+            raise UsageError(msg)
         self.app = app
         self.data_dir = Path(data_dir)
         #: Where the aggregations' and retrieval joins' checkpoints live (``--checkpoint-dir``).
@@ -121,7 +135,7 @@ class Run:
         self._lock = threading.Lock()
         self.pipelines: dict[str, AggregationPipeline] = {}
         self.deployment = deployment or Deployment()
-        written = [agg for agg in app.aggregations if agg.source in self.inputs]
+        written = [agg for agg in app.aggregations if self._source(agg.source) is not None]
         layouts = {agg.name: AggregationLayout.of(app, agg.name, partition_by_default=self.deployment.partition_by_id)
                    for agg in written}
         # A pre-aggregated table's rows name their worker; other partitioned aggregations, the deployment.
@@ -139,33 +153,60 @@ class Run:
                                                rebuild=rebuild, shard_id=shards.get(agg.name))
             pipeline = AggregationPipeline(layout, store, pipeline_id, on_batch=on_batch,
                                            purger=Purger(layout, store), shard_id=shards.get(agg.name),
-                                           compactor=Compactor(layout, store) if agg.workers else None)
+                                           compactor=Compactor(layout, store) if agg.workers else None,
+                                           derive=self._deriver(agg.source, agg.time_attribute))
             self.pipelines[agg.name] = pipeline
             self.result.aggregations[agg.name] = pipeline.totals
         self.continuous: list[ContinuousRun] = []
         for i, cq in enumerate(app.continuous):
-            source = self.inputs.get(cq.stream)
+            source = self._source(cq.stream)
             if source is None:
                 logger.info("stream %s has no input; continuous query %s receives no events", cq.stream, i)
                 continue
             name = continuous_name(app, i)
-            events = source if isinstance(source, DataFrame) else read_stream(self.spark, source, app.stream(cq.stream))
+            events = self._events(source, cq.stream, cq.window.time_attribute)
             handle = ContinuousRun(app, cq, events, self.outputs.get(name) or ConsoleSink(), data_dir=self.data_dir,
                                    spark=self.spark, name=name, follow=follow, trigger_interval=trigger_interval,
                                    checkpoint_root=self.checkpoint_root)
             self.continuous.append(handle)
             self.result.continuous[name] = handle.totals
 
+        self.stream_rows: list[tuple[StreamRows, FileInput | DataFrame]] = []
+        consumed = consumed_streams(app)
+        for q in app.stream_queries:
+            source = self._source(q.target)
+            if source is not None and (q.target not in consumed or q.target in self.outputs):
+                handler = StreamRows(app, q.target, self.outputs.get(q.target) or ConsoleSink(), self.data_dir)
+                self.stream_rows.append((handler, source))
+                self.result.streams[q.target] = handler.totals
+
+    def _source(self, stream: str) -> FileInput | DataFrame | None:
+        """The input ``stream``'s events come from: its own, or its input stream's (stream queries)."""
+        return self.inputs.get(self.app.root_stream(stream))
+
+    def _deriver(self, stream: str, time_attribute: str | None) -> Callable[[DataFrame], DataFrame] | None:
+        """For a stream that stream queries write: its rows made from its input stream's (None otherwise)."""
+        if self.app.writer_of(stream) is None:
+            return None
+        return functools.partial(derive, app=self.app, stream=stream, time_attribute=time_attribute)
+
+    def _events(self, source: FileInput | DataFrame, stream: str, time_attribute: str | None) -> DataFrame:
+        """The rows of ``stream`` as a (streaming) DataFrame: read from its input, derived if queries write it."""
+        root = self.app.stream(self.app.root_stream(stream))
+        events = source if isinstance(source, DataFrame) else read_stream(self.spark, source, root)
+        deriver = self._deriver(stream, time_attribute)
+        return deriver(events) if deriver is not None else events
+
     def checkpoint_dir(self, layout: AggregationLayout) -> Location:
         return checkpoint_dir(self.data_dir, layout, self.checkpoint_root)
 
     def _start_aggregations(self) -> None:
         for agg in self.app.aggregations:
-            source = self.inputs.get(agg.source)
+            source = self._source(agg.source)
             if source is None:
                 continue
             pipeline = self.pipelines[agg.name]
-            stream = self.app.stream(agg.source)
+            stream = self.app.stream(self.app.root_stream(agg.source))
             checkpoint = self.checkpoint_dir(pipeline.layout) / "spark"
             name = f"tiltframe-{agg.name}"
             if not isinstance(source, DataFrame):
@@ -178,6 +219,17 @@ class Run:
                 self._start(source, name, checkpoint, pipeline.foreach_batch)
             else:  # a bounded backfill runs through the same per-batch code, as one batch
                 pipeline.process(source, 0)
+
+    def _start_stream_rows(self) -> None:
+        for handler, source in self.stream_rows:
+            if isinstance(source, DataFrame) and not source.isStreaming:
+                handler(source, 0)
+                continue
+            events = source if isinstance(source, DataFrame) else read_stream(
+                self.spark, source, self.app.stream(self.app.root_stream(handler.target)))
+            digest = hashlib.sha256(repr(derive_key(self.app, handler.target)).encode()).hexdigest()[:12]
+            checkpoint = self.checkpoint_root / f"stream-{handler.target}-{digest}"
+            self._start(events, f"tiltframe-stream-{handler.target}", checkpoint, handler)
 
     def _start(self, df: DataFrame, name: str, checkpoint: Location, fn: Callable[[DataFrame, int], None]) -> None:
         writer = df.writeStream.queryName(name).option("checkpointLocation", str(checkpoint))
@@ -192,12 +244,11 @@ class Run:
         for i, query in enumerate(self.app.queries):
             if query.request_stream is None:
                 continue
-            source = self.inputs.get(query.request_stream)
+            source = self._source(query.request_stream)
             if source is None:
                 logger.info("stream %s has no input; query %s receives no requests", query.request_stream, i)
                 continue
-            stream = self.app.stream(query.request_stream)
-            df = source if isinstance(source, DataFrame) else read_stream(self.spark, source, stream)
+            df = self._events(source, query.request_stream, None)
             name = query.name or f"query{i}"
             out = query.insert_into or name
             sink = self.outputs.get(out) or ConsoleSink()
@@ -210,6 +261,7 @@ class Run:
 
     def start(self) -> Run:
         self._start_aggregations()
+        self._start_stream_rows()
         for handle in self.continuous:
             handle.start()
         if self.follow:

@@ -42,6 +42,7 @@ from tiltframe.spec.model import (
     RetrievalQuery,
     SelectItem,
     StreamDef,
+    StreamQuery,
 )
 
 if TYPE_CHECKING:  # tables build on this module
@@ -102,6 +103,7 @@ class SpecBuilder:
         aggregations: list[AggregationSpec] = []
         queries: list[RetrievalQuery] = []
         continuous: list[ContinuousQuery] = []
+        stream_queries: list[StreamQuery] = []
         for child in _present(_kids(tree)):
             if child.data == "app_annotation":
                 raw = self.annotation(child)
@@ -123,7 +125,11 @@ class SpecBuilder:
 
                 self.tables.append(build_table(self, body, annotations))
             else:
-                queries.append(self.query(body, annotations))
+                query = self.query(body, annotations)
+                if isinstance(query, StreamQuery):
+                    stream_queries.append(query)
+                else:
+                    queries.append(query)
         by_name = {a.name.lower(): a for a in app_annotations}
         return AppSpec(
             streams=tuple(streams),
@@ -133,11 +139,17 @@ class SpecBuilder:
             timezone=by_name["app:timezone"].get(None) if "app:timezone" in by_name else None,
             annotations=tuple(app_annotations),
             continuous=tuple(continuous),
+            stream_queries=tuple(stream_queries),
         )
 
     def query_text(self, tree: ParseTree) -> RetrievalQuery:
         *annotations, body = _present(_kids(tree))
-        return self.query(body, [self.annotation(a) for a in annotations])
+        query = self.query(body, [self.annotation(a) for a in annotations])
+        if isinstance(query, StreamQuery):
+            msg = (f"a stream query (from {query.source} ... insert into {query.target}) runs as part of an app, "
+                   "with its streams: put it in the app file and run the app")
+            raise self.error(msg, query.pos)
+        return query
 
     def continuous_text(self, tree: ParseTree) -> ContinuousQuery:
         *annotations, body = _present(_kids(tree))
@@ -317,7 +329,7 @@ class SpecBuilder:
 
     # --- retrieval queries ------------------------------------------------------------------------------
 
-    def query(self, tree: ParseTree, annotations: list[RawAnnotation]) -> RetrievalQuery:
+    def query(self, tree: ParseTree, annotations: list[RawAnnotation]) -> RetrievalQuery | StreamQuery:
         from tiltframe.lang._retrieval import build_query  # it builds on this module
 
         return build_query(self, tree, annotations)

@@ -17,7 +17,7 @@ from tiltframe.lang._annotations import RawAnnotation
 from tiltframe.lang._build import ParseTree, SpecBuilder, _kids, _present, _str_or_none, snippet
 from tiltframe.lang.vocabulary import check_annotations
 from tiltframe.spec.expressions import Pos
-from tiltframe.spec.model import OrderItem, OutputItem, RetrievalQuery
+from tiltframe.spec.model import OrderItem, OutputItem, RetrievalQuery, StreamQuery
 
 __all__ = ["build_query"]
 
@@ -27,10 +27,15 @@ _RUNS = (
 )
 
 
-def build_query(b: SpecBuilder, tree: ParseTree, annotations: list[RawAnnotation]) -> RetrievalQuery:
-    """A retrieval as written; sides, names and types are checked by ``validate_retrieval``."""
+def build_query(
+    b: SpecBuilder, tree: ParseTree, annotations: list[RawAnnotation]
+) -> RetrievalQuery | StreamQuery:
+    """A retrieval, or a plain stream query, as written; sides, names and types are checked by
+    ``validate_retrieval`` and ``stream_queries``."""
     source, join, on, within, per, select, group_by, having, order_by, limit, offset, insert = _kids(tree)
     check_annotations(annotations, "a retrieval query", "a retrieval query", b.error)
+    if within is None and join is None and _is_stream(b, source):
+        return _stream_query(b, tree, annotations)
     _refuse_stream_query(b, tree, source, join, within)
     aggregation, request = _sides(b, source, _kids(join)[0] if join is not None else None)
     for side in (aggregation, request):
@@ -69,6 +74,54 @@ def build_query(b: SpecBuilder, tree: ParseTree, annotations: list[RawAnnotation
         name=info.get("name") if info is not None else None,
         annotations=tuple(a.annotation for a in annotations),
         pos=b.pos(tree),
+    )
+
+
+def _is_stream(b: SpecBuilder, source: ParseTree) -> bool:
+    """Whether a query reads a stream: one defined or written before, or any name with a filter after it."""
+    name = _name_and_alias(source)[0]
+    return name in b.known_streams or (bool(_handlers(source)) and name not in b.known_aggregations)
+
+
+def _stream_query(b: SpecBuilder, tree: ParseTree, annotations: list[RawAnnotation]) -> StreamQuery:
+    """``from S[filter] select ... insert into T``: one filter at most, and none of a retrieval's clauses."""
+    source, _, on, _, _, select, group_by, having, order_by, limit, offset, insert = _kids(tree)
+    name, alias = _name_and_alias(source)
+    handlers = _handlers(source)
+    for handler in handlers:
+        if handler.data != "stream_filter":
+            msg = f"{_handler_words(handler)} on stream {name} is not supported yet: a stream query filters and selects"
+            raise _not_supported(b, msg, b.pos(handler))
+    if len(handlers) > 1:
+        raise _not_supported(b, f"a second filter on stream {name} is not supported yet: join them with 'and'",
+                             b.pos(handlers[1]))
+    for clause, words in ((on, "'on'"), (group_by, "'group by'"), (having, "'having'"), (order_by, "'order by'"),
+                          (limit, "'limit'"), (offset, "'offset'")):
+        if clause is not None:
+            msg = (f"{words} in a stream query over {name} is not supported yet: a stream query filters and selects "
+                   "each event; aggregate with define aggregation or a continuous query")
+            raise _not_supported(b, msg, b.pos(clause))
+    if insert is None:
+        msg = f"a stream query over {name} needs 'insert into <stream>' to say where its events go"
+        raise b.error(msg, b.pos(tree))
+    if alias is not None:
+        raise _not_supported(b, f"an alias of stream {name} in a stream query is not supported yet", b.pos(source))
+    events, target = _kids(insert)
+    if events is not None and str(_kids(events)[0]).lower() != "current":
+        msg = "a stream query inserts its current events: 'insert expired events' needs a window, not supported yet"
+        raise _not_supported(b, msg, b.pos(events))
+    info = next((a.annotation for a in annotations if a.annotation.name.lower() == "info"), None)
+    output = _kids(select)[0] if select is not None else None
+    b.known_streams.add(str(target))
+    return StreamQuery(
+        source=name,
+        target=str(target),
+        where=b.checked_expr(_kids(handlers[0])[0]) if handlers else None,
+        select=_select_list(b, output),
+        name=info.get("name") if info is not None else None,
+        annotations=tuple(a.annotation for a in annotations),
+        pos=b.pos(tree),
+        target_pos=b.pos(target),
     )
 
 

@@ -300,6 +300,25 @@ class RetrievalQuery:
 
 
 @dataclass(frozen=True, slots=True)
+class StreamQuery:
+    """``from S[filter] select ... insert into T``, Siddhi's plain stream query: each event of ``source`` the
+    filter passes becomes one event of ``target``, its attributes computed by ``select`` (no window, no
+    state).  ``select`` is None for ``select *`` or no select clause.  Validation
+    (``spec.stream_queries``) fills ``outputs``: each attribute of ``target`` with its expression over
+    ``source``, and adds ``target`` to the app's streams unless it is defined."""
+
+    source: str
+    target: str
+    where: Expr | None = None
+    select: tuple[OutputItem, ...] | None = None
+    name: str | None = None
+    outputs: tuple[tuple[str, Expr], ...] = ()
+    annotations: tuple[Annotation, ...] = field(default=(), compare=False)
+    pos: Pos | None = field(default=None, compare=False, repr=False)
+    target_pos: Pos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
 class AppSpec:
     """A whole app: definitions in text order.  Built through :func:`tiltframe.spec.validate.validate_app`.
 
@@ -317,9 +336,20 @@ class AppSpec:
     #: ``define table`` statements; each pre-aggregated one also adds its input stream ``<Name>_ROWS`` to
     #: ``streams`` and its rollup ``<Name>`` to ``aggregations`` (docs/preaggregation.md).
     tables: tuple[TableSpec, ...] = ()
+    #: Plain stream queries (``from S[filter] select ... insert into T``), in text order.
+    stream_queries: tuple[StreamQuery, ...] = ()
 
     def stream(self, name: str, pos: Pos | None = None) -> StreamDef:
         return find_named("stream", name, self.streams, pos)
+
+    def writer_of(self, stream: str) -> StreamQuery | None:
+        """The plain stream query whose events ``stream`` holds (None: events come from an input)."""
+        return next((q for q in self.stream_queries if q.target == stream), None)
+
+    def root_stream(self, stream: str) -> str:
+        """The input stream whose events ``stream``'s come from, through plain stream queries."""
+        writer = self.writer_of(stream)
+        return stream if writer is None else self.root_stream(writer.source)
 
     def aggregation(self, name: str, pos: Pos | None = None) -> AggregationSpec:
         return find_named("aggregation", name, self.aggregations, pos)

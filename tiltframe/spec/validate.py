@@ -28,6 +28,7 @@ from tiltframe.spec.model import (
     StreamDef,
 )
 from tiltframe.spec.retention import Retention
+from tiltframe.spec.stream_queries import validate_stream_queries
 from tiltframe.spec.validate_continuous import validate_continuous
 from tiltframe.spec.validate_names import validate_names
 from tiltframe.spec.validate_retrieval import validate_query
@@ -59,7 +60,9 @@ def _located(pos: Pos | None) -> Iterator[None]:
 
 def validate_app(app: AppSpec) -> AppSpec:
     """Check every reference and type in ``app``; returns it when valid, its continuous queries filled in
-    by :func:`~tiltframe.spec.validate_continuous.validate_continuous`."""
+    by :func:`~tiltframe.spec.validate_continuous.validate_continuous`, its plain stream queries' target
+    streams added (:func:`~tiltframe.spec.stream_queries.validate_stream_queries`)."""
+    app = validate_stream_queries(app)
     definitions = (*app.streams, *app.aggregations)
     names = Counter(d.name for d in definitions)
     for name, n in names.items():
