@@ -143,6 +143,37 @@ CASES = [
         notes=["two rows in the 04:05:53 bucket: Siddhi gives WSO2 first, tiltframe orders ties by symbol"],
     ),
     Case(
+        "a stream query reads the join's output stream",
+        "Aggregation1TestCase.incrementalStreamProcessorTest12",
+        STOCK + "define aggregation stockAggregation from stockStream "
+        "select symbol, avg(price) as avgPrice, sum(price) as totalPrice, (price * quantity) as lastTradeValue, "
+        "max(price) as maxPrice, min(price) as minPrice group by symbol aggregate by timestamp every sec...year  ; "
+        + INPUT + "from inputStream as i join stockAggregation as s "
+        'within "2017-06-01 04:05:50", "2017-06-01 04:06:57" per "seconds" '
+        "select AGG_TIMESTAMP, totalPrice, avgPrice, lastTradeValue, s.symbol, maxPrice, minPrice "
+        "order by AGG_TIMESTAMP insert into tempStream; @info(name = 'query1') from tempStream "
+        "select AGG_TIMESTAMP, totalPrice, avgPrice, lastTradeValue, symbol, maxPrice, minPrice "
+        "insert into outputStream ",
+        [("WSO2", 50.0, 60.0, 90, 6, 1496289950000), ("WSO2", 70.0, None, 40, 10, 1496289950000),
+         ("WSO2", 60.0, 44.0, 200, 56, 1496289953000), ("WSO2", 100.0, None, 200, 16, 1496289953000),
+         ("IBM", 900.0, None, 200, 60, 1496289952000), ("IBM", 500.0, None, 200, 7, 1496289952000),
+         ("IBM", 100.0, None, 200, 26, 1496289951000), ("IBM", 100.0, None, 200, 96, 1496289951000),
+         ("IBM", 400.0, None, 200, 9, 1496289953000), ("WSO2", 140.0, None, 200, 11, 1496289953000),
+         ("WSO2", 50.0, 60.0, 90, 6, 1496289950000), ("WSO2", 70.0, None, 40, 10, 1496289950000),
+         ("IBM", 600.0, None, 200, 6, 1496289954000), ("IBM", 1000.0, None, 200, 9, 1496290016000)],
+        [(1496289950000, 240.0, 60.0, 700.0, "WSO2", 70.0, 50.0),
+         (1496289951000, 200.0, 100.0, 9600.0, "IBM", 100.0, 100.0),
+         (1496289952000, 1400.0, 700.0, 3500.0, "IBM", 900.0, 500.0),
+         (1496289953000, 400.0, 400.0, 3600.0, "IBM", 400.0, 400.0),
+         (1496289953000, 300.0, 100.0, 1540.0, "WSO2", 140.0, 60.0),
+         (1496289954000, 600.0, 600.0, 3600.0, "IBM", 600.0, 600.0),
+         (1496290016000, 1000.0, 1000.0, 9000.0, "IBM", 1000.0, 1000.0)],
+        request=("IBM", 1, "2017-06-01 09:35:51 +05:30", "2017-06-01 09:35:52 +05:30", "seconds"),
+        order="first column",
+        columns=("AGG_TIMESTAMP", "totalPrice", "avgPrice", "lastTradeValue", "symbol", "maxPrice", "minPrice"),
+        notes=["two rows in the 04:05:53 bucket: Siddhi's expected lists give both orders"],
+    ),
+    Case(
         "join without group by, per days",
         "Aggregation1TestCase.incrementalStreamProcessorTest9",
         STOCK + "define aggregation stockAggregation from stockStream "

@@ -125,11 +125,13 @@ def is_local(path: str) -> bool:
 
 
 def output_streams(spec: AppSpec) -> list[str]:
-    """What ``--output`` may name: the output streams of retrieval joins and the continuous queries."""
+    """What ``--output`` may name: the output streams of retrieval joins, stream queries and the continuous
+    queries."""
     from tiltframe.engine.runner import continuous_name
 
     joins = [q.insert_into or q.name or f"query{i}" for i, q in enumerate(spec.queries) if q.request_stream is not None]
-    return [*joins, *(continuous_name(spec, i) for i in range(len(spec.continuous)))]
+    streams = [q.target for q in spec.stream_queries]
+    return [*joins, *streams, *(continuous_name(spec, i) for i in range(len(spec.continuous)))]
 
 
 def store_location(spec: AppSpec, agg: AggregationSpec, data_dir: Path) -> Path | str:
@@ -172,7 +174,8 @@ def check_run_options(
     for name in outputs:
         if name not in out_names:
             if not out_names:
-                msg = f"--output {name}: the app has no retrieval join or continuous query, so nothing to output"
+                msg = (f"--output {name}: the app has no retrieval join, stream query or continuous query, so "
+                       "nothing to output")
                 raise UsageError(msg)
             msg = f"--output: {unknown('output stream', name, out_names)}"
             raise UsageError(msg)

@@ -113,6 +113,10 @@ def print_run_summary(
     for name, c in result.continuous.items():
         line = f"continuous query {name}: {c.rows_emitted:,} rows emitted, {c.events_late:,} late events"
         console.print(f"{line}, {c.events_rejected:,} events rejected ({c.batches:,} micro-batches)")
+    for name, st in result.streams.items():
+        where = data_dir / "streams" / name / "rejected"
+        rejected = f", {st.rejected:,} events rejected (see {where})" if st.rejected else ""
+        console.print(f"stream {name}: {st.rows:,} events written{rejected}")
     if result.requests_rejected:
         console.print(f"requests rejected: {result.requests_rejected:,}")
     console.print(f"done in {wall_seconds:.1f}s")

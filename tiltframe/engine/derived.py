@@ -45,7 +45,8 @@ def derive(raw: DataFrame, app: AppSpec, stream: str, time_attribute: str | None
     """``raw`` rows of ``stream``'s input stream as rows of ``stream`` (``raw`` itself for an input stream).
 
     ``time_attribute`` is the attribute of ``stream`` its reader takes as event time: where a query selects
-    it as it is, the source's attribute is read as a time too (an ISO text for a long, as the reader would)."""
+    it as it is, the source's attribute is read as a time too (an ISO text for a long, as the reader would),
+    as is a source's declared ``@eventTime``."""
     chain = writers(app, stream)
     times: list[str | None] = []
     for query in reversed(chain):
@@ -54,7 +55,7 @@ def derive(raw: DataFrame, app: AppSpec, stream: str, time_attribute: str | None
         times.insert(0, time_attribute)
     for query, time in zip(chain, times, strict=True):
         source = app.stream(query.source)
-        typed = type_events(raw, source, required=(), time_attribute=time, arrival_ms=0)
+        typed = type_events(raw, source, required=(), time_attribute=time or source.event_time, arrival_ms=0)
         problem = F.struct(*(F.col(c).alias(f) for c, f in ((REASON, "reason"), (FIELD, "field"), (VALUE, "value"))))
         # The row's problem is one large expression; Spark would copy it into the filter below (pushed down
         # through this step) and the generated code would pass the JVM's 64 KB a method.  A non-deterministic

@@ -38,7 +38,7 @@ from tiltframe.engine.session import get_session
 from tiltframe.engine.shards import Deployment, claim_shard
 from tiltframe.engine.sinks import ConsoleSink, Sink
 from tiltframe.engine.sources import FileInput, list_stream, read_stream
-from tiltframe.engine.stream_queries import StreamRows, StreamTotals, consumed_streams
+from tiltframe.engine.stream_queries import StreamRows, StreamTotals, apply_stream_query, consumed_streams
 from tiltframe.errors import UsageError, unknown
 from tiltframe.retrieval.retrieve import retrieve
 from tiltframe.spec.expressions import attributes_of
@@ -251,11 +251,10 @@ class Run:
             df = self._events(source, query.request_stream, None)
             name = query.name or f"query{i}"
             out = query.insert_into or name
-            sink = self.outputs.get(out) or ConsoleSink()
             layout = AggregationLayout.of(self.app, query.aggregation)
             pipeline = self.pipelines.get(layout.name)
             store = pipeline.store if pipeline is not None else self.readers.for_aggregation(layout.spec)
-            handler = _RetrievalBatch(self, query, layout, store, sink, out)
+            handler = _RetrievalBatch(self, query, layout, store, out)
             checkpoint = self.checkpoint_root / f"query-{name}-{layout.spec_hash}"
             self._start(df, f"tiltframe-query-{name}", checkpoint, handler)
 
@@ -314,6 +313,17 @@ class Run:
         for h in self.continuous:
             h.stop()
 
+    def emit(self, stream: str, batch_id: int, rows: pd.DataFrame) -> None:
+        """Rows of ``stream`` made on the driver (a retrieval join's answers): to the stream's sink unless
+        only stream queries read it (and the caller did not ask for it), and through those queries."""
+        readers = [q for q in self.app.stream_queries if q.source == stream]
+        if stream in self.outputs or not readers:
+            (self.outputs.get(stream) or ConsoleSink()).write(stream, batch_id, rows)
+            with self._lock:
+                self.result.outputs[stream] = self.result.outputs.get(stream, 0) + len(rows)
+        for query in readers:
+            self.emit(query.target, batch_id, apply_stream_query(query, rows))
+
     def close(self) -> None:
         """Close the stores (after :meth:`wait` or :meth:`stop`)."""
         self.stores.close()
@@ -328,8 +338,8 @@ def continuous_name(app: AppSpec, index: int) -> str:
 class _RetrievalBatch:
     """foreachBatch of a retrieval join: answer each request event against the store."""
 
-    def __init__(self, run: Run, query: RetrievalQuery, layout: AggregationLayout, store: Any, sink: Sink, out: str):
-        self.run, self.query, self.layout, self.store, self.sink, self.out = run, query, layout, store, sink, out
+    def __init__(self, run: Run, query: RetrievalQuery, layout: AggregationLayout, store: Any, out: str):
+        self.run, self.query, self.layout, self.store, self.out = run, query, layout, store, out
         stream = run.app.stream(query.request_stream or "")
         self.stream = stream
         # The query is resolved (spec.validate_retrieval): a request attribute carries the request's reference.
@@ -354,7 +364,4 @@ class _RetrievalBatch:
             frames.append(retrieve(self.layout, self.store, self.query, request))
         if not frames:
             return
-        result = pd.concat(frames, ignore_index=True)
-        self.sink.write(self.out, batch_id, result)
-        with self.run._lock:
-            self.run.result.outputs[self.out] = self.run.result.outputs.get(self.out, 0) + len(result)
+        self.run.emit(self.out, batch_id, pd.concat(frames, ignore_index=True))

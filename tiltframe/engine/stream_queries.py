@@ -1,6 +1,9 @@
 """The output of a plain stream query (``from S[filter] select ... insert into T``) that nothing in the app
 reads, or that the caller asked for by name: each micro-batch's rows of ``T`` go to the stream's sink.
 
+A stream query over a retrieval join's output (``from tempStream select ...``) runs on the driver, where
+the join's rows are made (:func:`apply_stream_query`).
+
 The rows are made in Spark (``engine.derived``) and pass through the driver to the sink, as every sink takes
 them; a row that cannot be an event of ``T`` (a value of the input that is no number, ...) is counted and
 written with its reason to ``<data dir>/streams/<T>/rejected/``, never dropped silently.
@@ -18,9 +21,10 @@ from pyspark.sql import DataFrame
 from tiltframe.engine.derived import derive
 from tiltframe.engine.events import FIELD, RAW, REASON, VALUE, type_events
 from tiltframe.engine.sinks import JsonLinesSink, Sink
-from tiltframe.spec.model import AppSpec
+from tiltframe.retrieval.evaluate import evaluate_column, holds
+from tiltframe.spec.model import AppSpec, StreamQuery
 
-__all__ = ["StreamRows", "StreamTotals", "consumed_streams"]
+__all__ = ["StreamRows", "StreamTotals", "apply_stream_query", "consumed_streams"]
 
 
 @dataclass
@@ -42,6 +46,14 @@ def consumed_streams(app: AppSpec) -> set[str]:
         *(q.request_stream for q in app.queries if q.request_stream is not None),
         *(q.source for q in app.stream_queries),
     }
+
+
+def apply_stream_query(query: StreamQuery, rows: pd.DataFrame) -> pd.DataFrame:
+    """A stream query over rows made on the driver (a retrieval join's output), in pandas: the rows its
+    filter passes (NULL does not), its target's attributes computed from them."""
+    if query.where is not None and not rows.empty:
+        rows = rows[holds(query.where, rows, None)].reset_index(drop=True)
+    return pd.DataFrame({name: evaluate_column(expr, rows, None) for name, expr in query.outputs}, index=rows.index)
 
 
 class StreamRows:

@@ -55,6 +55,8 @@ def build_query(
     if events is not None:
         events = _kids(events)[0]
     name, alias = _name_and_alias(aggregation)
+    if target is not None:  # a stream from here on: stream queries may read it
+        b.known_streams.add(str(target))
     return RetrievalQuery(
         aggregation=name,
         aggregation_alias=alias,

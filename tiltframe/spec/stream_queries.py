@@ -25,32 +25,40 @@ def _fail(message: str, pos: Pos | None) -> DefinitionError:
     return DefinitionError.at(message, pos)
 
 
-def validate_stream_queries(app: AppSpec) -> AppSpec:
+def validate_stream_queries(app: AppSpec, joined: dict[str, StreamDef] | None = None) -> AppSpec:
     """``app`` with its stream queries' outputs filled in and their undefined targets among its streams,
-    each query checked against the stream it reads (which may be another query's target)."""
+    each query checked against the stream it reads (which may be another query's target).
+
+    Queries that read a retrieval join's output are checked in a second call, once the joins are
+    (``joined``: each join's output as a stream, ``validate_retrieval.output_stream``); the first leaves
+    them as written."""
     if not app.stream_queries:
         return app
     streams = {s.name: s for s in app.streams}
     defined = set(streams)
-    writers = Counter(q.target for q in app.stream_queries)
-    tables = {t.stream_name: t.name for t in app.tables}
+    if joined is None:
+        _check_writers(app)
+    joins = {q.insert_into for q in app.queries if q.insert_into is not None} - defined
+    later: set[str] = set()  # targets of queries that read a join's output, however far back
     for q in app.stream_queries:
-        if writers[q.target] > 1:
-            msg = f"stream {q.target} is written by {writers[q.target]} stream queries; one writer per stream is "
-            raise _fail(msg + "supported yet", q.target_pos)
-        if q.target in tables:
-            raise _fail(f"stream {q.target} is the input of table {tables[q.target]}; insert into a table with "
-                        "tiltframe insert", q.target_pos)
-    pending = list(app.stream_queries)
-    checked: dict[int, StreamQuery] = {}
+        if q.source in joins | later:
+            later.add(q.target)
+    sources = {**streams, **(joined or {})}
+    pending = [q for q in app.stream_queries if not q.outputs and (joined is not None or q.source not in joins | later)]
+    checked = dict(enumerate(app.stream_queries))
     while pending:
-        ready = [q for q in pending if q.source in streams]
+        ready = [q for q in pending if q.source in sources]
         if not ready:
             q = pending[0]
-            raise _fail(unknown("stream", q.source, sorted(streams)), q.pos)
+            if q.source in joins:
+                msg = (f"stream {q.source} is the output of a retrieval join that selects every attribute; list its "
+                       "columns in the join's select to read them in a stream query")
+                raise _fail(msg, q.pos)
+            raise _fail(unknown("stream", q.source, sorted(sources)), q.pos)
         for q in ready:
-            query, target = _validate(q, streams[q.source], streams[q.target] if q.target in defined else None)
+            query, target = _validate(q, sources[q.source], streams[q.target] if q.target in defined else None)
             streams.setdefault(q.target, target)
+            sources.setdefault(q.target, target)
             checked[app.stream_queries.index(q)] = query
             pending.remove(q)
     queries = tuple(checked[i] for i in range(len(app.stream_queries)))
@@ -65,6 +73,19 @@ def validate_stream_queries(app: AppSpec) -> AppSpec:
             writer = app.writer_of(source)
             source = writer.source if writer is not None else None
     return app
+
+
+def _check_writers(app: AppSpec) -> None:
+    """One stream query per target, and none into a table's input stream."""
+    writers = Counter(q.target for q in app.stream_queries)
+    tables = {t.stream_name: t.name for t in app.tables}
+    for q in app.stream_queries:
+        if writers[q.target] > 1:
+            msg = f"stream {q.target} is written by {writers[q.target]} stream queries; one writer per stream is "
+            raise _fail(msg + "supported yet", q.target_pos)
+        if q.target in tables:
+            raise _fail(f"stream {q.target} is the input of table {tables[q.target]}; insert into a table with "
+                        "tiltframe insert", q.target_pos)
 
 
 def _validate(q: StreamQuery, source: StreamDef, target: StreamDef | None) -> tuple[StreamQuery, StreamDef]:

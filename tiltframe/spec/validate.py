@@ -31,7 +31,7 @@ from tiltframe.spec.retention import Retention
 from tiltframe.spec.stream_queries import validate_stream_queries
 from tiltframe.spec.validate_continuous import validate_continuous
 from tiltframe.spec.validate_names import validate_names
-from tiltframe.spec.validate_retrieval import validate_query
+from tiltframe.spec.validate_retrieval import output_stream, validate_query
 from tiltframe.timeutil.zones import resolve_zone
 
 _RESERVED = "AGG_"
@@ -84,6 +84,8 @@ def validate_app(app: AppSpec) -> AppSpec:
         with _located(query.pos):
             queries.append(validate_query(app, query))
     app = dataclasses.replace(app, queries=tuple(queries))
+    joined = {q.insert_into: s for q in app.queries if q.insert_into and (s := output_stream(app, q)) is not None}
+    app = validate_stream_queries(app, joined)
     if not app.continuous:
         return app
     seen: dict[str, int] = {}

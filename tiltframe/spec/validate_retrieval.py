@@ -32,7 +32,7 @@ from tiltframe.spec.expressions import (
     calls_of,
     output_name,
 )
-from tiltframe.spec.model import AppSpec, AttrType, OrderItem, OutputItem, RetrievalQuery, StreamDef
+from tiltframe.spec.model import AppSpec, Attribute, AttrType, OrderItem, OutputItem, RetrievalQuery, StreamDef
 
 __all__ = ["RETRIEVAL_AGGREGATES", "aggregate_calls", "is_grouped", "validate_query"]
 
@@ -354,3 +354,29 @@ def _outside_aggregates(expr: Expr) -> tuple[Attr, ...]:
     if isinstance(expr, Call):
         return tuple(a for arg in expr.args for a in _outside_aggregates(arg))
     return ()
+
+
+def output_stream(app: AppSpec, q: RetrievalQuery) -> StreamDef | None:
+    """The rows a validated join inserts into its output stream, as a stream a stream query can read
+    (``from tempStream select ... insert into ...``, as Siddhi apps chain them); None when the join selects
+    no columns by name (every attribute) or inserts nowhere."""
+    from tiltframe.functions import registry
+    from tiltframe.store.layout import expression_type
+
+    if q.insert_into is None or q.select is None:
+        return None
+    scope = _Scope(app, q)
+    sides = dict(scope.types)
+    if scope.request is not None:
+        sides.update({a.name: a.type for a in scope.request.attributes})
+    both = StreamDef("_both", tuple(Attribute(n, t) for n, t in sides.items()))
+    attributes = []
+    for item in q.select:
+        expr = item.expr
+        found = scope.type_of(expr) if isinstance(expr, Attr) else None
+        if found is None and isinstance(expr, Call) and registry.is_aggregate(expr.name):
+            fn = registry.get(expr.name)
+            arg = expression_type(expr.args[0], both) if expr.args else None
+            found = fn.result_type(arg)
+        attributes.append(Attribute(output_name(expr, item.alias), found or expression_type(expr, both)))
+    return StreamDef(q.insert_into, tuple(attributes), pos=q.pos)

@@ -1,0 +1,101 @@
+"""Plain stream queries (``from S[filter] select ... insert into T``) on Spark: the events of ``T`` made from
+the files of ``S`` feed an aggregation, a continuous query and a sink, checked against pandas over the same
+rows; a row ``S`` cannot type is rejected with its own reason wherever it is read, never dropped."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tiltframe as tf
+from tiltframe.engine.sinks import CallbackSink
+from tiltframe.errors import UsageError
+
+pytestmark = pytest.mark.slow
+
+APP = """@eventTime('ts') define stream S (symbol string, price double, volume long, ts long);
+from S[price > 10] select symbol, price * 2 as p, volume, ts insert into T;
+define aggregation A from T select symbol, sum(p) as total, count() as n, max(volume) as top
+  group by symbol aggregate by ts every sec ... min;
+from T[p > 50] select symbol, p insert into U;
+@info(name='w') SELECT symbol, count() AS n, sum(p) AS total FROM tumble(T, ts, 1m) GROUP BY symbol
+  EMIT AFTER WINDOW CLOSE;
+"""
+
+#: Kinds of input rows: what each must become.
+KINDS = ("fine", "iso_time", "filtered", "bad_price", "no_symbol", "nan_price")
+
+row_case = st.lists(st.tuples(st.sampled_from(KINDS), st.sampled_from("ab"), st.integers(11, 60),
+                              st.integers(0, 250_000)), min_size=1, max_size=30)
+
+
+def _row(kind: str, symbol: str, price: int, ts: int) -> dict[str, Any]:
+    row: dict[str, Any] = {"symbol": symbol, "price": price, "volume": price % 7, "ts": ts}
+    if kind == "iso_time":
+        row["ts"] = pd.Timestamp(ts, unit="ms").strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    elif kind == "filtered":
+        row["price"] = price % 11  # at most 10: the filter leaves it out
+    elif kind == "bad_price":
+        row["price"] = "twelve"
+    elif kind == "no_symbol":
+        row["symbol"] = None
+    elif kind == "nan_price":
+        row["price"] = "NaN"  # a missing value: the filter does not pass it (NULL), no rejection
+    return row
+
+
+def _run(tmp: Path, spark: Any, rows: list[dict[str, Any]]) -> tuple[Any, pd.DataFrame, pd.DataFrame]:
+    (tmp / "in").mkdir()
+    (tmp / "in" / "part-0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    app = tf.load_app(APP)
+    got: dict[str, list[pd.DataFrame]] = {"U": [], "w": []}
+    sinks = {name: CallbackSink(lambda _s, r, name=name: got[name].append(r.copy())) for name in got}
+    result = tf.run(app, {"S": str(tmp / "in")}, data_dir=tmp / "data", spark=spark, outputs=sinks)
+    frames = {name: pd.concat(parts, ignore_index=True) if parts else pd.DataFrame() for name, parts in got.items()}
+    return result, frames["U"], frames["w"]
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cases=row_case)
+def test_stream_query_rows_feed_an_aggregation_a_sink_and_a_continuous_query(spark, tmp_path_factory, cases) -> None:
+    tmp = tmp_path_factory.mktemp("sq")
+    rows = [_row(*c) for c in cases]
+    result, u_rows, w_rows = _run(tmp, spark, rows)
+    kinds = pd.DataFrame(cases, columns=["kind", "symbol", "price", "ts"])
+    events = kinds[kinds["kind"].isin(["fine", "iso_time"])].assign(p=lambda f: f["price"] * 2.0,
+                                                                    volume=lambda f: f["price"] % 7)
+    rejected = int(kinds["kind"].isin(["bad_price", "no_symbol"]).sum())
+    totals = result.aggregations["A"]
+    assert (totals.events_aggregated, totals.events_rejected) == (len(events), rejected)
+    answer = tf.query(tf.load_app(APP), 'from A within 0L, 9000000000000L per "minutes" select symbol, total, n, top',
+                      data_dir=tmp / "data")
+    want = events.groupby("symbol").agg(total=("p", "sum"), n=("p", "size"), top=("volume", "max")).reset_index()
+    got = answer.groupby("symbol").agg(total=("total", "sum"), n=("n", "sum"), top=("top", "max")).reset_index()
+    pd.testing.assert_frame_equal(got, want, check_dtype=False)
+    # U: every T event with p > 50, a missing symbol included (U needs none); rejected rows counted apart.
+    no_symbol = kinds[kinds["kind"] == "no_symbol"].assign(symbol=None, p=lambda f: f["price"] * 2.0)
+    want_u = pd.concat([events, no_symbol])
+    want_u = want_u[want_u["p"] > 50]
+    assert sorted(u_rows["p"].tolist() if not u_rows.empty else []) == sorted(want_u["p"].tolist())
+    bad = int((kinds["kind"] == "bad_price").sum())
+    assert (result.streams["U"].rows, result.streams["U"].rejected) == (len(want_u), bad)
+    # The continuous query: one row per symbol and minute of T's events, for the minutes the greatest event
+    # time closed (AFTER WINDOW CLOSE; the input is one micro-batch, so no event is late).
+    closed = events[(events["ts"] // 60_000 + 1) * 60_000 <= events["ts"].max()] if not events.empty else events
+    minutes = closed.assign(minute=closed["ts"] // 60_000).groupby(["symbol", "minute"])
+    want_w = sorted(zip(minutes["p"].size().index.get_level_values(0), minutes["p"].size(), minutes["p"].sum(),
+                        strict=True))
+    got_w = sorted(zip(w_rows["symbol"], w_rows["n"], w_rows["total"], strict=True)) if not w_rows.empty else []
+    assert got_w == [(s, int(n), float(t)) for s, n, t in want_w]
+
+
+def test_an_input_for_a_stream_a_query_writes_is_refused(spark, tmp_path: Path) -> None:
+    said = r"stream T is written by a stream query \(line 2\); give the input to stream S"
+    with pytest.raises(UsageError, match=said):
+        tf.run(tf.load_app(APP), {"T": str(tmp_path)}, data_dir=tmp_path / "data", spark=spark)
