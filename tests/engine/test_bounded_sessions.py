@@ -5,7 +5,6 @@ Spark (``continuous_sim.Sim``), against a sequential reading of the rule over th
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 from typing import Any
 
 import pytest
@@ -13,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.engine.continuous_sim import Sim
-from tests.engine.test_continuous_steps import S, apply, e
+from tests.engine.test_continuous_steps import S, e, replay_sessions
 from tiltframe.errors import DefinitionError
 
 GAP = 1000
@@ -116,29 +115,9 @@ def test_bounded_sessions_match_their_definition(case) -> None:
         S + "SELECT k, window_start, window_end, count() AS n, sum(v) AS t "
         f"FROM session(s, {GAP}ms, {bounds}) GROUP BY k EMIT {{policy}} WITH DELAY {delay}ms AND TIMEOUT 1h;"
     )
-    closed = Sim.of(text.format(policy="AFTER WINDOW CLOSE"))
-    updates = Sim.of(text.format(policy="CHANGELOG ON UPDATE"))
-    times = list(itertools.accumulate(moved for _, moved, _, _ in steps))
-    events = [e(k, float(v), t - lag) for (k, _, lag, v), t in zip(steps, times, strict=True)]
-    cut_at = sorted({0, len(events), *(min(c, len(events)) for c in cuts)})
-    batches = [events[a:b] for a, b in itertools.pairwise(cut_at) if b > a]
-    rows: list[dict[str, Any]] = []
-    view: Counter[tuple[Any, ...]] = Counter()
-    on_time, greatest, arrived = [], None, []
-    for i, batch in enumerate(batches):
-        fresh = [x for x in batch if greatest is None or x["ts"] >= greatest - delay]
-        on_time += fresh
-        greatest = max([x["ts"] for x in batch] + ([greatest] if greatest is not None else []))
-        arrived.append(([(x["k"], x["ts"], x["v"]) for x in fresh], greatest - delay))
-        rows += closed.step(batch, now=i)
-        apply(view, updates.step(batch, now=i))
-    rows += closed.step(now=10**8)
-    apply(view, updates.step(now=10**8))
+    replayed = replay_sessions(text, steps, cuts, delay)
     keep = (brackets in ("closed", "end_left_out"), brackets in ("closed", "start_left_out"))
-    expected = oracle(arrived, keep)
-    assert sorted(rows, key=lambda r: (r["k"], r["window_start"])) == expected
-    assert sorted(view.elements()) == sorted(tuple(r.values()) for r in expected)
-    assert sum(r["tf_out"] == "late" for r in closed.records) == len(events) - len(on_time)
+    replayed.check(oracle(replayed.arrived, keep))
 
 
 @pytest.mark.parametrize(("bracket", "end", "n"), [("]", 2501, 3), (")", 2500, 2)])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -233,6 +234,34 @@ def test_sessions_match_their_definition(case) -> None:
         S + "SELECT k, window_start, window_end, count() AS n, sum(v) AS t "
         f"FROM session(s, {GAP}ms{size}) GROUP BY k EMIT {{policy}} WITH DELAY {delay}ms AND TIMEOUT 1h;"
     )
+    replayed = replay_sessions(text, steps, cuts, delay)
+    replayed.check(session_oracle(replayed.arrived, max_length))
+
+
+@dataclass
+class Replay:
+    """A session query replayed by ``replay_sessions``: the rows AFTER WINDOW CLOSE emitted, the view a
+    changelog of ON UPDATE rows left, the on-time events of each batch with the watermark after it, and how
+    many events were late."""
+
+    rows: list[dict[str, Any]]
+    view: Counter[tuple[Any, ...]]
+    arrived: list[tuple[list[tuple[str, int, float]], int]]
+    late: int
+    counted_late: int
+
+    def check(self, expected: list[dict[str, Any]]) -> None:
+        """Both policies give ``expected`` (rows ordered by key and window start), and every late event was
+        counted."""
+        assert sorted(self.rows, key=lambda r: (r["k"], r["window_start"])) == expected
+        assert sorted(self.view.elements()) == sorted(tuple(r.values()) for r in expected)
+        assert self.counted_late == self.late
+
+
+def replay_sessions(text: str, steps: list[tuple[str, int, int, int]], cuts: list[int], delay: int) -> Replay:
+    """``text`` (a query with ``{policy}``) under AFTER WINDOW CLOSE and CHANGELOG ON UPDATE over generated
+    events: each step (key, time moved on, lag behind that time, value), cut into micro-batches at ``cuts``;
+    at the end TIMEOUT closes what is open."""
     closed = Sim.of(text.format(policy="AFTER WINDOW CLOSE"))
     updates = Sim.of(text.format(policy="CHANGELOG ON UPDATE"))
     times = list(itertools.accumulate(moved for _, moved, _, _ in steps))
@@ -241,20 +270,18 @@ def test_sessions_match_their_definition(case) -> None:
     batches = [events[a:b] for a, b in itertools.pairwise(bounds) if b > a]
     rows: list[dict[str, Any]] = []
     view: Counter[tuple[Any, ...]] = Counter()
-    on_time, greatest, arrived = [], None, []
+    on_time, greatest, arrived = 0, None, []
     for i, batch in enumerate(batches):
         fresh = [x for x in batch if greatest is None or x["ts"] >= greatest - delay]
-        on_time += fresh
+        on_time += len(fresh)
         greatest = max([x["ts"] for x in batch] + ([greatest] if greatest is not None else []))
         arrived.append(([(x["k"], x["ts"], x["v"]) for x in fresh], greatest - delay))
         rows += closed.step(batch, now=i)
         apply(view, updates.step(batch, now=i))
     rows += closed.step(now=10**8)
     apply(view, updates.step(now=10**8))
-    expected = session_oracle(arrived, max_length)
-    assert sorted(rows, key=lambda r: (r["k"], r["window_start"])) == expected
-    assert sorted(view.elements()) == sorted(tuple(r.values()) for r in expected)
-    assert sum(r["tf_out"] == "late" for r in closed.records) == len(events) - len(on_time)
+    counted = sum(r["tf_out"] == "late" for r in closed.records)
+    return Replay(rows, view, arrived, len(events) - on_time, counted)
 
 
 def apply(view: Counter[tuple[Any, ...]], rows: list[dict[str, Any]]) -> None:
