@@ -107,10 +107,9 @@ class Run:
             names = ", ".join(s.name for s in app.streams)
             msg = f"--input names stream(s) {', '.join(strangers)} not defined in the app (streams: {names})"
             raise UsageError(msg)
-        written = [(name, app.writer_of(name)) for name in inputs if app.writer_of(name) is not None]
-        if written:
-            name, writer = written[0]
-            assert writer is not None
+        made = [(name, writer) for name in inputs if (writer := app.writer_of(name)) is not None]
+        if made:
+            name, writer = made[0]
             line = f" (line {writer.pos.line})" if writer.pos else ""
             msg = (f"--input {name}: stream {name} is written by a stream query{line}; give the input to stream "
                    f"{app.root_stream(name)}, whose events it is made from")
