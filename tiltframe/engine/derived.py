@@ -16,29 +16,13 @@ from pyspark.sql import functions as F
 from tiltframe.engine.events import ARRIVAL_PART, FIELD, PRIOR_PROBLEM, PRIOR_RAW, RAW, REASON, VALUE, type_events
 from tiltframe.engine.expressions import to_column
 from tiltframe.spec.expressions import Attr
-from tiltframe.spec.model import AppSpec, StreamQuery
+from tiltframe.spec.model import AppSpec
+from tiltframe.spec.stream_queries import chain
 
-__all__ = ["derive", "derive_key", "writers"]
+__all__ = ["derive"]
 
 #: Whether the query's filter passes a row (a column of one step, dropped after it).
 _KEPT = "_tiltframe_stream_kept"
-
-
-def writers(app: AppSpec, stream: str) -> list[StreamQuery]:
-    """The stream queries from ``stream``'s input stream to ``stream``, in order (none for an input stream)."""
-    chain: list[StreamQuery] = []
-    writer = app.writer_of(stream)
-    while writer is not None:
-        chain.insert(0, writer)
-        writer = app.writer_of(writer.source)
-    return chain
-
-
-def derive_key(app: AppSpec, stream: str) -> tuple[object, ...]:
-    """What makes ``stream``'s rows from its input's: the chain's sources, filters and outputs (a checkpoint
-    kept for one chain is not reused for another)."""
-    return tuple((q.source, q.target, str(q.where), tuple((n, str(e)) for n, e in q.outputs))
-                 for q in writers(app, stream))
 
 
 def derive(raw: DataFrame, app: AppSpec, stream: str, time_attribute: str | None = None) -> DataFrame:
@@ -47,13 +31,13 @@ def derive(raw: DataFrame, app: AppSpec, stream: str, time_attribute: str | None
     ``time_attribute`` is the attribute of ``stream`` its reader takes as event time: where a query selects
     it as it is, the source's attribute is read as a time too (an ISO text for a long, as the reader would),
     as is a source's declared ``@eventTime``."""
-    chain = writers(app, stream)
+    queries = chain(app, stream)
     times: list[str | None] = []
-    for query in reversed(chain):
+    for query in reversed(queries):
         expr = dict(query.outputs).get(time_attribute) if time_attribute is not None else None
         time_attribute = expr.name if isinstance(expr, Attr) else None
         times.insert(0, time_attribute)
-    for query, time in zip(chain, times, strict=True):
+    for query, time in zip(queries, times, strict=True):
         source = app.stream(query.source)
         typed = type_events(raw, source, required=(), time_attribute=time or source.event_time, arrival_ms=0)
         problem = F.struct(*(F.col(c).alias(f) for c, f in ((REASON, "reason"), (FIELD, "field"), (VALUE, "value"))))

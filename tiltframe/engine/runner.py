@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from tiltframe.engine.continuous import ContinuousRun, ContinuousTotals
-from tiltframe.engine.derived import derive, derive_key
+from tiltframe.engine.derived import derive
 from tiltframe.engine.events import REASON, type_events
 from tiltframe.engine.failures import BatchFailed, describe_failure, said_where
 from tiltframe.engine.file_batches import BAD_FILE_POLICIES, FileBatches
@@ -43,6 +43,7 @@ from tiltframe.errors import UsageError, unknown
 from tiltframe.retrieval.retrieve import retrieve
 from tiltframe.spec.expressions import attributes_of
 from tiltframe.spec.model import AppSpec, RetrievalQuery
+from tiltframe.spec.stream_queries import chain_key
 from tiltframe.spec.validate import check_runnable
 from tiltframe.store.compaction import Compactor
 from tiltframe.store.layout import AggregationLayout
@@ -226,7 +227,7 @@ class Run:
                 continue
             events = source if isinstance(source, DataFrame) else read_stream(
                 self.spark, source, self.app.stream(self.app.root_stream(handler.target)))
-            digest = hashlib.sha256(repr(derive_key(self.app, handler.target)).encode()).hexdigest()[:12]
+            digest = hashlib.sha256(repr(chain_key(self.app, handler.target)).encode()).hexdigest()[:12]
             checkpoint = self.checkpoint_root / f"stream-{handler.target}-{digest}"
             self._start(events, f"tiltframe-stream-{handler.target}", checkpoint, handler)
 

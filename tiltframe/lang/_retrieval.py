@@ -34,7 +34,7 @@ def build_query(
     ``validate_retrieval`` and ``stream_queries``."""
     source, join, on, within, per, select, group_by, having, order_by, limit, offset, insert = _kids(tree)
     check_annotations(annotations, "a retrieval query", "a retrieval query", b.error)
-    if within is None and join is None and _is_stream(b, source):
+    if within is None and join is None and _is_stream(b, source, insert is not None):
         return _stream_query(b, tree, annotations)
     _refuse_stream_query(b, tree, source, join, within)
     aggregation, request = _sides(b, source, _kids(join)[0] if join is not None else None)
@@ -79,10 +79,11 @@ def build_query(
     )
 
 
-def _is_stream(b: SpecBuilder, source: ParseTree) -> bool:
-    """Whether a query reads a stream: one defined or written before, or any name with a filter after it."""
+def _is_stream(b: SpecBuilder, source: ParseTree, inserts: bool) -> bool:
+    """Whether a query reads a stream: one defined or written before, or any name but an aggregation's with a
+    filter after it or an ``insert into`` (a stream a later statement may write)."""
     name = _name_and_alias(source)[0]
-    return name in b.known_streams or (bool(_handlers(source)) and name not in b.known_aggregations)
+    return name in b.known_streams or ((bool(_handlers(source)) or inserts) and name not in b.known_aggregations)
 
 
 def _stream_query(b: SpecBuilder, tree: ParseTree, annotations: list[RawAnnotation]) -> StreamQuery:

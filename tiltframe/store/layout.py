@@ -112,6 +112,9 @@ class AggregationLayout:
     partitioned: bool = False
     #: The pre-aggregated table this rollup stores, whose definition the store records and follows.
     table: TableSpec | None = field(default=None, compare=False)
+    #: The stream queries that make the source's events (``spec.stream_queries.chain_key``): a changed filter
+    #: or select changes what the rollup holds.
+    source_queries: tuple[object, ...] = ()
 
     @classmethod
     def of(cls, app: AppSpec, name: str, *, partition_by_default: bool = False) -> AggregationLayout:
@@ -121,7 +124,9 @@ class AggregationLayout:
         partitioned = partition_by_default if agg.partition_by_id is None else agg.partition_by_id
         partitioned = partitioned or agg.workers is not None  # a pre-aggregated table's workers
         table = next((t for t in app.tables if t.name == name and t.preaggregation is not None), None)
-        layout = cls(agg, app.stream(agg.source), app.zone_of(agg), partitioned, table)
+        from tiltframe.spec.stream_queries import chain_key
+
+        layout = cls(agg, app.stream(agg.source), app.zone_of(agg), partitioned, table, chain_key(app, agg.source))
         if partitioned and SHARD_ID in layout.column_types:
             from tiltframe.errors import DefinitionError
 
@@ -268,6 +273,7 @@ class AggregationLayout:
                 self.spec.time_attribute,
                 self.spec.granularities,
                 self.zone,
+                *((self.source_queries,) if self.source_queries else ()),  # older rollups keep their digest
             )
         )
         return hashlib.sha256(shape.encode()).hexdigest()[:16]
