@@ -99,3 +99,30 @@ def test_an_input_for_a_stream_a_query_writes_is_refused(spark, tmp_path: Path) 
     said = r"stream T is written by a stream query \(line 2\); give the input to stream S"
     with pytest.raises(UsageError, match=said):
         tf.run(tf.load_app(APP), {"T": str(tmp_path)}, data_dir=tmp_path / "data", spark=spark)
+
+
+def test_a_stream_query_makes_a_join_s_requests(spark, tmp_path: Path) -> None:
+    """Requests filtered and renamed by a stream query before the join answers them; a request the query's
+    input cannot type is counted as rejected, one the filter leaves out is not answered."""
+    app = tf.load_app(
+        "define stream S (symbol string, price double, ts long);\n"
+        "define aggregation A from S select symbol, sum(price) as total group by symbol aggregate by ts every sec;\n"
+        "define stream Raw (sym string, per string, wanted int);\n"
+        "from Raw[wanted == 1] select sym as symbol, per insert into Req;\n"
+        "from Req join A on A.symbol == Req.symbol within 0L, 10000L per Req.per "
+        "select AGG_TIMESTAMP, A.symbol, total insert into Out;\n"
+    )
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [
+        {"symbol": "a", "price": 1.5, "ts": 1000}, {"symbol": "a", "price": 2.0, "ts": 2500},
+        {"symbol": "b", "price": 4.0, "ts": 1000}]))
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [
+        {"sym": "a", "per": "seconds", "wanted": 1}, {"sym": "b", "per": "seconds", "wanted": 0},
+        {"sym": "b", "per": "seconds", "wanted": "yes"}]))
+    got: list[pd.DataFrame] = []
+    result = tf.run(app, {"S": str(tmp_path / "s"), "Raw": str(tmp_path / "r")}, data_dir=tmp_path / "data",
+                    spark=spark, outputs={"Out": CallbackSink(lambda _s, r: got.append(r.copy()))})
+    rows = pd.concat(got, ignore_index=True)
+    assert rows[["AGG_TIMESTAMP", "symbol", "total"]].values.tolist() == [[1000, "a", 1.5], [2000, "a", 2.0]]
+    assert result.requests_rejected == 1

@@ -445,8 +445,11 @@ def validate(app_file: AppArg) -> None:
     streams = Table(title="streams", title_justify="left")
     streams.add_column("stream")
     streams.add_column("attributes")
+    streams.add_column("events")
     for s in spec.streams:
-        streams.add_row(s.name, ", ".join(f"{a.name} {a.type.value}" for a in s.attributes))
+        writer = spec.writer_of(s.name)
+        made = "input" if writer is None else f"from {writer.source}" + (f"[{writer.where}]" if writer.where else "")
+        streams.add_row(s.name, ", ".join(f"{a.name} {a.type.value}" for a in s.attributes), made)
     out.print(streams)
     aggs = Table(title="aggregations", title_justify="left")
     for c in ("aggregation", "from", "group by", "by", "every", "tables"):
