@@ -17,7 +17,6 @@ from tiltframe.engine.events import ARRIVAL_PART, FIELD, PRIOR_PROBLEM, PRIOR_RA
 from tiltframe.engine.expressions import to_column
 from tiltframe.spec.expressions import Attr
 from tiltframe.spec.model import AppSpec
-from tiltframe.spec.stream_queries import chain
 
 __all__ = ["derive"]
 
@@ -31,7 +30,7 @@ def derive(raw: DataFrame, app: AppSpec, stream: str, time_attribute: str | None
     ``time_attribute`` is the attribute of ``stream`` its reader takes as event time: where a query selects
     it as it is, the source's attribute is read as a time too (an ISO text for a long, as the reader would),
     as is a source's declared ``@eventTime``."""
-    queries = chain(app, stream)
+    queries = app.chain(stream)
     times: list[str | None] = []
     for query in reversed(queries):
         expr = dict(query.outputs).get(time_attribute) if time_attribute is not None else None

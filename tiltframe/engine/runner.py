@@ -43,7 +43,6 @@ from tiltframe.errors import UsageError, unknown
 from tiltframe.retrieval.retrieve import retrieve
 from tiltframe.spec.expressions import attributes_of
 from tiltframe.spec.model import AppSpec, RetrievalQuery
-from tiltframe.spec.stream_queries import chain_key
 from tiltframe.spec.validate import check_runnable
 from tiltframe.store.compaction import Compactor
 from tiltframe.store.layout import AggregationLayout
@@ -227,7 +226,7 @@ class Run:
                 continue
             events = source if isinstance(source, DataFrame) else read_stream(
                 self.spark, source, self.app.stream(self.app.root_stream(handler.target)))
-            digest = hashlib.sha256(repr(chain_key(self.app, handler.target)).encode()).hexdigest()[:12]
+            digest = hashlib.sha256(repr(self.app.chain_key(handler.target)).encode()).hexdigest()[:12]
             checkpoint = self.checkpoint_root / f"stream-{handler.target}-{digest}"
             self._start(events, f"tiltframe-stream-{handler.target}", checkpoint, handler)
 

@@ -351,6 +351,21 @@ class AppSpec:
         writer = self.writer_of(stream)
         return stream if writer is None else self.root_stream(writer.source)
 
+    def chain(self, stream: str) -> list[StreamQuery]:
+        """The stream queries from ``stream``'s input stream to ``stream``, in order (none for an input)."""
+        found: list[StreamQuery] = []
+        writer = self.writer_of(stream)
+        while writer is not None:
+            found.insert(0, writer)
+            writer = self.writer_of(writer.source)
+        return found
+
+    def chain_key(self, stream: str) -> tuple[object, ...]:
+        """What makes ``stream``'s events from its input's: each query's source, filter and outputs.  Part of
+        what a rollup or a checkpoint of ``stream`` is, so a changed filter is never taken for the old one."""
+        return tuple((q.source, q.target, str(q.where), tuple((n, str(e)) for n, e in q.outputs))
+                     for q in self.chain(stream))
+
     def aggregation(self, name: str, pos: Pos | None = None) -> AggregationSpec:
         return find_named("aggregation", name, self.aggregations, pos)
 

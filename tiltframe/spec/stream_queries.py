@@ -18,24 +18,7 @@ from tiltframe.functions import registry, scalars
 from tiltframe.spec.expressions import Attr, Binary, Call, Expr, ListLiteral, Pos, Unary
 from tiltframe.spec.model import AppSpec, Attribute, AttrType, OutputItem, StreamDef, StreamQuery
 
-__all__ = ["chain", "chain_key", "validate_stream_queries"]
-
-
-def chain(app: AppSpec, stream: str) -> list[StreamQuery]:
-    """The stream queries from ``stream``'s input stream to ``stream``, in order (none for an input stream)."""
-    found: list[StreamQuery] = []
-    writer = app.writer_of(stream)
-    while writer is not None:
-        found.insert(0, writer)
-        writer = app.writer_of(writer.source)
-    return found
-
-
-def chain_key(app: AppSpec, stream: str) -> tuple[object, ...]:
-    """What makes ``stream``'s events from its input's: each query's source, filter and outputs.  Part of
-    what a rollup or a checkpoint of ``stream`` is, so a changed filter is never taken for the old one."""
-    return tuple((q.source, q.target, str(q.where), tuple((n, str(e)) for n, e in q.outputs))
-                 for q in chain(app, stream))
+__all__ = ["validate_stream_queries"]
 
 
 def _fail(message: str, pos: Pos | None) -> DefinitionError:

@@ -112,7 +112,7 @@ class AggregationLayout:
     partitioned: bool = False
     #: The pre-aggregated table this rollup stores, whose definition the store records and follows.
     table: TableSpec | None = field(default=None, compare=False)
-    #: The stream queries that make the source's events (``spec.stream_queries.chain_key``): a changed filter
+    #: The stream queries that make the source's events (``AppSpec.chain_key``): a changed filter
     #: or select changes what the rollup holds.
     source_queries: tuple[object, ...] = ()
 
@@ -124,9 +124,7 @@ class AggregationLayout:
         partitioned = partition_by_default if agg.partition_by_id is None else agg.partition_by_id
         partitioned = partitioned or agg.workers is not None  # a pre-aggregated table's workers
         table = next((t for t in app.tables if t.name == name and t.preaggregation is not None), None)
-        from tiltframe.spec.stream_queries import chain_key
-
-        layout = cls(agg, app.stream(agg.source), app.zone_of(agg), partitioned, table, chain_key(app, agg.source))
+        layout = cls(agg, app.stream(agg.source), app.zone_of(agg), partitioned, table, app.chain_key(agg.source))
         if partitioned and SHARD_ID in layout.column_types:
             from tiltframe.errors import DefinitionError
 
