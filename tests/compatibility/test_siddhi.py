@@ -405,7 +405,7 @@ def test_siddhi_case(spark, tmp_path: Path, case: Case) -> None:
 @pytest.mark.slow
 def test_cli_answers_an_on_demand_query_with_group_by(spark, tmp_path: Path) -> None:
     """SelectOptimisationAggregationTestCase.aggregationFunctionTestcase9 through ``tiltframe query``; a
-    stream query given to it is refused as not supported yet, at its position, with exit code 2."""
+    stream query given to it is refused (it runs in an app), at its position, with exit code 2."""
     case = next(c for c in CASES if c.origin.endswith("aggregationFunctionTestcase9"))
     _answer(spark, tmp_path, case)
     (tmp_path / "app.siddhi").write_text(case.app)
@@ -415,7 +415,7 @@ def test_cli_answers_an_on_demand_query_with_group_by(spark, tmp_path: Path) -> 
     assert sorted((r["symbol"], r["count"]) for r in json.loads(done.stdout)) == sorted(case.expected)
     refused = CliRunner().invoke(cli, [*args[:2], "from stockStream[price > 10] select symbol", *args[2:]])
     assert refused.exit_code == 2
-    assert "a stream query over stream stockStream (with a filter [...]) is not supported yet" in refused.output
+    assert "a stream query (from stockStream ...) runs as part of an app" in refused.output
     assert "line 1, column 1" in refused.output
 
 

@@ -72,6 +72,8 @@ class SpecBuilder:
     def __init__(self, text: str, known_aggregations: Collection[str] = ()) -> None:
         self.text = text
         self.known_aggregations = set(known_aggregations)
+        #: A query given alone (``tiltframe query``), not in an app: a stream query has no app to run in.
+        self.one_query = False
         self.known_streams: set[str] = set()
         #: ``define table`` statements (``parse_app`` checks them and adds them to the AppSpec).
         self.tables: list[TableSpec] = []
@@ -144,11 +146,9 @@ class SpecBuilder:
 
     def query_text(self, tree: ParseTree) -> RetrievalQuery:
         *annotations, body = _present(_kids(tree))
+        self.one_query = True
         query = self.query(body, [self.annotation(a) for a in annotations])
-        if isinstance(query, StreamQuery):
-            msg = (f"a stream query (from {query.source} ... insert into {query.target}) runs as part of an app, "
-                   "with its streams: put it in the app file and run the app")
-            raise self.error(msg, query.pos)
+        assert isinstance(query, RetrievalQuery)  # a stream query is refused alone (_retrieval._stream_query)
         return query
 
     def continuous_text(self, tree: ParseTree) -> ContinuousQuery:

@@ -90,6 +90,10 @@ def _stream_query(b: SpecBuilder, tree: ParseTree, annotations: list[RawAnnotati
     """``from S[filter] select ... insert into T``: one filter at most, and none of a retrieval's clauses."""
     source, _, on, _, _, select, group_by, having, order_by, limit, offset, insert = _kids(tree)
     name, alias = _name_and_alias(source)
+    if b.one_query:
+        msg = (f"a stream query (from {name} ...) runs as part of an app, with its streams: put it in the app "
+               "file and run the app; a query given alone retrieves from an aggregation (within ... per ...)")
+        raise b.error(msg, b.pos(tree))
     handlers = _handlers(source)
     for handler in handlers:
         if handler.data != "stream_filter":
