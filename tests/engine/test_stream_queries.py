@@ -126,3 +126,30 @@ def test_a_stream_query_makes_a_join_s_requests(spark, tmp_path: Path) -> None:
     rows = pd.concat(got, ignore_index=True)
     assert rows[["AGG_TIMESTAMP", "symbol", "total"]].values.tolist() == [[1000, "a", 1.5], [2000, "a", 2.0]]
     assert result.requests_rejected == 1
+
+
+def test_the_cli_runs_stream_queries_from_a_csv_with_a_header(tmp_path: Path) -> None:
+    """``tiltframe run`` over a CSV file (header, a quoted comma, ISO and epoch times, a bad price) in a
+    folder with a space: the aggregation over the derived stream gets its events (no 'no --input' note),
+    and the stream nothing reads goes to its output with its rejected row counted."""
+    from typer.testing import CliRunner
+
+    from tiltframe.cli.app import app as cli
+
+    folder = tmp_path / "in dir"
+    folder.mkdir()
+    (folder / "trades (1).csv").write_text(
+        'symbol,price,volume,ts\nA,20,1,2024-01-01T00:00:01Z\nB,x,1,2024-01-01T00:00:02Z\n"B, Inc",40,1,1704067203000\n'
+    )
+    (tmp_path / "app.siddhi").write_text(APP)
+    args = ["run", str(tmp_path / "app.siddhi"), "--input", f"S={folder}", "-d", str(tmp_path / "data"),
+            "--output", f"U=jsonl:{tmp_path / 'out'}"]
+    done = CliRunner().invoke(cli, args)
+    assert done.exit_code == 0, done.output
+    assert "has no --input" not in done.output
+    assert "stream U: 1 events written, 1 events rejected" in done.output
+    rows = [json.loads(line) for f in (tmp_path / "out").glob("*.jsonl") for line in f.read_text().splitlines()]
+    assert [(r["symbol"], r["p"]) for r in rows] == [("B, Inc", 80.0)]
+    answer = tf.query(tf.load_app(APP), 'from A within "2024-01-01 00:00:00", "2024-01-02 00:00:00" per "minutes" '
+                      "select symbol, total, n", data_dir=tmp_path / "data")
+    assert sorted(answer[["symbol", "total", "n"]].values.tolist()) == [["A", 40.0, 1], ["B, Inc", 80.0, 1]]

@@ -185,10 +185,9 @@ def run(
             err.print("note: no --input given; the aggregations receive no events")
         fed = {spec.input_stream(name) for name in inputs}
         for agg in spec.aggregations:
-            if agg.source not in fed and inputs:
-                err.print(
-                    f"note: stream {agg.source} has no --input; aggregation {agg.name} receives no events"
-                )
+            root = spec.root_stream(agg.source)  # a stream that stream queries make: their input stream
+            if root not in fed and inputs:
+                err.print(f"note: stream {root} has no --input; aggregation {agg.name} receives no events")
 
         from tiltframe.engine.sinks import sink_for
         from tiltframe.engine.sources import FileInput

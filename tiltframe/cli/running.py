@@ -85,7 +85,7 @@ def print_run_summary(
         table.add_column(style="bold")
         table.add_column(justify="right")
         if t is None:
-            console.print(f"aggregation {agg.name}: only read (stream {agg.source} has no --input)")
+            console.print(f"aggregation {agg.name}: only read (stream {spec.root_stream(agg.source)} has no --input)")
             continue
         table.add_row(
             "micro-batches", f"{t.batches:,}" + (f" (+{t.skipped} already committed)" if t.skipped else "")
