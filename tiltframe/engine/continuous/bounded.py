@@ -16,8 +16,6 @@ the watermark (no later event can start a session before them).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
@@ -33,11 +31,11 @@ from tiltframe.engine.continuous.columns import (
     PIECE,
     WE,
     WS,
+    StepParts,
     is_empty,
 )
 from tiltframe.engine.continuous.states import TS, build_states
-from tiltframe.spec.continuous import ContinuousQuery, Window
-from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout
+from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP
 
 #: The order of flags at one event time (starting events first, ending ones last), and back: the same
 #: permutation, since it swaps 0 and 1, and 2 and 3.
@@ -46,20 +44,8 @@ _RANK = np.array([1, 0, 3, 2])
 NO_SESSION = np.iinfo(np.int64).min
 
 
-class BoundedSessions:
+class BoundedSessions(StepParts):
     """The bounded-session part of one processor call."""
-
-    query: ContinuousQuery
-    window: Window
-    layout: AggregationLayout
-    now: Any
-    open: pd.DataFrame | None
-
-    def marks(self, frame: pd.DataFrame) -> np.ndarray | None:
-        raise NotImplementedError
-
-    def _merge(self, rows: pd.DataFrame) -> pd.DataFrame:
-        raise NotImplementedError
 
     def _take_bounded(self, events: pd.DataFrame) -> None:
         """New events as one partial state per (event time, flags, key), merged into the segments kept, and

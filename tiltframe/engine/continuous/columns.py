@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from tiltframe.engine.event_time import event_time_ms
 from tiltframe.engine.events import SPARK_TYPES
 from tiltframe.engine.expressions import to_column
-from tiltframe.spec.continuous import EMIT_VERSION, ContinuousQuery, EmitPolicy
+from tiltframe.spec.continuous import EMIT_VERSION, ContinuousQuery, Emit, EmitPolicy, Window
 from tiltframe.spec.expressions import Attr
 from tiltframe.spec.model import StreamDef
 from tiltframe.store.layout import AggregationLayout
@@ -78,6 +78,38 @@ class ProcessorConfig:
     layout: AggregationLayout
     output_names: tuple[str, ...]
     output_dtypes: dict[str, str]
+
+
+class StepParts:
+    """What the parts of one processor call (``sessions.py``, ``bounded.py``, ``emission.py``, ``tilt.py``)
+    read and call on ``step.Step``, which holds the state and defines these methods: declared once here."""
+
+    config: ProcessorConfig
+    query: ContinuousQuery
+    window: Window
+    emit: Emit
+    layout: AggregationLayout
+    keys: list[str]
+    now: Any
+    open: pd.DataFrame | None
+    emitted: pd.DataFrame | None
+    sessions: pd.DataFrame | None
+    out: list[pd.DataFrame]
+
+    def marks(self, frame: pd.DataFrame) -> np.ndarray | None:
+        raise NotImplementedError
+
+    def _merge(self, rows: pd.DataFrame) -> pd.DataFrame:
+        raise NotImplementedError
+
+    def _crossed(self, interval: int | None) -> bool:
+        raise NotImplementedError
+
+    def _groups(self) -> pd.DataFrame:
+        raise NotImplementedError
+
+    def _emit_rows(self, groups: pd.DataFrame, *, only_changes: bool, kinds: np.ndarray) -> None:
+        raise NotImplementedError
 
 
 def extra_columns(query: ContinuousQuery, stream: StreamDef) -> list[Column]:

@@ -27,7 +27,7 @@ from tiltframe.engine.continuous.columns import (
     SL,
     WE,
     WS,
-    ProcessorConfig,
+    StepParts,
     hits,
     is_empty,
     version_outputs,
@@ -39,37 +39,14 @@ from tiltframe.spec.continuous import (
     EMIT_VERSION,
     WINDOW_END,
     WINDOW_START,
-    ContinuousQuery,
-    Emit,
     EmitPolicy,
-    Window,
     WindowKind,
 )
 from tiltframe.store.layout import AGG_COUNT, AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP
 
 
-class Emission:
+class Emission(StepParts):
     """The emitting part of one processor call."""
-
-    config: ProcessorConfig
-    query: ContinuousQuery
-    window: Window
-    emit: Emit
-    keys: list[str]
-    now: Any
-    open: pd.DataFrame | None
-    emitted: pd.DataFrame | None
-    sessions: pd.DataFrame | None
-    out: list[pd.DataFrame]
-
-    def marks(self, frame: pd.DataFrame) -> np.ndarray | None:
-        raise NotImplementedError
-
-    def _groups(self) -> pd.DataFrame:
-        raise NotImplementedError
-
-    def _crossed(self, interval: int | None) -> bool:
-        raise NotImplementedError
 
     def _emit(self) -> None:
         if is_empty(self.open):

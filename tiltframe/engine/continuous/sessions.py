@@ -4,8 +4,6 @@ moves.  A mixin of ``step.Step``, which holds the state it works on."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
@@ -25,26 +23,12 @@ from tiltframe.engine.continuous.columns import (
     is_empty,
 )
 from tiltframe.engine.continuous.states import TS, build_states
-from tiltframe.spec.continuous import ContinuousQuery, Window, WindowKind
-from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout
+from tiltframe.spec.continuous import WindowKind
+from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP
 
 
 class Sessions(BoundedSessions):
     """The session part of one processor call."""
-
-    query: ContinuousQuery
-    window: Window
-    layout: AggregationLayout
-    now: Any
-    open: pd.DataFrame | None
-    emitted: pd.DataFrame | None
-    sessions: pd.DataFrame | None
-
-    def marks(self, frame: pd.DataFrame) -> np.ndarray | None:
-        raise NotImplementedError
-
-    def _merge(self, rows: pd.DataFrame) -> pd.DataFrame:
-        raise NotImplementedError
 
     def _take_session(self, events: pd.DataFrame) -> None:
         """New events as one partial state per (event time, key), then every segment of the bucket cut into

@@ -24,11 +24,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tiltframe.engine.continuous.columns import ROW, WE, WS, ProcessorConfig, is_empty
+from tiltframe.engine.continuous.columns import ROW, WE, WS, StepParts, is_empty
 from tiltframe.engine.continuous.states import SEQ, TS, build_states
 from tiltframe.retrieval.merge import merge_rows
-from tiltframe.spec.continuous import TILT_SIZE, Window
-from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
+from tiltframe.spec.continuous import TILT_SIZE
+from tiltframe.store.layout import AGG_TIMESTAMP
 
 LEVEL = "_level"
 COUNTED = "_counted"  # size windows: inputs counted since the last emission
@@ -46,21 +46,8 @@ class _Level:
     next: float = np.nan
 
 
-class Tilt:
+class Tilt(StepParts):
     """The tilt-frame part of one processor call."""
-
-    config: ProcessorConfig
-    window: Window
-    layout: AggregationLayout
-    keys: list[str]
-    now: Any
-    open: pd.DataFrame | None
-    emitted: pd.DataFrame | None
-    sessions: pd.DataFrame | None
-    out: list[pd.DataFrame]
-
-    def _emit_rows(self, groups: pd.DataFrame, *, only_changes: bool, kinds: np.ndarray) -> None:
-        raise NotImplementedError
 
     def _take_tilt(self, events: pd.DataFrame) -> None:
         levels = self.window.levels
