@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tiltframe.cli.output import to_json
+from tiltframe.retrieval.formats import to_json
 
 
 def test_decimals_and_numpy_scalars_become_plain_numbers() -> None:

@@ -8,6 +8,7 @@ Exit codes: 0 success, 1 runtime or data error, 2 usage error or invalid definit
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated
 
@@ -33,10 +34,12 @@ from tiltframe.cli.options import (
     resolve_data_dir,
     store_location,
 )
-from tiltframe.cli.output import csv_text, records, result_table, stderr_console, stdout_console, to_json
+from tiltframe.cli.output import result_table, stderr_console, stdout_console
 from tiltframe.cli.progress import RunProgress
 from tiltframe.cli.running import print_run_summary, wait_interruptibly
+from tiltframe.cli.serving import TokenOpt, serve, serve_beside
 from tiltframe.errors import UsageError, unknown
+from tiltframe.retrieval.formats import csv_text, records, to_json
 from tiltframe.timeutil.parse import format_ts
 
 #: What other modules (the demo) and older callers import from here.
@@ -157,6 +160,14 @@ def run(
         typer.Option("--rebuild", help="Drop what the store holds of the aggregations fed here and their "
                      "checkpoints, then read every input again (after the store was replaced or emptied)."),
     ] = False,
+    serve_port: Annotated[
+        int | None,
+        typer.Option("--serve", metavar="PORT", min=0, max=65535,
+                     help="Serve the API, the page and /metrics on PORT while the pipeline runs "
+                     "(as tiltframe serve; with its status and figures)."),
+    ] = None,
+    serve_host: Annotated[str, typer.Option("--serve-host", help="The address --serve listens on.")] = "127.0.0.1",
+    token: TokenOpt = None,
 ) -> None:
     """Aggregate the input streams into the store and run the continuous queries (everything available, or
     --follow until Ctrl-C)."""
@@ -202,35 +213,46 @@ def run(
             for name, path in inputs.items()
         }
         sinks = {name: sink_for(path) for name, path in outputs.items()}
-        if (err.is_terminal or logs.settings.verbose) and not logs.settings.json:
-            err.print(f"starting Spark ({master or 'default master'}) ...", style="dim")
-        spark = logs.start_spark(master, directory)
-        started = time.monotonic()
-        logged = logs.settings.verbose or logs.settings.debug or logs.settings.json
-        progress = RunProgress(err, [a.name for a in spec.aggregations], follow=follow, logged=logged)
-        with progress:
-            handle = api.start(
-                spec,
-                file_inputs,
-                data_dir=directory,
-                spark=spark,
-                follow=follow,
-                outputs=sinks,
-                on_batch=progress.on_batch,
-                max_files_per_trigger=max_files_per_trigger,
-                shard_id=deployment.shard_id,
-                partition_by_id=deployment.partition_by_id,
-                on_bad_file=on_bad_file,
-                rebuild=rebuild,
-                checkpoint_dir=checkpoint_dir,
-            )
-            try:
-                result, interrupted = wait_interruptibly(handle, progress)
-            finally:
-                handle.close()
-        if interrupted and not logs.settings.json:
-            err.print("stopped by Ctrl-C")
-        print_run_summary(out, spec, result, directory, time.monotonic() - started, checkpoint_dir)
+        from tiltframe.http.status import PipelineStatus
+
+        status = PipelineStatus([a.name for a in spec.aggregations])
+        with ExitStack() as cleanup:
+            if serve_port is not None:  # listening before Spark starts: a port in use fails at once
+                cleanup.callback(serve_beside(spec, directory, serve_port, serve_host, token, status, err).stop)
+            if (err.is_terminal or logs.settings.verbose) and not logs.settings.json:
+                err.print(f"starting Spark ({master or 'default master'}) ...", style="dim")
+            spark = logs.start_spark(master, directory)
+            started = time.monotonic()
+            logged = logs.settings.verbose or logs.settings.debug or logs.settings.json
+            progress = RunProgress(err, [a.name for a in spec.aggregations], follow=follow, logged=logged)
+            status.listeners.append(progress.on_batch)
+            with progress:
+                handle = api.start(
+                    spec,
+                    file_inputs,
+                    data_dir=directory,
+                    spark=spark,
+                    follow=follow,
+                    outputs=sinks,
+                    on_batch=status.on_batch,
+                    max_files_per_trigger=max_files_per_trigger,
+                    shard_id=deployment.shard_id,
+                    partition_by_id=deployment.partition_by_id,
+                    on_bad_file=on_bad_file,
+                    rebuild=rebuild,
+                    checkpoint_dir=checkpoint_dir,
+                )
+                try:
+                    result, interrupted = wait_interruptibly(handle, progress)
+                finally:
+                    handle.close()
+                    status.stopped()
+            if interrupted and not logs.settings.json:
+                err.print("stopped by Ctrl-C")
+            print_run_summary(out, spec, result, directory, time.monotonic() - started, checkpoint_dir)
+
+
+app.command()(serve)
 
 
 # --- query --------------------------------------------------------------------------------------------

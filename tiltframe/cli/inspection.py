@@ -11,7 +11,8 @@ from rich.console import Console
 from rich.table import Table
 
 from tiltframe.cli.options import store_location
-from tiltframe.cli.output import cell, records, ts_or_none
+from tiltframe.cli.output import cell, ts_or_none
+from tiltframe.retrieval.formats import records
 from tiltframe.spec.lateness import Lateness
 from tiltframe.spec.retention import Retention
 from tiltframe.timeutil.parse import format_ts

@@ -127,11 +127,9 @@ def is_local(path: str) -> bool:
 def output_streams(spec: AppSpec) -> list[str]:
     """What ``--output`` may name: the output streams of retrieval joins, stream queries and the continuous
     queries."""
-    from tiltframe.engine.runner import continuous_name
-
     joins = [q.insert_into or q.name or f"query{i}" for i, q in enumerate(spec.queries) if q.request_stream is not None]
     streams = [q.target for q in spec.stream_queries]
-    return [*joins, *streams, *(continuous_name(spec, i) for i in range(len(spec.continuous)))]
+    return [*joins, *streams, *(spec.continuous_name(i) for i in range(len(spec.continuous)))]
 
 
 def store_location(spec: AppSpec, agg: AggregationSpec, data_dir: Path) -> Path | str:

@@ -162,7 +162,7 @@ class Run:
             if source is None:
                 logger.info("stream %s has no input; continuous query %s receives no events", cq.stream, i)
                 continue
-            name = continuous_name(app, i)
+            name = app.continuous_name(i)
             events = self._events(source, cq.stream, cq.window.time_attribute)
             handle = ContinuousRun(app, cq, events, self.outputs.get(name) or ConsoleSink(), data_dir=self.data_dir,
                                    spark=self.spark, name=name, follow=follow, trigger_interval=trigger_interval,
@@ -327,11 +327,6 @@ class Run:
         """Close the stores (after :meth:`wait` or :meth:`stop`)."""
         self.stores.close()
         self.readers.close()
-
-
-def continuous_name(app: AppSpec, index: int) -> str:
-    """A continuous query's name: its ``@info(name=...)``, else ``continuous<i>`` (0-based, text order)."""
-    return app.continuous[index].name or f"continuous{index}"
 
 
 class _RetrievalBatch:

@@ -386,6 +386,10 @@ class AppSpec:
                 return q
         raise DefinitionError(unknown("continuous query", name, [q.name for q in self.continuous if q.name]))
 
+    def continuous_name(self, index: int) -> str:
+        """A continuous query's name: its ``@info(name=...)``, else ``continuous<i>`` (0-based, text order)."""
+        return self.continuous[index].name or f"continuous{index}"
+
     def zone_of(self, agg: AggregationSpec) -> str:
         """The time zone buckets of ``agg`` follow: its own, else the app's, else GMT (seed 001)."""
         return agg.timezone or self.timezone or "UTC"

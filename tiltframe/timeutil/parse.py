@@ -139,6 +139,13 @@ def within_range(start: object, end: object = None) -> tuple[int, int]:
     return s, e
 
 
+def iso_ts(ms: int | None, zone: str = "UTC") -> str | None:
+    """Epoch milliseconds as ISO-8601 with the offset in ``zone`` (``2024-01-01T09:00:00+09:00``); None for none."""
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, tz=resolve_zone(zone)).isoformat(timespec="milliseconds")
+
+
 def format_ts(ms: int | None, zone: str = "UTC") -> str:
     """Epoch milliseconds as ``yyyy-MM-dd HH:mm:ss`` in ``zone`` (GMT by default); ``-`` for none."""
     if ms is None:

@@ -1,0 +1,278 @@
+"""The HTTP API, the page and ``/metrics`` of ``tiltframe serve`` (FastAPI; docs/http.md).
+
+Every error is JSON ``{"error", "line", "column", "hint"}`` with the status that says whose it is: 400 a
+bad query or parameter, 401 a missing or wrong token, 404 an unknown aggregation, 503 a store that
+cannot be read; never a stack trace (an unexpected failure is logged and answered 500 without one).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+import secrets
+import time
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import PlainTextResponse, Response
+from fastapi.staticfiles import StaticFiles
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from tiltframe.errors import DefinitionError, StoreError, TiltframeError
+from tiltframe.http.metrics import Metrics
+from tiltframe.http.reader import NotFound, Reader
+from tiltframe.retrieval.formats import csv_text, records, to_json
+from tiltframe.timeutil.parse import iso_ts
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from tiltframe.http.status import PipelineStatus
+    from tiltframe.spec.model import AppSpec
+
+logger = logging.getLogger(__name__)
+
+ARROW = "application/vnd.apache.arrow.stream"
+FORMATS = ("json", "csv", "arrow")
+#: The token's environment variable (``--token`` wins).
+TOKEN_ENV = "TILTFRAME_TOKEN"
+_DID_YOU_MEAN = re.compile(r" — (did you mean '[^']*'\?)")
+
+
+class QueryBody(BaseModel):
+    """``POST /api/query``'s body."""
+
+    query: str
+
+
+class Json(Response):
+    """JSON of whatever the stores and pandas give (Decimals, numpy scalars, NaN as null)."""
+
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return to_json(content).encode()
+
+
+def error_body(message: str, *, line: int | None = None, column: int | None = None,
+               hint: str | None = None) -> dict[str, Any]:
+    """The one error shape; a "did you mean" in the message becomes the hint."""
+    found = _DID_YOU_MEAN.search(message)
+    if found and hint is None:
+        hint = found.group(1)
+    return {"error": message, "line": line, "column": column, "hint": hint}
+
+
+def create_app(app_spec: AppSpec, data_dir: str | Path, *, token: str | None = None,
+               status: PipelineStatus | None = None, metrics: Metrics | None = None) -> FastAPI:
+    """The server of ``app_spec``'s data in ``data_dir`` (read-only).  ``status`` is the pipeline running
+    in this process (``tiltframe run --serve``), if any; ``token``: every API request needs
+    ``Authorization: Bearer <token>`` (the page's static files need none: they hold no data)."""
+    metrics = metrics or Metrics()
+    reader = Reader(app_spec, data_dir, metrics)
+    metrics.watch_store(reader.infos, lambda: _watermarks(status))
+    server = FastAPI(title="tiltframe", summary="Rollups of event streams: retrieval, series, status, metrics",
+                     version=_version())
+    server.state.reader = reader
+    server.state.metrics = metrics
+    server.router.on_shutdown.append(reader.close)
+
+    def authorized(request: Request) -> None:
+        if token is None:
+            return
+        given = request.headers.get("authorization", "")
+        scheme, _, value = given.partition(" ")
+        if scheme.lower() != "bearer" or not secrets.compare_digest(value.strip().encode(), token.encode()):
+            raise _Unauthorized("missing or wrong token" if given else "this server needs a token")
+
+    auth = [Depends(authorized)]
+
+    @server.middleware("http")
+    async def count(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        started = time.perf_counter()
+        response = await call_next(request)
+        route = request.scope.get("route")
+        path = getattr(route, "path", None) or "/"  # the page's files have no route of their own
+        metrics.requests.labels(request.method, path, str(response.status_code)).inc()
+        metrics.request_seconds.labels(path).observe(time.perf_counter() - started)
+        return response
+
+    _errors(server)
+
+    @server.get("/api/aggregations", dependencies=auth, response_class=Json)
+    def aggregations() -> Any:
+        """Each aggregation (keys, measures, granularities, zone, stored range and rows per level, event
+        counts), the continuous queries and the tables."""
+        return Json(reader.catalog())
+
+    @server.get("/api/aggregations/{name}", dependencies=auth, response_class=Json)
+    def aggregation(name: str) -> Any:
+        """One aggregation, as in the list."""
+        return Json(reader.aggregation(name))
+
+    @server.get("/api/aggregations/{name}/series", dependencies=auth, response_class=Json)
+    def series(
+        name: str,
+        per: str | None = None,
+        measure: str | None = None,
+        start: str | None = None,
+        end: str | None = None,
+        within: Annotated[list[str] | None, Query()] = None,
+        on: str | None = None,
+        max_series: Annotated[int, Query(ge=1, le=1000)] = 10,
+    ) -> Any:
+        """One measure per ``per`` bucket and key, for a chart: ``points`` are ``[AGG_TIMESTAMP, value]``.
+        The range is ``within`` (a pattern, or a start and an end, as in a query) or ``start`` / ``end``
+        (ISO-8601 or epoch ms; GMT unless an offset is given), else everything stored; ``on`` filters as
+        a query's ``on`` does."""
+        s = reader.series(name, per=per, measure=measure, start=start, end=end, within=within, on=on,
+                          max_series=max_series)
+        return Json({
+            "aggregation": s.aggregation, "per": s.per, "measure": s.measure, "zone": s.zone,
+            "group_by": list(s.keys), "start": s.start, "end": s.end, "series": s.lines, "series_total": s.total,
+        })
+
+    @server.post("/api/query", dependencies=auth, response_class=Json)
+    def query(body: QueryBody, request: Request, format: str | None = None) -> Any:
+        """Answer a retrieval (``from Agg within ... per ... select ...``) or ``SELECT ... FROM <table>``
+        over a pre-aggregated table: JSON ``{"columns", "rows"}``, or ``?format=csv`` / ``arrow`` (or the
+        Accept header ``text/csv`` / ``application/vnd.apache.arrow.stream``)."""
+        fmt = format or _accepted(request.headers.get("accept", ""))
+        if fmt not in FORMATS:
+            raise TiltframeError(f"unknown format '{fmt}' (expected one of: {', '.join(FORMATS)})")
+        frame, zone = reader.query(body.query)
+        if fmt == "csv":
+            return Response(csv_text(frame), media_type="text/csv; charset=utf-8")
+        if fmt == "arrow":
+            return Response(_arrow(frame), media_type=ARROW)
+        return Json({"columns": [str(c) for c in frame.columns], "zone": zone, "rows": records(frame)})
+
+    @server.get("/api/status", dependencies=auth, response_class=Json)
+    def pipeline_status() -> Any:
+        """The pipeline running in this process (null when the server runs alone) and each aggregation's
+        committed totals in the store."""
+        live = status.document() if status is not None else None
+        stored: dict[str, Any] = {}
+        for name, info in reader.infos():
+            if isinstance(info, TiltframeError):
+                stored[name] = {"error": str(info)}
+                continue
+            doc = {"batches": info.batches, "events_read": info.events_read,
+                   "events_aggregated": info.events_aggregated, "events_moved": info.events_moved,
+                   "events_rejected": info.events_rejected, "events_per_second": None, "last_batch_at": None}
+            watermark = info.max_event_ts
+            run = live["aggregations"].get(name) if live is not None else None
+            if run is not None:
+                doc |= {k: run[k] for k in ("events_per_second", "last_batch_at", "last_batch_seconds")}
+                doc["run"] = run
+                if run["watermark"] is not None:
+                    watermark = max(watermark if watermark is not None else run["watermark"], run["watermark"])
+            doc["watermark"] = watermark
+            doc["watermark_time"] = iso_ts(watermark, reader.layout(name).zone)
+            stored[name] = doc
+        pipeline = None if live is None else {k: live[k] for k in ("running", "started_at", "uptime_seconds")}
+        return Json({"pipeline": pipeline, "aggregations": stored})
+
+    @server.get("/api/rejected/{name}", dependencies=auth, response_class=Json)
+    def rejected(name: str, limit: Annotated[int, Query(ge=1, le=10_000)] = 100) -> Any:
+        """The latest rejected (or moved) events of aggregation ``name``, newest first, with their reasons."""
+        frame = reader.rejected(name, limit)
+        zone = reader.layout(name).zone
+        rows = records(frame)
+        for row in rows:
+            ts = row.get("event_timestamp")
+            row["event_time"] = iso_ts(int(ts), zone) if ts is not None else None
+        return Json({"aggregation": name, "rows": rows})
+
+    @server.get("/metrics", dependencies=auth, include_in_schema=False)
+    def prometheus() -> Response:
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    static = Path(str(resources.files("tiltframe.http") / "static"))
+    if (static / "index.html").is_file():  # after the routes: the page's relative URLs (app.js, vendor/...)
+        server.mount("/", StaticFiles(directory=static, html=True), name="page")
+    else:  # a checkout whose page is missing: say so instead of a bare 404
+        @server.get("/", include_in_schema=False)
+        def no_page() -> PlainTextResponse:
+            return PlainTextResponse("the page's files are missing from this installation (tiltframe/http/static); "
+                                     "the API is at /api and /docs", status_code=404)
+    return server
+
+
+class _Unauthorized(TiltframeError):
+    pass
+
+
+def _errors(server: FastAPI) -> None:
+    """Every failure as the one JSON error shape, with the status that says whose it is."""
+
+    def reply(status_code: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
+        return Json(body, status_code=status_code, headers=headers)
+
+    @server.exception_handler(DefinitionError)
+    async def definition(_: Request, exc: DefinitionError) -> Response:
+        return reply(400, error_body(exc.message, line=exc.line, column=exc.column))
+
+    @server.exception_handler(TiltframeError)
+    async def tiltframe(_: Request, exc: TiltframeError) -> Response:
+        if isinstance(exc, _Unauthorized):
+            return reply(401, error_body(str(exc), hint="send the header 'Authorization: Bearer <token>'"),
+                         {"WWW-Authenticate": "Bearer"})
+        if isinstance(exc, NotFound):
+            return reply(404, error_body(str(exc)))
+        if isinstance(exc, StoreError):
+            return reply(503, error_body(str(exc)))
+        return reply(400, error_body(str(exc)))
+
+    @server.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> Response:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        return reply(400, error_body(f"invalid request: {problems}"))
+
+    @server.exception_handler(StarletteHTTPException)
+    async def http(_: Request, exc: StarletteHTTPException) -> Response:
+        return reply(exc.status_code, error_body(str(exc.detail)), getattr(exc, "headers", None))
+
+    @server.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        logger.exception("%s %s failed", request.method, request.url.path)
+        return reply(500, error_body(f"internal error ({type(exc).__name__}); the server's log has the details"))
+
+
+def _accepted(accept: str) -> str:
+    if ARROW in accept:
+        return "arrow"
+    if "text/csv" in accept:
+        return "csv"
+    return "json"
+
+
+def _arrow(frame: Any) -> bytes:
+    import pyarrow as pa
+
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+def _watermarks(status: PipelineStatus | None) -> dict[str, int | None]:
+    if status is None:
+        return {}
+    return {name: a["watermark"] for name, a in status.document()["aggregations"].items()}
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tiltframe")
+    except PackageNotFoundError:
+        return "0"

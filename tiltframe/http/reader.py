@@ -1,0 +1,229 @@
+"""The server's reads: one read-only connection to each store for the server's life, and the answers the
+routes turn into JSON (queries, chart series, the catalog, rejected events).
+
+Nothing here writes: the stores are opened read-only, as ``tiltframe query`` opens them.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tiltframe.errors import DefinitionError, QueryError, TiltframeError, unknown
+from tiltframe.http.catalog import aggregation_document, continuous_documents, measures, table_documents
+from tiltframe.retrieval.retrieve import retrieve
+from tiltframe.spec.durations import Granularity
+from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
+from tiltframe.store.registry import StoreRegistry
+from tiltframe.timeutil.parse import parse_timestamp, within_range
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from tiltframe.http.metrics import Metrics
+    from tiltframe.spec.model import AppSpec
+    from tiltframe.store.base import AggregationInfo
+
+#: ``within`` of a series without a range: every bucket a store can hold (years 1 to 9999).
+ALL_TIME = (-62_135_596_800_000, 253_402_300_800_000)
+
+
+class NotFound(TiltframeError):
+    """A name in the URL (an aggregation) that the app does not define: HTTP 404."""
+
+
+@dataclass(frozen=True)
+class Series:
+    """A chart's data: one line of ``(AGG_TIMESTAMP, value)`` points per key, the first ``len(lines)`` of
+    ``total`` keys in key order."""
+
+    aggregation: str
+    per: str
+    measure: str
+    zone: str
+    keys: tuple[str, ...]
+    start: int
+    end: int
+    lines: list[dict[str, Any]]
+    total: int
+
+
+class Reader:
+    """Read-only access to the stores of one app for a server's life (thread-safe: each read is one
+    transaction on a connection of its own)."""
+
+    def __init__(self, app: AppSpec, data_dir: str | Path, metrics: Metrics | None = None) -> None:
+        self.app = app
+        self.data_dir = Path(data_dir)
+        self.stores = StoreRegistry(self.data_dir, read_only=True)
+        self.metrics = metrics
+
+    def close(self) -> None:
+        self.stores.close()
+
+    def layout(self, name: str) -> AggregationLayout:
+        """The aggregation ``name`` (not a pre-aggregated table's rollup), or :class:`NotFound`."""
+        if name not in {a.name for a in self.app.aggregations}:
+            raise NotFound(unknown("aggregation", name, [a.name for a in self.app.aggregations]))
+        return AggregationLayout.of(self.app, name)
+
+    # --- catalog ------------------------------------------------------------------------------------------
+
+    def info(self, name: str) -> AggregationInfo:
+        layout = self.layout(name)
+        return self.stores.for_aggregation(layout.spec).info(layout)
+
+    def infos(self) -> list[tuple[str, AggregationInfo | TiltframeError]]:
+        """Each aggregation's info, or the error its store gave (for metrics: one bad store hides nothing else)."""
+        out: list[tuple[str, AggregationInfo | TiltframeError]] = []
+        for agg in self.app.aggregations:
+            try:
+                out.append((agg.name, self.info(agg.name)))
+            except TiltframeError as exc:
+                out.append((agg.name, exc))
+        return out
+
+    def catalog(self) -> dict[str, Any]:
+        return {
+            "aggregations": [self.aggregation(a.name) for a in self.app.aggregations],
+            "continuous": continuous_documents(self.app),
+            "tables": table_documents(self.app),
+        }
+
+    def aggregation(self, name: str) -> dict[str, Any]:
+        return aggregation_document(self.app, name, self.info(name))
+
+    def rejected(self, name: str, limit: int) -> pd.DataFrame:
+        layout = self.layout(name)
+        return self.stores.for_aggregation(layout.spec).rejected(layout, limit)
+
+    # --- answers ------------------------------------------------------------------------------------------
+
+    def query(self, text: str) -> tuple[pd.DataFrame, str]:
+        """The answer of a retrieval or of ``SELECT ... FROM <table>``, and the zone of its times."""
+        from tiltframe.lang import parse_retrieval
+        from tiltframe.lang.parser import parse_table_query
+        from tiltframe.retrieval.select import select
+
+        if text.lstrip()[:6].lower() == "select":  # SQL over a pre-aggregated table
+            q = parse_table_query(text, self.app)
+            with self._timed(q.table):
+                frame = select(self.app, q, self.stores.for_spec(self.app.table(q.table).store))
+            return frame, self.app.timezone or "UTC"
+        retrieval = parse_retrieval(text, self.app)
+        if retrieval.request_stream is not None:
+            msg = f"this query joins request stream {retrieval.request_stream}; ask in the on-demand form (from ...)"
+            raise QueryError(msg)
+        layout = AggregationLayout.of(self.app, retrieval.aggregation)
+        with self._timed(layout.name):
+            frame = retrieve(layout, self.stores.for_aggregation(layout.spec), retrieval)
+        return frame, layout.zone
+
+    def series(self, name: str, *, per: str | None, measure: str | None, start: str | None = None,
+               end: str | None = None, within: list[str] | None = None, on: str | None = None,
+               max_series: int = 10) -> Series:
+        """One measure per ``per`` bucket and key over a range (default: everything stored), for charts.
+
+        ``on`` is a condition in the query language (``symbol == "IBM"``); its errors point into it.
+        """
+        layout = self.layout(name)
+        g = _granularity(layout, per)
+        numeric = [m["name"] for m in measures(layout) if m["numeric"]]
+        if measure is None:
+            if not numeric:
+                raise QueryError(f"aggregation {name} has no numeric measure to draw")
+            measure = numeric[0]
+        elif measure not in numeric:
+            raise QueryError(unknown("numeric measure of " + name, measure, numeric))
+        s, e = _range(start, end, within)
+        keys = [k.name for k in layout.keys]
+        prefix = f"from {name} on "
+        text = (f"{prefix}{on} " if on else f"from {name} ") + (f"within {s}L, {e}L per \"{g}\" "
+                f"select {', '.join([AGG_TIMESTAMP, *keys, measure])}")
+        try:
+            from tiltframe.lang import parse_retrieval
+
+            query = parse_retrieval(text, self.app)
+        except DefinitionError as exc:
+            if on and exc.line == 1 and exc.column is not None and exc.column > len(prefix):
+                raise DefinitionError(f"in on: {exc.message}", line=1, column=exc.column - len(prefix)) from None
+            raise
+        with self._timed(name):
+            frame = retrieve(layout, self.stores.for_aggregation(layout.spec), query)
+        groups = frame.groupby(keys, sort=True, dropna=False) if keys else [((), frame)]
+        lines: list[dict[str, Any]] = []
+        total = 0
+        for key, rows in groups:
+            total += 1
+            if len(lines) >= max_series:
+                continue
+            values = key if isinstance(key, tuple) else (key,)
+            lines.append({
+                "key": dict(zip(keys, (_plain(v) for v in values), strict=True)),
+                "label": ", ".join(str(_plain(v)) for v in values) or measure,
+                "points": [[int(t), _plain(v)] for t, v in zip(rows[AGG_TIMESTAMP], rows[measure], strict=True)],
+            })
+        return Series(name, str(g), measure, layout.zone, tuple(keys), s, e, lines, total)
+
+    def _timed(self, name: str) -> _Timer:
+        return _Timer(self.metrics, name)
+
+
+class _Timer:
+    """Observes a retrieval's latency into the metrics (when there are any)."""
+
+    def __init__(self, metrics: Metrics | None, name: str) -> None:
+        self.metrics, self.name, self.started = metrics, name, 0.0
+
+    def __enter__(self) -> None:
+        self.started = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.metrics is not None:
+            self.metrics.retrieval_seconds.labels(self.name).observe(time.perf_counter() - self.started)
+
+
+def _granularity(layout: AggregationLayout, per: str | None) -> Granularity:
+    if per is None:
+        return layout.spec.granularities[-1]
+    try:
+        return layout.spec.granularity(Granularity.parse(per))
+    except DefinitionError as exc:
+        raise QueryError(f"per: {exc.message}") from None
+
+
+def _range(start: str | None, end: str | None, within: list[str] | None) -> tuple[int, int]:
+    """``[start, end)`` in epoch ms from ``within`` (a pattern, or two times) or ``start`` / ``end`` (ISO
+    times or epoch ms; an open side reaches as far as a store can hold)."""
+    if within:
+        if start is not None or end is not None:
+            raise QueryError("give either within or start/end, not both")
+        if len(within) > 2:
+            raise QueryError(f"within takes a pattern or a start and an end, got {len(within)} values")
+        return within_range(*(_number(w) for w in within))
+    s = parse_timestamp(_number(start)) if start else ALL_TIME[0]
+    e = parse_timestamp(_number(end)) if end else ALL_TIME[1]
+    if s >= e:
+        raise QueryError(f"start {start!r} must be before end {end!r} (the range is [start, end))")
+    return s, e
+
+
+def _number(text: str | None) -> str | int | None:
+    """Epoch milliseconds given as digits are numbers; anything else is a time text."""
+    if text is not None and text.strip().lstrip("-").isdigit():
+        return int(text)
+    return text
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-ready scalar: numpy scalars as Python ones, NaN as None."""
+    item = getattr(value, "item", None)
+    if callable(item) and type(value).__module__ == "numpy":
+        value = item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+

@@ -1,0 +1,98 @@
+"""What the pipeline running in this process has done, for ``GET /api/status`` and the page's panel.
+
+Fed by the run's ``on_batch`` callback (Spark's listener thread) and read by request threads, so every
+access holds one lock.  The figures are this process's; the store's committed totals (which survive a
+restart) are the catalog's (:mod:`tiltframe.http.catalog`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tiltframe.engine.reports import BatchReport
+
+#: Batches kept per aggregation for the events/s figure (the rate over the latest ones).
+RATE_WINDOW = 10
+
+
+@dataclass
+class _AggStatus:
+    batches: int = 0
+    skipped: int = 0
+    events_read: int = 0
+    events_aggregated: int = 0
+    events_moved: int = 0
+    events_rejected: int = 0
+    rows_written: int = 0
+    rows_purged: int = 0
+    files_rejected: int = 0
+    watermark: int | None = None
+    last_batch_at: int | None = None
+    last_batch_id: int | None = None
+    last_batch_seconds: float | None = None
+    #: (events, seconds) of the latest batches.
+    recent: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=RATE_WINDOW))
+
+    def add(self, r: BatchReport, now_ms: int) -> None:
+        self.last_batch_at = now_ms
+        self.last_batch_id = r.batch_id
+        self.last_batch_seconds = r.seconds
+        self.rows_purged += r.rows_purged
+        if r.skipped:
+            self.skipped += 1
+            return
+        s = r.stats
+        self.batches += 1
+        self.events_read += s.events_read
+        self.events_aggregated += s.events_aggregated
+        self.events_moved += s.events_moved
+        self.events_rejected += s.events_rejected
+        self.rows_written += r.rows_written
+        self.files_rejected += r.files_rejected
+        if s.max_event_ts is not None:
+            self.watermark = max(self.watermark or s.max_event_ts, s.max_event_ts)
+        self.recent.append((s.events_read, r.seconds))
+
+    def document(self) -> dict[str, Any]:
+        events = sum(n for n, _ in self.recent)
+        seconds = sum(t for _, t in self.recent)
+        doc = {k: v for k, v in vars(self).items() if k != "recent"}
+        doc["events_per_second"] = round(events / seconds, 1) if seconds > 0 else None
+        return doc
+
+
+class PipelineStatus:
+    """The running pipeline's micro-batches per aggregation; :meth:`on_batch` is the run's callback."""
+
+    def __init__(self, aggregations: list[str]) -> None:
+        self._lock = threading.Lock()
+        self._aggs = {name: _AggStatus() for name in aggregations}
+        self.started_at = int(time.time() * 1000)
+        self._started = time.monotonic()
+        self.running = True
+        #: Also called with each report (the server's metrics).
+        self.listeners: list[Callable[[BatchReport], None]] = []
+
+    def on_batch(self, report: BatchReport) -> None:
+        with self._lock:
+            self._aggs.setdefault(report.aggregation, _AggStatus()).add(report, int(time.time() * 1000))
+        for listener in self.listeners:
+            listener(report)
+
+    def stopped(self) -> None:
+        with self._lock:
+            self.running = False
+
+    def document(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "running": self.running,
+                "started_at": self.started_at,
+                "uptime_seconds": round(time.monotonic() - self._started, 3),
+                "aggregations": {name: a.document() for name, a in self._aggs.items()},
+            }
