@@ -48,8 +48,10 @@ def serve(
         directory = resolve_data_dir(data_dir)
         sock = bind(host, port)
         server = create_app(spec, directory, token=token)
-    announce(stderr_console(), spec, directory, host, sock.getsockname()[1], token)
+    err = stderr_console()
+    announce(err, spec, directory, host, sock.getsockname()[1], token)
     serve_on(server, sock)
+    err.print("stopped")
 
 
 def serve_beside(spec: AppSpec, directory: Path, port: int, host: str, token: str | None,

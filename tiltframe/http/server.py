@@ -40,8 +40,14 @@ def _config(app: FastAPI) -> uvicorn.Config:
 
 
 def serve_on(app: FastAPI, sock: socket.socket) -> None:
-    """Serve on a bound socket (:func:`bind`) in the foreground until Ctrl-C / SIGTERM."""
-    uvicorn.Server(_config(app)).run(sockets=[sock])
+    """Serve on a bound socket (:func:`bind`) in the foreground until Ctrl-C or SIGTERM, then return: uvicorn
+    finishes the requests under way and raises the signal again, which is the normal way to stop here."""
+    try:
+        uvicorn.Server(_config(app)).run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sock.close()
 
 
 class BackgroundServer:
