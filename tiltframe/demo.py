@@ -378,6 +378,8 @@ def run_demo(
         soft_wrap=True,
     )
     out.print(f"  tiltframe inspect {app_arg} --data-dir {dir_arg}", highlight=False, soft_wrap=True)
+    out.print(f"  tiltframe serve {app_arg} --data-dir {dir_arg}   # the API and a page with charts: "
+              f"http://127.0.0.1:8000/", highlight=False, soft_wrap=True)
     out.print(
         f"  tiltframe run {app_arg} --input TradeStream={shlex.quote(str(input_dir))} "
         f"--data-dir {dir_arg} --follow   # then drop more files into the input directory",

@@ -177,6 +177,8 @@ def test_a_token_guards_every_request_but_the_page(served: Served) -> None:
             refused = anonymous.post("/api/query", json={"query": QUERY})
             assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
             assert anonymous.get("/").status_code == 200  # the page holds no data; it asks for the token
+            described = anonymous.get("/openapi.json").json()["paths"]  # nor does the API's description
+            assert {"/api/query", "/api/aggregations", "/api/status"} <= set(described)
         with guarded.client(token="wrong") as wrong:
             assert wrong.get("/api/status").status_code == 401
         with guarded.client() as right:
@@ -216,3 +218,29 @@ def test_reads_leave_the_embedded_store_unchanged(spark: object, tmp_path: Path)
             assert c.get("/metrics").status_code == 200
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
     assert sorted(p.name for p in db.parent.iterdir()) == files
+
+
+@pytest.mark.slow
+def test_select_over_a_pre_aggregated_table(spark: object, tmp_path: Path) -> None:
+    import tiltframe as tf
+
+    app = tf.load_app("""@preaggregate(workers='2')
+define table AdImpressions (time long, site string, clicked int)
+    preaggregate by time every min
+    dimensions site
+    measures count() as impressions, sum(clicked) as clicks;
+""")
+    rows = pd.DataFrame([{"time": T0 + i * 7_000, "site": "a" if i % 3 else "b", "clicked": i % 2} for i in range(90)])
+    tf.insert(app, "AdImpressions", rows, data_dir=tmp_path / "data", spark=spark)
+    want = rows.groupby("site", as_index=False).agg(impressions=("clicked", "size"), clicks=("clicked", "sum"))
+    with serving(app, tmp_path / "data", rows, 0) as s, s.client() as c:
+        answer = c.post("/api/query", json={"query": "SELECT site, impressions, clicks FROM AdImpressions "
+                                                     "GROUP BY site ORDER BY site"}).json()
+        wrong = c.post("/api/query", json={"query": "SELECT site, clicked FROM AdImpressions"})
+        catalog = c.get("/api/aggregations").json()
+    assert answer["rows"] == want.to_dict("records")
+    assert wrong.status_code == 400 and wrong.json()["line"] == 1
+    (table,) = catalog["tables"]
+    assert (table["name"], table["preaggregated"], table["interval"], table["dimensions"]) == (
+        "AdImpressions", True, "minutes", ["site"])
+    assert table["measures"] == ["count() as impressions", "sum(clicked) as clicks"]

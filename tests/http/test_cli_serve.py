@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -130,3 +131,17 @@ def test_run_serves_its_status_and_new_files(tmp_path: Path) -> None:
         assert 'tiltframe_process_events_read_total{aggregation="TradeAggregation"} 402.0' in metrics
     summary = "".join(lines)
     assert "stopped by Ctrl-C" in summary
+
+
+def test_the_demo_ends_with_a_serve_command_that_serves_its_data(tmp_path: Path) -> None:
+    data = tmp_path / "demo data"
+    done = subprocess.run([sys.executable, "-m", "tiltframe", "demo", "--events", "3000", "--days", "3", "--files",
+                           "2", "-d", str(data)], capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    (line,) = [x for x in done.stdout.splitlines() if x.strip().startswith("tiltframe serve ")]
+    command = shlex.split(line.split("#")[0])[1:]
+    with started([*command, "--port", "0"]) as (url, _):
+        (agg,) = httpx.get(url + "/api/aggregations", timeout=30).json()["aggregations"]
+    counted = re.search(r"monthly rollups count ([\d,]+) trades", done.stdout)
+    assert counted is not None, done.stdout
+    assert agg["events"]["aggregated"] + agg["events"]["moved"] == int(counted.group(1).replace(",", ""))
