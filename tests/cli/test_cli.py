@@ -53,7 +53,7 @@ def app_file(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("command", [[], ["run"], ["query"], ["inspect"], ["purge"], ["validate"], ["demo"]])
+@pytest.mark.parametrize("command", [[], ["run"], ["query"], ["inspect"], ["purge"], ["validate"], ["demo"], ["serve"]])
 def test_help_on_every_command(command: list[str]) -> None:
     result = runner.invoke(app, [*command, "--help"])
     assert result.exit_code == 0, result.output

@@ -244,3 +244,34 @@ define table AdImpressions (time long, site string, clicked int)
     assert (table["name"], table["preaggregated"], table["interval"], table["dimensions"]) == (
         "AdImpressions", True, "minutes", ["site"])
     assert table["measures"] == ["count() as impressions", "sum(clicked) as clicks"]
+    minutes = rows["time"] // 60_000 * 60_000
+    assert (table["first_interval"], table["last_interval"]) == (minutes.min(), minutes.max())
+    assert minutes.nunique() <= table["rows"] <= 2 * rows.groupby([minutes, rows["site"]]).ngroups  # 2 workers
+
+
+@pytest.mark.slow
+def test_series_of_an_aggregation_without_keys_in_another_zone(spark: object, tmp_path: Path) -> None:
+    """Days start at Kolkata's midnight (18:30 GMT the day before); one line, labelled by the measure."""
+    import tiltframe as tf
+    from tests.http.served import trades, write_csv
+
+    app = tf.load_app("""define stream S (symbol string, price double, quantity long, timestamp long);
+@timezone('Asia/Kolkata')
+define aggregation Daily from S select sum(quantity) as total aggregate by timestamp every day ... month;
+""")
+    inbox = tmp_path / "in"
+    inbox.mkdir()
+    events = trades(400, seed=11, days=6)
+    write_csv(events, inbox / "t.csv")
+    tf.run(app, {"S": inbox}, data_dir=tmp_path / "data", spark=spark)
+    local = pd.to_datetime(events["ts"], unit="ms", utc=True).dt.tz_convert("Asia/Kolkata").dt.normalize()
+    want = events.groupby(local)["quantity"].sum()
+    with serving(app, tmp_path / "data", events, 0) as s, s.client() as c:
+        doc = c.get("/api/aggregations/Daily/series", params={"per": "days"}).json()
+        query = 'from Daily within 0L, 4102444800000L per "days" select AGG_TIME, total'
+        text = c.post("/api/query", json={"query": query})
+    assert (doc["zone"], doc["group_by"], doc["series_total"]) == ("Asia/Kolkata", [], 1)
+    (line,) = doc["series"]
+    assert (line["key"], line["label"]) == ({}, "total")
+    assert line["points"] == [[int(t.timestamp() * 1000), int(v)] for t, v in want.items()]
+    assert [r["AGG_TIME"] for r in text.json()["rows"]] == [t.isoformat(timespec="milliseconds") for t in want.index]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tiltframe.errors import DefinitionError, QueryError, TiltframeError, unknown
+from tiltframe.errors import DefinitionError, QueryError, StoreError, TiltframeError, unknown
 from tiltframe.http.catalog import aggregation_document, continuous_documents, measures, table_documents
 from tiltframe.retrieval.retrieve import retrieve
 from tiltframe.spec.durations import Granularity
@@ -90,8 +90,27 @@ class Reader:
         return {
             "aggregations": [self.aggregation(a.name) for a in self.app.aggregations],
             "continuous": continuous_documents(self.app),
-            "tables": table_documents(self.app),
+            "tables": self.tables(),
         }
+
+    def tables(self) -> list[dict[str, Any]]:
+        """The defined tables, each with what the store holds of it: rows (partial rows of a pre-aggregated
+        one, with its first and last interval), or the reason the store could not say."""
+        from tiltframe.store.raw_rows import count_raw_rows
+
+        docs = table_documents(self.app)
+        for doc, table in zip(docs, self.app.tables, strict=True):
+            try:
+                store = self.stores.for_spec(table.store)
+                if table.preaggregation is None:
+                    doc["rows"] = count_raw_rows(store, table)
+                    continue
+                (stored,) = store.info(AggregationLayout.of(self.app, table.name)).tables
+                doc |= {"rows": stored.rows, "first_interval": stored.first_bucket,
+                        "last_interval": stored.last_bucket}
+            except StoreError as exc:
+                doc |= {"rows": None, "error": str(exc)}
+        return docs
 
     def aggregation(self, name: str) -> dict[str, Any]:
         return aggregation_document(self.app, name, self.info(name))
