@@ -14,54 +14,37 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tiltframe.engine.reports import BatchReport
+from tiltframe.engine.reports import BatchReport, PipelineTotals
 
 #: Batches kept per aggregation for the events/s figure (the rate over the latest ones).
 RATE_WINDOW = 10
 
 
 @dataclass
-class _AggStatus:
-    batches: int = 0
-    skipped: int = 0
-    events_read: int = 0
-    events_aggregated: int = 0
-    events_moved: int = 0
-    events_rejected: int = 0
-    rows_written: int = 0
-    rows_purged: int = 0
-    files_rejected: int = 0
-    watermark: int | None = None
+class _AggStatus(PipelineTotals):
+    """Run totals (without the reports themselves: a server runs for months) plus the latest batch and the
+    rate over the latest ones."""
+
     last_batch_at: int | None = None
     last_batch_id: int | None = None
     last_batch_seconds: float | None = None
     #: (events, seconds) of the latest batches.
     recent: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=RATE_WINDOW))
 
-    def add(self, r: BatchReport, now_ms: int) -> None:
-        self.last_batch_at = now_ms
+    def add(self, r: BatchReport) -> None:
+        super().add(r)
+        self.reports.clear()
+        self.last_batch_at = int(time.time() * 1000)
         self.last_batch_id = r.batch_id
         self.last_batch_seconds = r.seconds
-        self.rows_purged += r.rows_purged
-        if r.skipped:
-            self.skipped += 1
-            return
-        s = r.stats
-        self.batches += 1
-        self.events_read += s.events_read
-        self.events_aggregated += s.events_aggregated
-        self.events_moved += s.events_moved
-        self.events_rejected += s.events_rejected
-        self.rows_written += r.rows_written
-        self.files_rejected += r.files_rejected
-        if s.max_event_ts is not None:
-            self.watermark = max(self.watermark or s.max_event_ts, s.max_event_ts)
-        self.recent.append((s.events_read, r.seconds))
+        if not r.skipped:
+            self.recent.append((r.stats.events_read, r.seconds))
 
     def document(self) -> dict[str, Any]:
         events = sum(n for n, _ in self.recent)
         seconds = sum(t for _, t in self.recent)
-        doc = {k: v for k, v in vars(self).items() if k != "recent"}
+        doc = {k: v for k, v in vars(self).items() if k not in ("recent", "reports", "max_event_ts")}
+        doc["watermark"] = self.max_event_ts
         doc["events_per_second"] = round(events / seconds, 1) if seconds > 0 else None
         return doc
 
@@ -80,7 +63,7 @@ class PipelineStatus:
 
     def on_batch(self, report: BatchReport) -> None:
         with self._lock:
-            self._aggs.setdefault(report.aggregation, _AggStatus()).add(report, int(time.time() * 1000))
+            self._aggs.setdefault(report.aggregation, _AggStatus()).add(report)
         for listener in self.listeners:
             listener(report)
 
