@@ -38,7 +38,8 @@ def browser() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=chromium(), headless=True, args=["--no-sandbox", "--disable-dev-shm-usage"])
+        b = p.chromium.launch(executable_path=chromium(), headless=True,
+                              args=["--no-sandbox", "--disable-dev-shm-usage"])  # root, in a container
         yield b
         b.close()
 
