@@ -211,8 +211,9 @@ class Answers:
 
 
 def client_run(url: str, query: str, requests: int, warmup: int, answers: Answers,
-               barrier: threading.Barrier | None = None) -> list[float]:
-    """One client: ``warmup`` untimed requests, then ``requests`` timed ones; their latencies in s."""
+               barrier: threading.Barrier | None = None, think: float = 0.0) -> list[float]:
+    """One client: ``warmup`` untimed requests, then ``requests`` timed ones, ``think`` seconds apart;
+    their latencies in s."""
     import httpx
 
     body = json.dumps({"query": query}).encode()
@@ -229,12 +230,15 @@ def client_run(url: str, query: str, requests: int, warmup: int, answers: Answer
             r = client.post("/api/query", content=body, headers=headers)
             latencies.append(time.perf_counter() - t0)
             answers.check(r.status_code, r.content)
+            if think:
+                time.sleep(think)
     return latencies
 
 
-def load(url: str, query: str, clients: int, requests: int, warmup: int, answers: Answers) -> tuple[list[float], float]:
-    """``clients`` concurrent clients of ``requests`` requests each: all latencies and the wall time of
-    the timed part (from the moment every client is warm)."""
+def load(url: str, query: str, clients: int, requests: int, warmup: int, answers: Answers,
+         think: float = 0.0) -> tuple[list[float], float]:
+    """``clients`` concurrent clients of ``requests`` requests each (``think`` seconds apart): all latencies
+    and the wall time of the timed part (from the moment every client is warm)."""
     if clients == 1:
         client_run(url, query, 0, warmup, answers)
         t0 = time.perf_counter()
@@ -246,7 +250,7 @@ def load(url: str, query: str, clients: int, requests: int, warmup: int, answers
 
     def one(i: int) -> None:
         try:
-            results[i] = client_run(url, query, requests, warmup, answers, barrier)
+            results[i] = client_run(url, query, requests, warmup, answers, barrier, think)
         except BaseException as exc:  # reported below: a client that died is no figure
             problems.append(exc)
             barrier.abort()
@@ -262,6 +266,22 @@ def load(url: str, query: str, clients: int, requests: int, warmup: int, answers
     if problems:
         raise problems[0]
     return [x for r in results for x in r], wall
+
+
+def empty_round_trips(url: str, warmup: int, requests: int) -> list[float]:
+    """Latencies of a request that does no work (``GET`` of an unknown path: 404) on one kept-alive
+    connection: the floor of the HTTP layer, client and server."""
+    import httpx
+
+    latencies = []
+    with httpx.Client(base_url=url, timeout=60) as client:
+        for i in range(warmup + requests):
+            t0 = time.perf_counter()
+            r = client.get("/api/no-such-route")
+            if i >= warmup:
+                latencies.append(time.perf_counter() - t0)
+            assert r.status_code == 404, r.status_code
+    return latencies
 
 
 def server_seconds(url: str) -> tuple[float, int]:
@@ -315,6 +335,9 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000, help="timed requests of the single client")
     parser.add_argument("--clients", type=int, default=50, help="concurrent clients of the second load")
     parser.add_argument("--requests-per-client", type=int, default=100, help="timed requests of each of them")
+    parser.add_argument("--think-ms", type=float, default=0.0,
+                        help="each of the concurrent clients waits this long after an answer before its next "
+                             "request (default 0: a closed loop at full speed)")
     parser.add_argument("--warmup", type=int, default=20, help="untimed requests of each client first")
     parser.add_argument("--in-process", type=int, default=500, help="timed runs of Reader.query in this process")
     parser.add_argument("--server", choices=("process", "thread"), default="process",
@@ -407,18 +430,21 @@ def run(args: argparse.Namespace, workdir: Path, server_url: str | None, stack: 
             reader.query(query)
         prof.disable()
         out = io.StringIO()
-        pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(25)
+        ours = r"tiltframe/|lark/lark|pandas/core/frame|sqlite3|sqlalchemy/engine/reflection"  # the stages
+        pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(ours, 30)
         profile = out.getvalue()
 
     # Over HTTP.
     answers = Answers(want)
     with serving(args.server, app_text, data_dir, env) as base:
+        empty = summary(empty_round_trips(base, args.warmup, 200))
+        before = server_seconds(base)
         single, single_wall = load(base, query, 1, args.requests, args.warmup, answers)
-        single_errors = answers.errors
-        server_before = server_seconds(base)
-        many, many_wall = load(base, query, args.clients, args.requests_per_client, args.warmup, answers)
-        server_after = server_seconds(base)
-        many_errors = answers.errors - single_errors
+        single_errors, between = answers.errors, server_seconds(base)
+        many, many_wall = load(base, query, args.clients, args.requests_per_client, args.warmup, answers,
+                               args.think_ms / 1000)
+        many_errors, after = answers.errors - single_errors, server_seconds(base)
+    served = [(b[0] - a[0]) / max(1, b[1] - a[1]) * 1000 for a, b in ((before, between), (between, after))]
     if answers.wrong:
         print(f"FAIL: {answers.wrong} HTTP answer(s) with other rows than DuckDB's: {answers.failed}")
         return 1
@@ -437,20 +463,24 @@ def run(args: argparse.Namespace, workdir: Path, server_url: str | None, stack: 
     for label, s in (("Reader.query (the server's reader)", reader_s), ("tf.query (opens the store per call)", tfq_s),
                      ("DuckDB scan of the raw Parquet events", duck_s)):
         print(f"    {label:<42}{s['p50']:7.2f} ms {s['p99']:7.2f} ms {s['max']:7.2f} ms")
-    print("\n  over HTTP (POST /api/query)                     p50        p99        max     req/s   non-200")
+    print("\n  over HTTP (POST /api/query)                     p50        p99        max     req/s   non-200"
+          "   server's own time (mean)")
     rows = []
-    for clients, latencies, wall, errors in ((1, single, single_wall, single_errors),
-                                             (args.clients, many, many_wall, many_errors)):
+    for clients, latencies, wall, errors, own in ((1, single, single_wall, single_errors, served[0]),
+                                                  (args.clients, many, many_wall, many_errors, served[1])):
         s = summary(latencies)
         rows.append((clients, s, errors))
         label = f"{clients} client{'s' if clients > 1 else ''} x {len(latencies) // clients} requests"
+        if clients > 1 and args.think_ms:
+            label += f", {args.think_ms:g} ms apart"
         print(f"    {label:<42}{s['p50']:7.2f} ms {s['p99']:7.2f} ms {s['max']:7.2f} ms "
-              f"{len(latencies) / wall:9.0f} {errors:9d}")
+              f"{len(latencies) / wall:9.0f} {errors:9d}   {own:7.2f} ms")
+    print(f"    {'empty round trip (GET, 404; 1 client)':<42}{empty['p50']:7.2f} ms {empty['p99']:7.2f} ms "
+          f"{empty['max']:7.2f} ms")
     if answers.errors:
         print(f"    non-200 answers by status: {answers.non_200}; the first: {answers.failed}")
-    served = (server_after[0] - server_before[0]) / max(1, server_after[1] - server_before[1]) * 1000
-    print(f"    the server's own time per request under {args.clients} clients (its /metrics): {served:.2f} ms "
-          f"mean; the rest of the latency is waiting for a core and the clients' own work")
+    print("    (server's own time: its /metrics, from the request's arrival at the app to its response, queueing "
+          "for a worker thread included; the empty round trip: the HTTP layer's floor on a kept-alive connection)")
     print(f"    ratios (p50): HTTP 1 client / Reader.query {rows[0][1]['p50'] / reader_s['p50']:.1f}x; "
           f"DuckDB scan / HTTP 1 client {duck_s['p50'] / rows[0][1]['p50']:.1f}x; "
           f"DuckDB scan / Reader.query {duck_s['p50'] / reader_s['p50']:.1f}x")
