@@ -125,6 +125,14 @@ def expected_rows(parquet: Path, key: str) -> list[dict[str, Any]]:
     return [{"AGG_TIMESTAMP": int(d), "symbol": key, "trades": int(c), "total": int(s)} for d, c, s in days]
 
 
+def json_body(answer: tuple[Any, str]) -> str:
+    """The body ``POST /api/query`` makes of an answer (as ``tiltframe.http.app`` does)."""
+    from tiltframe.retrieval.formats import records, to_json
+
+    frame, zone = answer
+    return to_json({"columns": [str(c) for c in frame.columns], "zone": zone, "rows": records(frame)})
+
+
 def frame_rows(frame: Any) -> list[dict[str, Any]]:
     assert list(frame.columns) == COLUMNS, list(frame.columns)
     return [{"AGG_TIMESTAMP": int(t), "symbol": str(k), "trades": int(c), "total": int(s)}
@@ -417,6 +425,7 @@ def run(args: argparse.Namespace, workdir: Path, server_url: str | None, stack: 
 
     # In process: the server's reader (persistent connection), tf.query (opens the store per call), DuckDB.
     reader_s = summary(timed_runs(lambda: reader.query(query), args.in_process))
+    body_s = summary(timed_runs(lambda: json_body(reader.query(query)), args.in_process))
     tfq_s = summary(timed_runs(lambda: tf.query(app, query, data_dir=data_dir), max(20, args.in_process // 10)))
     con = duckdb.connect()
     stack.callback(con.close)
@@ -460,7 +469,9 @@ def run(args: argparse.Namespace, workdir: Path, server_url: str | None, stack: 
     print(f"  machine: {cores} cores; the server (uvicorn, FastAPI) {where}, the clients (httpx, a thread each) in "
           f"this process, all on the same cores over loopback")
     print("\n  in process                                      p50        p99        max")
-    for label, s in (("Reader.query (the server's reader)", reader_s), ("tf.query (opens the store per call)", tfq_s),
+    for label, s in (("Reader.query (the server's reader)", reader_s),
+                     ("Reader.query + the route's JSON body", body_s),
+                     ("tf.query (opens the store per call)", tfq_s),
                      ("DuckDB scan of the raw Parquet events", duck_s)):
         print(f"    {label:<42}{s['p50']:7.2f} ms {s['p99']:7.2f} ms {s['max']:7.2f} ms")
     print("\n  over HTTP (POST /api/query)                     p50        p99        max     req/s   non-200"
