@@ -373,16 +373,22 @@ def _text(value: object) -> str:
     return str(value)
 
 
-def _csv_text(plan: FilePlan) -> str:
+def csv_row(values: Sequence[str], line_end: str) -> str:
+    """One row as RFC 4180 writes it: a field holding a CR or a line feed, a comma or a quote is quoted,
+    whatever the file's line break.  (Python's csv module before 3.12 leaves a lone CR unquoted in a file of
+    line feeds, and ``a\\r`` then ends like a CRLF line: no reader can tell them apart.)"""
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator=plan.line_end)
+    csv.writer(out, lineterminator="\r\n").writerow(values)
+    return out.getvalue()[:-2] + line_end
+
+
+def _csv_text(plan: FilePlan) -> str:
     columns = [h.strip().lower() for h in plan.header] if plan.header else list(ATTRIBUTES)
-    if plan.header:
-        writer.writerow(plan.header)
+    rows = [plan.header] if plan.header else []
     for e in plan.events:
         written = {"k": e.key, "v": e.v_w, "n": e.n_w, "ts": e.ts_w}
-        writer.writerow([_text(written[c]) for c in columns])
-    return out.getvalue()
+        rows.append([_text(written[c]) for c in columns])
+    return "".join(csv_row(row, plan.line_end) for row in rows)
 
 
 def _json_value(value: object, plan: FilePlan) -> object:

@@ -90,6 +90,21 @@ def test_quoted_newlines_and_crlf_keep_one_event_per_row(spark, tmp_path: Path) 
     assert totals(out) == oracle([("IB\nM", 1.5), ("A, Inc.", 2.5), ("x", 3.5)])
 
 
+def test_a_quoted_carriage_return_at_the_end_of_the_last_field_is_kept(spark, tmp_path: Path) -> None:
+    """The key is the last column; a quoted value ending in CR keeps it in files of line feeds and of CRLF
+    (the file's own line break is given to Spark), and the CR of a CRLF line is no part of the value in a
+    file that mixes both (read by line feeds, the CR taken off the last field)."""
+    inbox = tmp_path / "in"
+    inbox.mkdir()
+    (inbox / "lf.csv").write_bytes(f'v,ts,k\n1.0,{T0},"a\r"\n2.0,{T0},b\n'.encode())
+    (inbox / "crlf.csv").write_bytes(f'v,ts,k\r\n4.0,{T0},"a\r"\r\n8.0,{T0},b\r\n16.0,{T0},"c\r\n"\r\n'.encode())
+    (inbox / "mixed.csv").write_bytes(f'v,ts,k\n32.0,{T0},b\r\n64.0,{T0},d\n'.encode())
+    out = run(spark, APP, {"S": inbox}, tmp_path / "data")
+    assert out.totals["A"].events_rejected == 0
+    assert totals(out) == oracle([("a\r", 1.0), ("b", 2.0), ("a\r", 4.0), ("b", 8.0), ("c\r\n", 16.0), ("b", 32.0),
+                                  ("d", 64.0)])
+
+
 def test_csv_rows_with_missing_or_extra_fields_are_rejected(spark, tmp_path: Path) -> None:
     inbox = tmp_path / "in"
     inbox.mkdir()

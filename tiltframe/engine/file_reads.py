@@ -40,6 +40,7 @@ NO_GLOB = "__globPaths__"
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:(//[^/]*)?")
 #: The first bytes of a CSV file read to find its header; a header line is far shorter.
 _HEAD_BYTES = 64 * 1024
+_QUOTE_OR_BREAK = re.compile('"|\r\n|\r|\n')
 _BOM = "\ufeff"
 #: Spark reads Parquet nanosecond timestamps only as longs (of nanoseconds), and only when asked to.
 NANOS_AS_LONG = "spark.sql.legacy.parquet.nanosAsLong"
@@ -198,20 +199,26 @@ def csv_header(first_bytes: bytes, stream: StreamDef) -> tuple[str, ...] | None:
 
 
 def csv_line_break(first_bytes: bytes) -> str:
-    """``"\\r"`` for a file whose lines end in a lone carriage return (as old Mac tools write), else
-    ``"\\n"`` (CRLF lines too: their CR is taken off the last field).  A lone CR only where the file's first
-    bytes hold no line feed at all and it stands outside quotes: Spark's own guess, the first line break
-    anywhere, takes one inside a quoted field for the file's."""
+    """How a CSV file's lines end, from its first bytes, counting only line breaks outside quotes (a quoted
+    field may hold any): ``"\\r\\n"`` when they all end in CRLF, ``"\\n"`` when they all end in a line feed,
+    ``"\\r"`` for a lone carriage return (as old Mac tools write), and ``"mixed"`` for both CRLF and lone
+    line feeds.  Spark is told the file's own break, so a quoted field's own CR (``"a\\r"``) stays whole;
+    only a mixed file is read by line feeds with the CR of its CRLF lines taken off the last field."""
     text = first_bytes.decode("utf-8", errors="replace")
-    if "\n" in text:
-        return "\n"
+    if len(first_bytes) >= _HEAD_BYTES and text.endswith("\r"):
+        text = text[:-1]  # cut by the head's size: maybe the CR of a CRLF
+    breaks: set[str] = set()
     quoted = False
-    for char in text:
-        if char == '"':
+    for found in _QUOTE_OR_BREAK.finditer(text):
+        if found.group() == '"':
             quoted = not quoted
-        elif char == "\r" and not quoted:
-            return "\r"
-    return "\n"
+        elif not quoted:
+            breaks.add(found.group())
+    if breaks == {"\r"}:
+        return "\r"
+    if breaks == {"\r\n"}:
+        return "\r\n"
+    return "mixed" if "\r\n" in breaks else "\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,7 +257,8 @@ def _csv_loader(spark: SparkSession, layout: _CsvLayout, stream: StreamDef) -> C
         return (
             spark.read.format("csv").schema(text_schema(positional))
             .option("header", str(header is not None).lower()).option("escape", '"')
-            .option("multiLine", "true").option("lineSep", layout.line_break)
+            .option("multiLine", "true")
+            .option("lineSep", "\n" if layout.line_break == "mixed" else layout.line_break)
             .option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT)
         )
 
@@ -262,7 +270,7 @@ def _csv_loader(spark: SparkSession, layout: _CsvLayout, stream: StreamDef) -> C
             value = F.col(positional[i])
             if i == 0:  # a byte order mark that Spark leaves on a header-less file's first field
                 value = F.regexp_replace(value, f"^{_BOM}", "")
-            if i == len(names) - 1 and layout.line_break == "\n":  # the CR of a CRLF line, left on its last field
+            if i == len(names) - 1 and layout.line_break == "mixed":  # the CR of a CRLF line, left on its last field
                 value = F.when(value != "\r", F.regexp_replace(value, "\r\\z", ""))  # alone: an empty field
             columns.append(value.alias(attr.name))
 
