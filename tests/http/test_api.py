@@ -275,3 +275,35 @@ define aggregation Daily from S select sum(quantity) as total aggregate by times
     assert (line["key"], line["label"]) == ({}, "total")
     assert line["points"] == [[int(t.timestamp() * 1000), int(v)] for t, v in want.items()]
     assert [r["AGG_TIME"] for r in text.json()["rows"]] == [t.isoformat(timespec="milliseconds") for t in want.index]
+
+
+@pytest.mark.slow
+def test_kept_answers_follow_every_commit(spark: object, tmp_path: Path) -> None:
+    """The server keeps answers while the embedded store is unchanged; each new batch, from this process or
+    another writer, is in the next answer, and the catalog's and the metrics' counts follow."""
+    import tiltframe as tf
+    from tests.http.served import trades, write_csv
+    from tiltframe.store.sqlite_read import change_token
+
+    app, events = build(spark, tmp_path, None, n=200, bad=0)
+    db = tmp_path / "data" / "tiltframe.db"
+    inbox = tmp_path / "in put"
+    with serving(app, tmp_path / "data", events, 0) as s, s.client() as c:
+        token = change_token(db)
+        first = c.post("/api/query", json={"query": QUERY}).json()["rows"]
+        assert c.post("/api/query", json={"query": QUERY}).json()["rows"] == first
+        assert change_token(db) == token  # reading changes nothing
+        for round_ in range(3):
+            more = trades(50, seed=100 + round_)
+            write_csv(more, inbox / f"more {round_}.csv")
+            tf.run(app, {"TradeStream": inbox}, data_dir=tmp_path / "data", spark=spark)
+            events = pd.concat([events, more], ignore_index=True)
+            assert change_token(db) != token
+            token = change_token(db)
+            got = pd.DataFrame(c.post("/api/query", json={"query": QUERY}).json()["rows"])
+            want = oracle(events)
+            assert list(got["total"]) == list(want["total"]) and list(got["trades"]) == list(want["trades"])
+            (agg,) = c.get("/api/aggregations").json()["aggregations"]
+            assert agg["events"]["read"] == len(events)
+            assert f'tiltframe_events_read_total{{aggregation="TradeAggregation"}} {float(len(events))}' in (
+                c.get("/metrics").text)

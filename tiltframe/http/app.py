@@ -27,7 +27,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from tiltframe.errors import DefinitionError, StoreError, TiltframeError
 from tiltframe.http.metrics import Metrics
 from tiltframe.http.reader import NotFound, Reader
-from tiltframe.retrieval.formats import csv_text, records, to_json
+from tiltframe.retrieval.formats import csv_text, records, records_json, to_json
 from tiltframe.timeutil.parse import iso_ts
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ class Json(Response):
     media_type = "application/json"
 
     def render(self, content: Any) -> bytes:
-        return to_json(content).encode()
+        return to_json(content, indent=None).encode()
 
 
 def error_body(message: str, *, line: int | None = None, column: int | None = None,
@@ -151,7 +151,8 @@ def create_app(app_spec: AppSpec, data_dir: str | Path, *, token: str | None = N
             return Response(csv_text(frame), media_type="text/csv; charset=utf-8")
         if fmt == "arrow":
             return Response(_arrow(frame), media_type=ARROW)
-        return Json({"columns": [str(c) for c in frame.columns], "zone": zone, "rows": records(frame)})
+        head = to_json({"columns": [str(c) for c in frame.columns], "zone": zone}, indent=None)
+        return Response(f'{head[:-1]},"rows":{records_json(frame)}}}', media_type="application/json")
 
     @server.get("/api/status", dependencies=auth, response_class=Json)
     def pipeline_status() -> Any:

@@ -7,11 +7,14 @@ Nothing here writes: the stores are opened read-only, as ``tiltframe query`` ope
 from __future__ import annotations
 
 import math
+import threading
 import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tiltframe.errors import DefinitionError, QueryError, StoreError, TiltframeError, unknown
 from tiltframe.http.catalog import aggregation_document, continuous_documents, measures, table_documents
@@ -20,6 +23,7 @@ from tiltframe.retrieval.retrieve import retrieve
 from tiltframe.spec.durations import Granularity
 from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.store.registry import StoreRegistry
+from tiltframe.store.sql import SqlStore
 from tiltframe.timeutil.parse import parse_timestamp, within_range
 
 if TYPE_CHECKING:
@@ -27,10 +31,14 @@ if TYPE_CHECKING:
 
     from tiltframe.http.metrics import Metrics
     from tiltframe.spec.model import AppSpec
-    from tiltframe.store.base import AggregationInfo
+    from tiltframe.store.base import AggregationInfo, Store
 
 #: Query texts kept parsed per server.
 PARSED_QUERIES = 512
+#: Answers kept per server while their store is unchanged, each of at most ``KEPT_ROWS`` rows.
+KEPT_ANSWERS = 256
+KEPT_ROWS = 100_000
+T = TypeVar("T")
 #: ``within`` of a series without a range: every bucket a store can hold (years 1 to 9999).
 ALL_TIME = (-62_135_596_800_000, 253_402_300_800_000)
 
@@ -68,6 +76,30 @@ class Reader:
         # third of a small retrieval's time).  Refused texts raise, and are not kept.
         self._retrieval = lru_cache(maxsize=PARSED_QUERIES)(partial(parse_retrieval, app=app))
         self._table_query = lru_cache(maxsize=PARSED_QUERIES)(partial(parse_table_query, app=app))
+        # ... and ask the same of a store that has not changed (a page refreshes every 2 s): answers are kept
+        # with the store's change token and given again while the token is the same (the embedded store's;
+        # a server store has none, and is always asked).
+        self._answers: OrderedDict[Hashable, tuple[object, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _kept(self, key: Hashable, store: Store, compute: Callable[[], T], size: Callable[[T], int] = len) -> T:
+        """``compute()``, or the answer kept for ``key`` while ``store`` has not changed since it was computed.
+        The token is taken before computing, so a commit meanwhile makes the kept answer stale at once."""
+        token = store.change_token() if isinstance(store, SqlStore) else None
+        if token is None:
+            return compute()
+        with self._lock:
+            kept = self._answers.get(key)
+            if kept is not None and kept[0] == token:
+                self._answers.move_to_end(key)
+                return kept[1]  # type: ignore[no-any-return]
+        value = compute()
+        if size(value) <= KEPT_ROWS:
+            with self._lock:
+                self._answers[key] = (token, value)
+                while len(self._answers) > KEPT_ANSWERS:
+                    self._answers.popitem(last=False)
+        return value
 
     def close(self) -> None:
         self.stores.close()
@@ -82,7 +114,8 @@ class Reader:
 
     def info(self, name: str) -> AggregationInfo:
         layout = self.layout(name)
-        return self.stores.for_aggregation(layout.spec).info(layout)
+        store = self.stores.for_aggregation(layout.spec)
+        return self._kept(("info", name), store, lambda: store.info(layout), size=_one)
 
     def infos(self) -> list[tuple[str, AggregationInfo | TiltframeError]]:
         """Each aggregation's info, or the error its store gave (for metrics: one bad store hides nothing else)."""
@@ -111,9 +144,11 @@ class Reader:
             try:
                 store = self.stores.for_spec(table.store)
                 if table.preaggregation is None:
-                    doc["rows"] = count_raw_rows(store, table)
+                    doc["rows"] = self._kept(("raw rows", table.name), store, partial(count_raw_rows, store, table),
+                                             size=_one)
                     continue
-                (stored,) = store.info(AggregationLayout.of(self.app, table.name)).tables
+                layout = AggregationLayout.of(self.app, table.name)
+                (stored,) = self._kept(("info", table.name), store, partial(store.info, layout), size=_one).tables
                 doc |= {"rows": stored.rows, "first_interval": stored.first_bucket,
                         "last_interval": stored.last_bucket}
             except StoreError as exc:
@@ -125,7 +160,8 @@ class Reader:
 
     def rejected(self, name: str, limit: int) -> pd.DataFrame:
         layout = self.layout(name)
-        return self.stores.for_aggregation(layout.spec).rejected(layout, limit)
+        store = self.stores.for_aggregation(layout.spec)
+        return self._kept(("rejected", name, limit), store, partial(store.rejected, layout, limit))
 
     # --- answers ------------------------------------------------------------------------------------------
 
@@ -135,16 +171,18 @@ class Reader:
 
         if text.lstrip()[:6].lower() == "select":  # SQL over a pre-aggregated table
             q = self._table_query(text)
+            store = self.stores.for_spec(self.app.table(q.table).store)
             with self._timed(q.table):
-                frame = select(self.app, q, self.stores.for_spec(self.app.table(q.table).store))
+                frame = self._kept(("select", text), store, partial(select, self.app, q, store))
             return frame, self.app.timezone or "UTC"
         retrieval = self._retrieval(text)
         if retrieval.request_stream is not None:
             msg = f"this query joins request stream {retrieval.request_stream}; ask in the on-demand form (from ...)"
             raise QueryError(msg)
         layout = AggregationLayout.of(self.app, retrieval.aggregation)
+        store = self.stores.for_aggregation(layout.spec)
         with self._timed(layout.name):
-            frame = retrieve(layout, self.stores.for_aggregation(layout.spec), retrieval)
+            frame = self._kept(("query", text), store, partial(retrieve, layout, store, retrieval))
         return frame, layout.zone
 
     def series(self, name: str, *, per: str | None, measure: str | None, start: str | None = None,
@@ -174,8 +212,9 @@ class Reader:
             if on and exc.line == 1 and exc.column is not None and exc.column > len(prefix):
                 raise DefinitionError(f"in on: {exc.message}", line=1, column=exc.column - len(prefix)) from None
             raise
+        store = self.stores.for_aggregation(layout.spec)
         with self._timed(name):
-            frame = retrieve(layout, self.stores.for_aggregation(layout.spec), query)
+            frame = self._kept(("query", text), store, partial(retrieve, layout, store, query))
         groups = frame.groupby(keys, sort=True, dropna=False) if keys else [((), frame)]
         lines: list[dict[str, Any]] = []
         total = 0
@@ -207,6 +246,10 @@ class _Timer:
     def __exit__(self, *exc: object) -> None:
         if self.metrics is not None:
             self.metrics.retrieval_seconds.labels(self.name).observe(time.perf_counter() - self.started)
+
+
+def _one(_: object) -> int:
+    return 1
 
 
 def _granularity(layout: AggregationLayout, per: str | None) -> Granularity:

@@ -50,14 +50,22 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def to_json(value: Any) -> str:
-    """Indented, valid JSON of ``value``, whatever numbers the store gave (see :func:`json_value`)."""
-    return json.dumps(_finite(value), indent=2, default=json_value, allow_nan=False)
+def to_json(value: Any, *, indent: int | None = 2) -> str:
+    """Valid JSON of ``value`` (indented, or compact with ``indent=None``), whatever numbers the store gave
+    (see :func:`json_value`)."""
+    separators = None if indent is not None else (",", ":")
+    return json.dumps(_finite(value), indent=indent, separators=separators, default=json_value, allow_nan=False)
+
+
+def records_json(frame: pd.DataFrame) -> str:
+    """Rows as a JSON array of objects: plain numbers, NaN and infinities as null, datetimes (``AGG_TIME``)
+    as ISO-8601 text."""
+    return readable_frame(frame).to_json(orient="records", double_precision=15, default_handler=str)
 
 
 def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    """Rows as JSON-ready dicts: plain numbers, NaN as null, datetimes (``AGG_TIME``) as ISO-8601 text."""
-    return json.loads(readable_frame(frame).to_json(orient="records", double_precision=15, default_handler=str))
+    """Rows as JSON-ready dicts (see :func:`records_json`)."""
+    return json.loads(records_json(frame))
 
 
 def csv_text(frame: pd.DataFrame) -> str:

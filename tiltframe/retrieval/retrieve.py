@@ -18,6 +18,7 @@ from tiltframe.errors import DefinitionError, QueryError
 from tiltframe.retrieval.answer import answer
 from tiltframe.retrieval.evaluate import holds, is_request_attr
 from tiltframe.retrieval.merge import finalize, merge_rows
+from tiltframe.retrieval.pushdown import pinned_keys
 from tiltframe.spec.durations import Granularity
 from tiltframe.spec.expressions import Attr, Expr, Literal
 from tiltframe.spec.model import RetrievalQuery
@@ -71,7 +72,7 @@ def retrieve(
 ) -> pd.DataFrame:
     """The rows a retrieval query returns for one request (or for none, in on-demand form)."""
     r = resolve(layout, query, request)
-    rows = store.read(layout, r.granularity, r.start_ms, r.end_ms)
+    rows = store.read(layout, r.granularity, r.start_ms, r.end_ms, keys=pinned_keys(layout, query, request))
     final = finalize(merge_rows(rows, layout), layout)
     final.insert(1, AGG_TIME, aware_times(final[AGG_TIMESTAMP], layout.zone))
     final = final.sort_values(list(layout.key_names), kind="stable").reset_index(drop=True)

@@ -8,9 +8,9 @@ each table was purged.  Implementation: ``tiltframe.store.sql.SqlStore`` (SQLite
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -200,9 +200,11 @@ class Store(Protocol):
         end_ms: int | None = None,
         *,
         with_shards: bool = False,
+        keys: Mapping[str, Sequence[Any]] | None = None,
     ) -> pd.DataFrame:
-        """Stored partial rows whose bucket start lies in ``[start_ms, end_ms)`` (with ``SHARD_ID`` if
-        asked: the writer of each partial row)."""
+        """Stored partial rows whose bucket start lies in ``[start_ms, end_ms)`` and whose group-by keys
+        take one of the values ``keys`` gives (with ``SHARD_ID`` if asked: the writer of each partial row).
+        A store may return more rows than ``keys`` allows (a case-insensitive collation), never fewer."""
         ...
 
     def rejected(self, layout: AggregationLayout, limit: int = 100) -> pd.DataFrame:

@@ -27,7 +27,7 @@ NUMPY_TYPES = {AttrType.STRING: object, AttrType.INT: "i8", AttrType.LONG: "i8",
 
 def fetch_all(conn: Connection, query: sa.Select[Any]) -> list[Any]:
     """Rows of ``query`` through the raw DBAPI cursor."""
-    compiled = query.compile(dialect=conn.dialect)
+    compiled = query.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})  # IN lists
     params = compiled.construct_params()
     args: Any = [params[p] for p in compiled.positiontup or ()] if compiled.positional else params
     cursor = conn.connection.cursor()

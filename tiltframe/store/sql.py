@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -66,7 +66,7 @@ from tiltframe.store.schema import (
     TABLES_TABLE,
     level_tables,
 )
-from tiltframe.store.sqlite_read import check_unchanged, open_reader
+from tiltframe.store.sqlite_read import change_token, check_unchanged, open_reader
 from tiltframe.store.views import VIEW_SUFFIX as VIEW_SUFFIX  # where it used to live
 from tiltframe.store.views import replace_view, view_name
 
@@ -220,6 +220,12 @@ class SqlStore:
 
     def __repr__(self) -> str:
         return f"SqlStore({self.url!r}{', read_only=True' if self._read_only else ''})"
+
+    def change_token(self) -> object | None:
+        """A value that changes whenever anything is committed to the store, for readers that keep answers
+        (``http.reader``): the embedded store's (``sqlite_read.change_token``); None for a server, whose
+        answers are not kept."""
+        return None if self._path is None else change_token(self._path)
 
     def __enter__(self) -> SqlStore:
         return self
@@ -700,10 +706,12 @@ class SqlStore:
         end_ms: int | None = None,
         *,
         with_shards: bool = False,
+        keys: Mapping[str, Sequence[Any]] | None = None,
     ) -> pd.DataFrame:
-        """Stored partial rows with ``start_ms <= AGG_TIMESTAMP < end_ms``, in primary-key order, without
-        ``SHARD_ID`` (unless ``with_shards``, for a partitioned layout): shards' rows of one bucket and
-        key follow each other, to be merged by the reader."""
+        """Stored partial rows with ``start_ms <= AGG_TIMESTAMP < end_ms`` (and, for each group-by key of
+        ``keys``, one of its values), in primary-key order, without ``SHARD_ID`` (unless ``with_shards``,
+        for a partitioned layout): shards' rows of one bucket and key follow each other, to be merged by
+        the reader."""
         table = self._tables(layout)[layout.spec.granularity(granularity)]
         types = layout.stored_column_types if with_shards else layout.column_types
         with self._errors("read", layout), self._read(layout) as (conn, _):
@@ -715,6 +723,8 @@ class SqlStore:
                 query = query.where(table.c[AGG_TIMESTAMP] >= start_ms)
             if end_ms is not None:
                 query = query.where(table.c[AGG_TIMESTAMP] < end_ms)
+            for key, values in (keys or {}).items():
+                query = query.where(table.c[key].in_(list(values)))
             rows = fetch_all(conn, query)
         return typed_frame(rows, types)
 

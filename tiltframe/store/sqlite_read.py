@@ -56,3 +56,33 @@ def check_unchanged(conn: object) -> None:
         msg = (f"the database {conn.path} changed while it was read (a writer committed meanwhile); "
                f"nothing was answered, ask again")
         raise StoreError(msg)
+
+
+#: The WAL-index header at the start of the ``-shm`` file: two copies of 48 bytes holding the counter of
+#: transactions, the last valid frame and the WAL's salts (sqlite.org/walformat.html, "The WAL-Index Header").
+_WAL_INDEX_HEADER = 96
+
+
+def change_token(path: Path) -> tuple[object, ...] | None:
+    """A value that differs whenever a transaction was committed to the database ``path`` (or the file was
+    replaced) since it was last taken: the file's identity, size and modification time, and the WAL-index
+    header that every commit rewrites.  Read without opening the database, so without creating any file.
+    None when there is no database."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    parts: list[object] = [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
+    for suffix in ("-wal", "-shm"):
+        try:
+            side = os.stat(f"{path}{suffix}")
+        except FileNotFoundError:
+            parts.append(None)
+            continue
+        parts.append((side.st_ino, side.st_size, side.st_mtime_ns))
+    try:
+        with open(f"{path}-shm", "rb") as shm:
+            parts.append(shm.read(_WAL_INDEX_HEADER))
+    except FileNotFoundError:
+        parts.append(None)
+    return tuple(parts)
