@@ -126,11 +126,10 @@ def expected_rows(parquet: Path, key: str) -> list[dict[str, Any]]:
 
 
 def json_body(answer: tuple[Any, str]) -> str:
-    """The body ``POST /api/query`` makes of an answer (as ``tiltframe.http.app`` does)."""
-    from tiltframe.retrieval.formats import records, to_json
+    """The body ``POST /api/query`` makes of an answer."""
+    from tiltframe.http.app import answer_json
 
-    frame, zone = answer
-    return to_json({"columns": [str(c) for c in frame.columns], "zone": zone, "rows": records(frame)})
+    return answer_json(*answer)
 
 
 def frame_rows(frame: Any) -> list[dict[str, Any]]:
@@ -141,33 +140,35 @@ def frame_rows(frame: Any) -> list[dict[str, Any]]:
 
 # --- the server ---------------------------------------------------------------------------------------------
 
-def _serve(app_text: str, data_dir: str, env: dict[str, str], conn: Any, stop: Any) -> None:
+def _serve(app_text: str, data_dir: str, env: dict[str, str], keep: bool, conn: Any, stop: Any) -> None:
     """A server process: ``tiltframe serve``'s app on uvicorn; sends its URL, serves until ``stop``."""
     os.environ.update(env)
     import tiltframe as tf
     from tiltframe.http.app import create_app
     from tiltframe.http.server import BackgroundServer
 
-    with BackgroundServer(create_app(tf.load_app(app_text), data_dir)) as server:
+    with BackgroundServer(create_app(tf.load_app(app_text), data_dir, keep_answers=keep)) as server:
         conn.send(server.url)
         stop.wait()
 
 
 @contextlib.contextmanager
-def serving(mode: str, app_text: str, data_dir: Path, env: dict[str, str]) -> Iterator[str]:
-    """The server's URL while it runs: in a process of its own (``process``) or on a thread (``thread``)."""
+def serving(mode: str, app_text: str, data_dir: Path, env: dict[str, str], keep: bool) -> Iterator[str]:
+    """The server's URL while it runs: in a process of its own (``process``) or on a thread (``thread``);
+    ``keep``: whether it gives kept answers again while the store is unchanged (``tiltframe serve``'s way)."""
     if mode == "thread":
         import tiltframe as tf
         from tiltframe.http.app import create_app
         from tiltframe.http.server import BackgroundServer
 
-        with BackgroundServer(create_app(tf.load_app(app_text), data_dir)) as server:
+        with BackgroundServer(create_app(tf.load_app(app_text), data_dir, keep_answers=keep)) as server:
             yield server.url
         return
     ctx = multiprocessing.get_context("spawn")
     here, there = ctx.Pipe()
     stop = ctx.Event()
-    child = ctx.Process(target=_serve, args=(app_text, str(data_dir), env, there, stop), name="tiltframe-serve")
+    child = ctx.Process(target=_serve, args=(app_text, str(data_dir), env, keep, there, stop),
+                        name="tiltframe-serve")
     child.start()
     try:
         if not here.poll(120):
@@ -411,9 +412,11 @@ def run(args: argparse.Namespace, workdir: Path, server_url: str | None, stack: 
 
     # Checks before figures: the stored per-day rows of the key = DuckDB's over the raw events.
     want = expected_rows(parquet, args.key)
-    reader = Reader(app, data_dir)
+    reader = Reader(app, data_dir, keep_answers=False)  # computes every answer
     stack.callback(reader.close)
-    got = {"Reader.query": frame_rows(reader.query(query)[0]),
+    keeper = Reader(app, data_dir)  # as tiltframe serve: an answer kept while the store is unchanged
+    stack.callback(keeper.close)
+    got = {"Reader.query": frame_rows(reader.query(query)[0]), "kept": frame_rows(keeper.query(query)[0]),
            "tf.query": frame_rows(tf.query(app, query, data_dir=data_dir))}
     for label, rows in got.items():
         if rows != want:
@@ -425,6 +428,7 @@ def run(args: argparse.Namespace, workdir: Path, server_url: str | None, stack: 
 
     # In process: the server's reader (persistent connection), tf.query (opens the store per call), DuckDB.
     reader_s = summary(timed_runs(lambda: reader.query(query), args.in_process))
+    kept_s = summary(timed_runs(lambda: keeper.query(query), args.in_process))
     body_s = summary(timed_runs(lambda: json_body(reader.query(query)), args.in_process))
     tfq_s = summary(timed_runs(lambda: tf.query(app, query, data_dir=data_dir), max(20, args.in_process // 10)))
     con = duckdb.connect()
@@ -443,17 +447,21 @@ def run(args: argparse.Namespace, workdir: Path, server_url: str | None, stack: 
         pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(ours, 30)
         profile = out.getvalue()
 
-    # Over HTTP.
+    # Over HTTP: computing every answer, then as tiltframe serve does (answers kept while the store is unchanged).
     answers = Answers(want)
-    with serving(args.server, app_text, data_dir, env) as base:
-        empty = summary(empty_round_trips(base, args.warmup, 200))
-        before = server_seconds(base)
-        single, single_wall = load(base, query, 1, args.requests, args.warmup, answers)
-        single_errors, between = answers.errors, server_seconds(base)
-        many, many_wall = load(base, query, args.clients, args.requests_per_client, args.warmup, answers,
-                               args.think_ms / 1000)
-        many_errors, after = answers.errors - single_errors, server_seconds(base)
-    served = [(b[0] - a[0]) / max(1, b[1] - a[1]) * 1000 for a, b in ((before, between), (between, after))]
+    http: dict[bool, dict[str, Any]] = {}
+    for keep in (False, True):
+        with serving(args.server, app_text, data_dir, env, keep) as base:
+            empty = summary(empty_round_trips(base, args.warmup, 200))
+            errors_before, before = answers.errors, server_seconds(base)
+            single, single_wall = load(base, query, 1, args.requests, args.warmup, answers)
+            single_errors, between = answers.errors - errors_before, server_seconds(base)
+            many, many_wall = load(base, query, args.clients, args.requests_per_client, args.warmup, answers,
+                                   args.think_ms / 1000)
+            many_errors, after = answers.errors - errors_before - single_errors, server_seconds(base)
+        served = [(b[0] - a[0]) / max(1, b[1] - a[1]) * 1000 for a, b in ((before, between), (between, after))]
+        http[keep] = {"empty": empty, "loads": ((1, single, single_wall, single_errors, served[0]),
+                                                (args.clients, many, many_wall, many_errors, served[1]))}
     if answers.wrong:
         print(f"FAIL: {answers.wrong} HTTP answer(s) with other rows than DuckDB's: {answers.failed}")
         return 1
@@ -469,38 +477,44 @@ def run(args: argparse.Namespace, workdir: Path, server_url: str | None, stack: 
     print(f"  machine: {cores} cores; the server (uvicorn, FastAPI) {where}, the clients (httpx, a thread each) in "
           f"this process, all on the same cores over loopback")
     print("\n  in process                                      p50        p99        max")
-    for label, s in (("Reader.query (the server's reader)", reader_s),
-                     ("Reader.query + the route's JSON body", body_s),
+    for label, s in (("Reader.query, computed (store read, merge)", reader_s),
+                     ("Reader.query, kept (store unchanged)", kept_s),
+                     ("computed + the route's JSON body", body_s),
                      ("tf.query (opens the store per call)", tfq_s),
                      ("DuckDB scan of the raw Parquet events", duck_s)):
         print(f"    {label:<42}{s['p50']:7.2f} ms {s['p99']:7.2f} ms {s['max']:7.2f} ms")
-    print("\n  over HTTP (POST /api/query)                     p50        p99        max     req/s   non-200"
-          "   server's own time (mean)")
     rows = []
-    for clients, latencies, wall, errors, own in ((1, single, single_wall, single_errors, served[0]),
-                                                  (args.clients, many, many_wall, many_errors, served[1])):
-        s = summary(latencies)
-        rows.append((clients, s, errors))
-        label = f"{clients} client{'s' if clients > 1 else ''} x {len(latencies) // clients} requests"
-        if clients > 1 and args.think_ms:
-            label += f", {args.think_ms:g} ms apart"
-        print(f"    {label:<42}{s['p50']:7.2f} ms {s['p99']:7.2f} ms {s['max']:7.2f} ms "
-              f"{len(latencies) / wall:9.0f} {errors:9d}   {own:7.2f} ms")
-    print(f"    {'empty round trip (GET, 404; 1 client)':<42}{empty['p50']:7.2f} ms {empty['p99']:7.2f} ms "
-          f"{empty['max']:7.2f} ms")
+    for keep, title in ((False, "computing every answer"), (True, "as tiltframe serve: answers kept while the "
+                                                                  "store is unchanged")):
+        print(f"\n  over HTTP (POST /api/query), {title}")
+        print("                                                  p50        p99        max     req/s   non-200"
+              "   server's own time (mean)")
+        for clients, latencies, wall, errors, own in http[keep]["loads"]:
+            s = summary(latencies)
+            rows.append((keep, clients, s, errors))
+            label = f"{clients} client{'s' if clients > 1 else ''} x {len(latencies) // clients} requests"
+            if clients > 1 and args.think_ms:
+                label += f", {args.think_ms:g} ms apart"
+            print(f"    {label:<42}{s['p50']:7.2f} ms {s['p99']:7.2f} ms {s['max']:7.2f} ms "
+                  f"{len(latencies) / wall:9.0f} {errors:9d}   {own:7.2f} ms")
+        empty = http[keep]["empty"]
+        print(f"    {'empty round trip (GET, 404; 1 client)':<42}{empty['p50']:7.2f} ms {empty['p99']:7.2f} ms "
+              f"{empty['max']:7.2f} ms")
     if answers.errors:
         print(f"    non-200 answers by status: {answers.non_200}; the first: {answers.failed}")
     print("    (server's own time: its /metrics, from the request's arrival at the app to its response, queueing "
           "for a worker thread included; the empty round trip: the HTTP layer's floor on a kept-alive connection)")
-    print(f"    ratios (p50): HTTP 1 client / Reader.query {rows[0][1]['p50'] / reader_s['p50']:.1f}x; "
-          f"DuckDB scan / HTTP 1 client {duck_s['p50'] / rows[0][1]['p50']:.1f}x; "
-          f"DuckDB scan / Reader.query {duck_s['p50'] / reader_s['p50']:.1f}x")
+    computed_1 = rows[0][2]["p50"]
+    print(f"    ratios (p50): HTTP 1 client computing / Reader.query computed {computed_1 / reader_s['p50']:.1f}x; "
+          f"DuckDB scan / HTTP 1 client computing {duck_s['p50'] / computed_1:.1f}x; "
+          f"DuckDB scan / Reader.query computed {duck_s['p50'] / reader_s['p50']:.1f}x")
 
     print(f"\n  targets (p50 <= {TARGET_P50_MS:g} ms, p99 <= {TARGET_P99_MS:g} ms, 0 errors):")
-    for clients, s, errors in rows:
-        print(f"    {clients:>3} client(s): p50 {verdict(s['p50'] <= TARGET_P50_MS)} ({s['p50']:.2f} ms)   "
-              f"p99 {verdict(s['p99'] <= TARGET_P99_MS)} ({s['p99']:.2f} ms)   "
-              f"errors {verdict(errors == 0)} ({errors})")
+    for keep, clients, s, errors in rows:
+        way = "kept    " if keep else "computed"
+        p50 = f"p50 {verdict(s['p50'] <= TARGET_P50_MS)} ({s['p50']:.2f} ms)"
+        p99 = f"p99 {verdict(s['p99'] <= TARGET_P99_MS)} ({s['p99']:.2f} ms)"
+        print(f"    {way} {clients:>3} client(s): {p50}   {p99}   errors {verdict(errors == 0)} ({errors})")
     if profile is not None:
         print("\n  cProfile of 200 Reader.query calls (cumulative):")
         print(profile)

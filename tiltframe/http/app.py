@@ -33,6 +33,8 @@ from tiltframe.timeutil.parse import iso_ts
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
+    import pandas as pd
+
     from tiltframe.http.status import PipelineStatus
     from tiltframe.spec.model import AppSpec
 
@@ -69,13 +71,21 @@ def error_body(message: str, *, line: int | None = None, column: int | None = No
     return {"error": message, "line": line, "column": column, "hint": hint}
 
 
+def answer_json(frame: pd.DataFrame, zone: str) -> str:
+    """``POST /api/query``'s JSON: ``{"columns", "zone", "rows"}``, the rows written by pandas at once."""
+    head = to_json({"columns": [str(c) for c in frame.columns], "zone": zone}, indent=None)
+    return f'{head[:-1]},"rows":{records_json(frame)}}}'
+
+
 def create_app(app_spec: AppSpec, data_dir: str | Path, *, token: str | None = None,
-               status: PipelineStatus | None = None, metrics: Metrics | None = None) -> FastAPI:
+               status: PipelineStatus | None = None, metrics: Metrics | None = None,
+               keep_answers: bool = True) -> FastAPI:
     """The server of ``app_spec``'s data in ``data_dir`` (read-only).  ``status`` is the pipeline running
     in this process (``tiltframe run --serve``), if any; ``token``: every API request needs
-    ``Authorization: Bearer <token>`` (the page's static files need none: they hold no data)."""
+    ``Authorization: Bearer <token>`` (the page's static files need none: they hold no data);
+    ``keep_answers``: give an answer again while the embedded store is unchanged (``http.reader``)."""
     metrics = metrics or Metrics()
-    reader = Reader(app_spec, data_dir, metrics)
+    reader = Reader(app_spec, data_dir, metrics, keep_answers=keep_answers)
     metrics.watch_store(reader.infos, lambda: _watermarks(status))
     server = FastAPI(title="tiltframe", summary="Rollups of event streams: retrieval, series, status, metrics",
                      version=_version())
@@ -151,8 +161,7 @@ def create_app(app_spec: AppSpec, data_dir: str | Path, *, token: str | None = N
             return Response(csv_text(frame), media_type="text/csv; charset=utf-8")
         if fmt == "arrow":
             return Response(_arrow(frame), media_type=ARROW)
-        head = to_json({"columns": [str(c) for c in frame.columns], "zone": zone}, indent=None)
-        return Response(f'{head[:-1]},"rows":{records_json(frame)}}}', media_type="application/json")
+        return Response(answer_json(frame, zone), media_type="application/json")
 
     @server.get("/api/status", dependencies=auth, response_class=Json)
     def pipeline_status() -> Any:

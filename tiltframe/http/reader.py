@@ -67,7 +67,8 @@ class Reader:
     """Read-only access to the stores of one app for a server's life (thread-safe: each read is one
     transaction on a connection of its own)."""
 
-    def __init__(self, app: AppSpec, data_dir: str | Path, metrics: Metrics | None = None) -> None:
+    def __init__(self, app: AppSpec, data_dir: str | Path, metrics: Metrics | None = None, *,
+                 keep_answers: bool = True) -> None:
         self.app = app
         self.data_dir = Path(data_dir)
         self.stores = StoreRegistry(self.data_dir, read_only=True)
@@ -81,11 +82,12 @@ class Reader:
         # a server store has none, and is always asked).
         self._answers: OrderedDict[Hashable, tuple[object, Any]] = OrderedDict()
         self._lock = threading.Lock()
+        self.keep_answers = keep_answers
 
     def _kept(self, key: Hashable, store: Store, compute: Callable[[], T], size: Callable[[T], int] = len) -> T:
         """``compute()``, or the answer kept for ``key`` while ``store`` has not changed since it was computed.
         The token is taken before computing, so a commit meanwhile makes the kept answer stale at once."""
-        token = store.change_token() if isinstance(store, SqlStore) else None
+        token = store.change_token() if self.keep_answers and isinstance(store, SqlStore) else None
         if token is None:
             return compute()
         with self._lock:
