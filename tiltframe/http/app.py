@@ -42,8 +42,6 @@ logger = logging.getLogger(__name__)
 
 ARROW = "application/vnd.apache.arrow.stream"
 FORMATS = ("json", "csv", "arrow")
-#: The token's environment variable (``--token`` wins).
-TOKEN_ENV = "TILTFRAME_TOKEN"
 _DID_YOU_MEAN = re.compile(r" — (did you mean '[^']*'\?)")
 
 
