@@ -150,6 +150,9 @@ def test_errors_have_their_status_and_shape(served: Served) -> None:
         no_body = c.post("/api/query", json={"text": QUERY})
         bad_format = c.post("/api/query", params={"format": "xml"}, json={"query": QUERY})
         no_route = c.get("/api/nothing")
+        too_many = c.get("/api/aggregations/TradeAggregation/series", params={"per": "seconds"})  # 20 days
+        one_day = c.get("/api/aggregations/TradeAggregation/series",
+                        params={"per": "seconds", "start": "2024-01-03", "end": "2024-01-03T12:00:00Z"})
     assert typo.status_code == 400
     assert typo.json() == {"error": typo.json()["error"], "line": 1, "column": 56, "hint": "did you mean 'day'?"}
     assert "unknown duration 'dayz'" in typo.json()["error"]
@@ -164,6 +167,8 @@ def test_errors_have_their_status_and_shape(served: Served) -> None:
     assert no_body.status_code == 400 and "body.query" in no_body.json()["error"]
     assert bad_format.status_code == 400 and "unknown format 'xml'" in bad_format.json()["error"]
     assert no_route.status_code == 404 and set(no_route.json()) == {"error", "line", "column", "hint"}
+    assert too_many.status_code == 400 and "buckets for each key, more than the 50,000" in too_many.json()["error"]
+    assert one_day.status_code == 200 and one_day.json()["per"] == "seconds"
     for response in (typo, syntax, unknown, bad_on, no_body, no_route):
         assert "Traceback" not in response.text
 

@@ -24,7 +24,7 @@ from tiltframe.spec.durations import Granularity
 from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.store.registry import StoreRegistry
 from tiltframe.store.sql import SqlStore
-from tiltframe.timeutil.parse import parse_timestamp, within_range
+from tiltframe.timeutil.parse import iso_ts, parse_timestamp, within_range
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 #: Query texts kept parsed per server.
 PARSED_QUERIES = 512
+#: Buckets per key a chart series may hold.
+MAX_POINTS = 50_000
 #: Answers kept per server while their store is unchanged, each of at most ``KEPT_ROWS`` rows.
 KEPT_ANSWERS = 256
 KEPT_ROWS = 100_000
@@ -204,6 +206,7 @@ class Reader:
         elif measure not in numeric:
             raise QueryError(unknown("numeric measure of " + name, measure, numeric))
         s, e = _range(start, end, within)
+        self._check_points(name, g, s, e)
         keys = [k.name for k in layout.keys]
         prefix = f"from {name} on "
         text = (f"{prefix}{on} " if on else f"from {name} ") + (f"within {s}L, {e}L per \"{g}\" "
@@ -231,6 +234,25 @@ class Reader:
                 "points": [[int(t), _plain(v)] for t, v in zip(rows[AGG_TIMESTAMP], rows[measure], strict=True)],
             })
         return Series(name, str(g), measure, layout.zone, tuple(keys), s, e, lines, total)
+
+    def _check_points(self, name: str, g: Granularity, start: int, end: int) -> None:
+        """Refuse a series of more than ``MAX_POINTS`` buckets per key (a chart draws no more, and reading
+        them would hold the server): a year of seconds asks for 31 million.  Open sides reach as far as the
+        level's stored buckets; months and years, whose lengths vary, are never that many."""
+        if g.unit.fixed_ms is None:
+            return
+        length = g.unit.fixed_ms * g.multiple
+        lo, hi = start, end
+        if start == ALL_TIME[0] or end == ALL_TIME[1]:
+            stored = next((t for t in self.info(name).tables if t.granularity == str(g)), None)
+            if stored is None or stored.first_bucket is None or stored.last_bucket is None:
+                return
+            lo, hi = max(lo, stored.first_bucket), min(hi, stored.last_bucket + length)
+        buckets = (hi - lo) // length
+        if buckets > MAX_POINTS:
+            raise QueryError(f"per \"{g}\" from {iso_ts(lo)} to {iso_ts(hi)} is {buckets:,} buckets for each key, "
+                             f"more than the {MAX_POINTS:,} a series holds: narrow the range or choose a coarser per "
+                             f"(POST /api/query answers any size, as Arrow too)")
 
     def _timed(self, name: str) -> _Timer:
         return _Timer(self.metrics, name)
