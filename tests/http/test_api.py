@@ -150,6 +150,8 @@ def test_errors_have_their_status_and_shape(served: Served) -> None:
         no_body = c.post("/api/query", json={"text": QUERY})
         bad_format = c.post("/api/query", params={"format": "xml"}, json={"query": QUERY})
         no_route = c.get("/api/nothing")
+        commented = c.get("/api/aggregations/TradeAggregation/series", params={"on": 'symbol == "IBM" -- the one'})
+        clause = c.get("/api/aggregations/TradeAggregation/series", params={"on": 'symbol == "IBM" group by symbol'})
         too_many = c.get("/api/aggregations/TradeAggregation/series", params={"per": "seconds"})  # 20 days
         one_day = c.get("/api/aggregations/TradeAggregation/series",
                         params={"per": "seconds", "start": "2024-01-03", "end": "2024-01-03T12:00:00Z"})
@@ -167,6 +169,8 @@ def test_errors_have_their_status_and_shape(served: Served) -> None:
     assert no_body.status_code == 400 and "body.query" in no_body.json()["error"]
     assert bad_format.status_code == 400 and "unknown format 'xml'" in bad_format.json()["error"]
     assert no_route.status_code == 404 and set(no_route.json()) == {"error", "line", "column", "hint"}
+    assert [line["label"] for line in commented.json()["series"]] == ["IBM"]
+    assert clause.status_code == 400 and clause.json()["error"].startswith("in on: ")
     assert too_many.status_code == 400 and "buckets for each key, more than the 50,000" in too_many.json()["error"]
     assert one_day.status_code == 200 and one_day.json()["per"] == "seconds"
     for response in (typo, syntax, unknown, bad_on, no_body, no_route):

@@ -6,7 +6,9 @@ Nothing here writes: the stores are opened read-only, as ``tiltframe query`` ope
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
 
 #: Query texts kept parsed per server.
 PARSED_QUERIES = 512
+_AT = re.compile(r" at line \d+, column \d+")
 #: Buckets per key a chart series may hold.
 MAX_POINTS = 50_000
 #: Answers kept per server while their store is unchanged, each of at most ``KEPT_ROWS`` rows.
@@ -209,14 +212,19 @@ class Reader:
         self._check_points(name, g, s, e)
         keys = [k.name for k in layout.keys]
         prefix = f"from {name} on "
-        text = (f"{prefix}{on} " if on else f"from {name} ") + (f"within {s}L, {e}L per \"{g}\" "
-                f"select {', '.join([AGG_TIMESTAMP, *keys, measure])}")
+        rest = f"within {s}L, {e}L per \"{g}\" select {', '.join([AGG_TIMESTAMP, *keys, measure])}"
+        text = f"{prefix}{on}\n{rest}" if on else f"from {name} {rest}"
         try:
             query = self._retrieval(text)
         except DefinitionError as exc:
-            if on and exc.line == 1 and exc.column is not None and exc.column > len(prefix):
-                raise DefinitionError(f"in on: {exc.message}", line=1, column=exc.column - len(prefix)) from None
+            if on and exc.line is not None and exc.column is not None and (exc.line, exc.column) > (1, len(prefix)):
+                column = exc.column - len(prefix) if exc.line == 1 else exc.column
+                message = _AT.sub("", exc.message)  # the place is the composed text's: given as line and column
+                raise DefinitionError(f"in on: {message}", line=exc.line, column=column) from None
             raise
+        if on and dataclasses.replace(query, on=None) != self._retrieval(f"from {name} {rest}"):
+            raise QueryError("on takes one condition on the group-by attributes (a comment or a clause of its "
+                             "own would change the series' query)")
         store = self.stores.for_aggregation(layout.spec)
         with self._timed(name):
             frame = self._kept(("query", text), store, partial(retrieve, layout, store, query))
