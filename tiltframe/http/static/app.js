@@ -20,6 +20,10 @@
   const TOKEN_KEY = "tiltframe.token";
   // Finest to coarsest; a granularity the API names but this list lacks is still offered, just never chosen by default.
   const GRAIN_ORDER = ["seconds", "minutes", "hours", "days", "weeks", "months", "years"];
+  // Nominal lengths, to count a level's buckets in a range (months and years vary; close enough for a default).
+  const NOMINAL_MS = { seconds: 1e3, minutes: 6e4, hours: 3.6e6, days: 8.64e7, weeks: 6.048e8, months: 2.6298e9,
+    years: 3.15576e10 };
+  const MIN_POINTS = 12;
   const PALETTE = ["#2f6fde", "#e8590c", "#2b8a3e", "#c2255c", "#7048e8", "#0c8599",
     "#a61e4d", "#5c940d", "#d9480f", "#495057"];
 
@@ -329,34 +333,26 @@
     return gs.sort((a, b) => rank(a) - rank(b));
   }
 
-  /** The bucket an instant falls in, as wall-clock text; two instants share a bucket when the texts are equal. */
-  function bucketText(ms, zone, per) {
-    const d = wallDate(ms, zone);
-    const parts = [d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate(), d.getUTCHours(), d.getUTCMinutes(), d.getUTCSeconds()];
-    const keep = { years: 1, months: 2, days: 3, hours: 4, minutes: 5, seconds: 6 }[per];
-    if (per === "weeks") return String(Math.floor((ms + zoneOffsetMs(ms, zone) + 3 * 86400000) / (7 * 86400000)));
-    return keep ? parts.slice(0, keep).join("-") : null;
-  }
-
-  /** The coarsest granularity with at least 2 buckets in the stored range, else days if offered, else the finest. */
+  /**
+   * The coarsest granularity with at least MIN_POINTS buckets in the stored range (a line worth drawing),
+   * else the coarsest with 2, else days if offered, else the finest.
+   */
   function defaultPer(agg) {
     const gs = granularities(agg);
     if (!gs.length) return null;
     const tables = new Map((agg.tables || []).map((t) => [t.granularity, t]));
+    let fallback = null;
     for (let i = gs.length - 1; i >= 0; i--) {
       const g = gs[i];
       const t = tables.get(g);
-      if (t && t.first_bucket != null && t.last_bucket != null) {
-        if (t.last_bucket > t.first_bucket) return g;
-        continue;
-      }
-      if (agg.first_event != null && agg.last_event != null) {
-        const a = bucketText(agg.first_event, agg.zone, g);
-        const b = bucketText(agg.last_event, agg.zone, g);
-        if (a !== null && a !== b) return g;
-      }
+      const span = t && t.first_bucket != null && t.last_bucket != null ? [t.first_bucket, t.last_bucket]
+        : agg.first_event != null && agg.last_event != null ? [agg.first_event, agg.last_event] : null;
+      if (!span || !NOMINAL_MS[g]) continue;
+      const buckets = Math.floor((span[1] - span[0]) / NOMINAL_MS[g]) + 1;
+      if (buckets >= MIN_POINTS) return g;
+      if (buckets >= 2 && fallback === null) fallback = g;
     }
-    return gs.includes("days") ? "days" : gs[0];
+    return fallback || (gs.includes("days") ? "days" : gs[0]);
   }
 
   function fillSelect(select, items, selected) {
