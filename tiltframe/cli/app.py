@@ -8,7 +8,6 @@ Exit codes: 0 success, 1 runtime or data error, 2 usage error or invalid definit
 
 from __future__ import annotations
 
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated
 
@@ -27,17 +26,13 @@ from tiltframe.cli.options import (
     ShardOpt,
     check_config_file,
     check_format,
-    check_run_options,
     checkpoint_location,
-    is_local,
-    pairs,
     resolve_data_dir,
     store_location,
 )
 from tiltframe.cli.output import result_table, stderr_console, stdout_console
-from tiltframe.cli.progress import RunProgress
-from tiltframe.cli.running import print_run_summary, wait_interruptibly
-from tiltframe.cli.serving import TokenOpt, serve, serve_beside
+from tiltframe.cli.running import run
+from tiltframe.cli.serving import serve
 from tiltframe.errors import UsageError, unknown
 from tiltframe.retrieval.formats import csv_text, records, to_json
 from tiltframe.timeutil.parse import format_ts
@@ -96,162 +91,10 @@ def _main(
     logs.configure(debug=debug, verbose=verbose, log_format=log_format)
 
 
-# --- run ----------------------------------------------------------------------------------------------
+# --- run, serve ----------------------------------------------------------------------------------------
 
 
-@app.command()
-def run(
-    app_file: AppArg,
-    input_: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--input",
-            "-i",
-            metavar="STREAM=PATH",
-            help="A directory of csv/json/parquet files feeding STREAM.",
-        ),
-    ] = None,
-    input_format: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--input-format",
-            metavar="STREAM=FORMAT",
-            help="csv, json or parquet \\[default: from the file names].",
-        ),
-    ] = None,
-    output: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--output",
-            "-o",
-            metavar="STREAM=PATH",
-            help="Write the rows of a continuous query or output stream as JSON Lines under PATH "
-            "(or csv:PATH, parquet:PATH, store:URL#TABLE); others go to the console.",
-        ),
-    ] = None,
-    data_dir: DataDirOpt = None,
-    checkpoint_dir: CheckpointDirOpt = None,
-    follow: Annotated[
-        bool, typer.Option("--follow", "-f", help="Keep watching the inputs for new files until Ctrl-C.")
-    ] = False,
-    max_files_per_trigger: Annotated[
-        int | None,
-        typer.Option("--max-files-per-trigger", min=1, help="At most N new files per micro-batch."),
-    ] = None,
-    max_bytes_per_trigger: Annotated[
-        int | None,
-        typer.Option("--max-bytes-per-trigger", min=0, metavar="BYTES",
-                     help="About BYTES of new files per micro-batch (0: no bound) \\[default: "
-                     "$TILTFRAME_MAX_BYTES_PER_TRIGGER or 67108864, 64 MiB]; --max-files-per-trigger wins."),
-    ] = None,
-    master: Annotated[
-        str | None,
-        typer.Option("--master", help="Spark master \\[default: $TILTFRAME_SPARK_MASTER or local\\[*]]."),
-    ] = None,
-    shard_id: ShardOpt = None,
-    config: ConfigOpt = None,
-    on_bad_file: Annotated[
-        str,
-        typer.Option("--on-bad-file", metavar="skip|fail",
-                     help="An input file that cannot be read: record it and go on (skip), or stop (fail)."),
-    ] = "skip",
-    rebuild: Annotated[
-        bool,
-        typer.Option("--rebuild", help="Drop what the store holds of the aggregations fed here and their "
-                     "checkpoints, then read every input again (after the store was replaced or emptied)."),
-    ] = False,
-    serve_port: Annotated[
-        int | None,
-        typer.Option("--serve", metavar="PORT", min=0, max=65535,
-                     help="Serve the API, the page and /metrics on PORT while the pipeline runs "
-                     "(as tiltframe serve; with its status and figures)."),
-    ] = None,
-    serve_host: Annotated[str, typer.Option("--serve-host", help="The address --serve listens on.")] = "127.0.0.1",
-    token: TokenOpt = None,
-) -> None:
-    """Aggregate the input streams into the store and run the continuous queries (everything available, or
-    --follow until Ctrl-C)."""
-    import time
-
-    err = stderr_console()
-    out = stdout_console()
-    with handle_errors():
-        spec = api.load_app(app_file)
-        from tiltframe.spec.validate import check_runnable
-
-        check_runnable(spec)
-        inputs = pairs(input_, "--input")
-        formats = pairs(input_format, "--input-format")
-        outputs = pairs(output, "--output")
-        check_run_options(spec, inputs, formats, outputs)
-        from tiltframe.engine.shards import load_deployment
-
-        check_config_file(config)
-        deployment = load_deployment(shard_id, config)
-        directory = resolve_data_dir(data_dir)
-        from tiltframe.engine.filesystems import checkpoint_root
-
-        checkpoint_root(checkpoint_dir, directory)  # a location that cannot work fails before Spark starts
-        if not inputs:
-            err.print("note: no --input given; the aggregations receive no events")
-        fed = {spec.input_stream(name) for name in inputs}
-        for agg in spec.aggregations:
-            root = spec.root_stream(agg.source)  # a stream that stream queries make: their input stream
-            if root not in fed and inputs:
-                err.print(f"note: stream {root} has no --input; aggregation {agg.name} receives no events")
-
-        from tiltframe.engine.sinks import sink_for
-        from tiltframe.engine.sources import FileInput
-
-        file_inputs = {
-            name: FileInput(
-                str(Path(path).resolve()) if is_local(path) else path,
-                formats[name].lower() if name in formats else None,
-                max_files_per_trigger,
-                max_bytes_per_trigger=max_bytes_per_trigger,
-            )
-            for name, path in inputs.items()
-        }
-        sinks = {name: sink_for(path) for name, path in outputs.items()}
-        from tiltframe.http.status import PipelineStatus
-
-        status = PipelineStatus([a.name for a in spec.aggregations])
-        with ExitStack() as cleanup:
-            if serve_port is not None:  # listening before Spark starts: a port in use fails at once
-                cleanup.callback(serve_beside(spec, directory, serve_port, serve_host, token, status, err).stop)
-            if (err.is_terminal or logs.settings.verbose) and not logs.settings.json:
-                err.print(f"starting Spark ({master or 'default master'}) ...", style="dim")
-            spark = logs.start_spark(master, directory)
-            started = time.monotonic()
-            logged = logs.settings.verbose or logs.settings.debug or logs.settings.json
-            progress = RunProgress(err, [a.name for a in spec.aggregations], follow=follow, logged=logged)
-            status.listeners.append(progress.on_batch)
-            with progress:
-                handle = api.start(
-                    spec,
-                    file_inputs,
-                    data_dir=directory,
-                    spark=spark,
-                    follow=follow,
-                    outputs=sinks,
-                    on_batch=status.on_batch,
-                    max_files_per_trigger=max_files_per_trigger,
-                    shard_id=deployment.shard_id,
-                    partition_by_id=deployment.partition_by_id,
-                    on_bad_file=on_bad_file,
-                    rebuild=rebuild,
-                    checkpoint_dir=checkpoint_dir,
-                )
-                try:
-                    result, interrupted = wait_interruptibly(handle, progress)
-                finally:
-                    handle.close()
-                    status.stopped()
-            if interrupted and not logs.settings.json:
-                err.print("stopped by Ctrl-C")
-            print_run_summary(out, spec, result, directory, time.monotonic() - started, checkpoint_dir)
-
-
+app.command()(run)
 app.command()(serve)
 
 
