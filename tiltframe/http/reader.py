@@ -1,5 +1,5 @@
-"""The server's reads: one read-only connection to each store for the server's life, and the answers the
-routes turn into JSON (queries, chart series, the catalog, rejected events).
+"""The server's reads: each store opened once, read-only, for the server's life, and the answers the routes
+turn into JSON (queries, chart series, the catalog, rejected events), kept while the store is unchanged.
 
 Nothing here writes: the stores are opened read-only, as ``tiltframe query`` opens them.
 """
