@@ -14,20 +14,12 @@ import httpx
 import pandas as pd
 
 import tiltframe as tf
+from tests.cli.test_cli import APP  # the README's trades aggregation, with a count
 from tests.servers import app_with_store
 from tiltframe.http.app import create_app
 from tiltframe.http.server import BackgroundServer
 from tiltframe.spec.model import AppSpec
 
-APP = """\
-define stream TradeStream (symbol string, price double, quantity long, timestamp long);
-
-define aggregation TradeAggregation
-from TradeStream
-select symbol, avg(price) as avgPrice, sum(quantity) as total, count() as trades
-group by symbol
-aggregate by timestamp every sec ... year;
-"""
 SYMBOLS = ("IBM", "WSO2", "ORCL")
 T0 = 1_704_067_200_000  # 2024-01-01 00:00:00 GMT
 DAY = 86_400_000

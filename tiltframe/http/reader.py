@@ -25,7 +25,6 @@ from tiltframe.retrieval.retrieve import retrieve
 from tiltframe.spec.durations import Granularity
 from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.store.registry import StoreRegistry
-from tiltframe.store.sql import SqlStore
 from tiltframe.timeutil.parse import iso_ts, parse_timestamp, within_range
 
 if TYPE_CHECKING:
@@ -92,7 +91,7 @@ class Reader:
     def _kept(self, key: Hashable, store: Store, compute: Callable[[], T], size: Callable[[T], int] = len) -> T:
         """``compute()``, or the answer kept for ``key`` while ``store`` has not changed since it was computed.
         The token is taken before computing, so a commit meanwhile makes the kept answer stale at once."""
-        token = store.change_token() if self.keep_answers and isinstance(store, SqlStore) else None
+        token = store.change_token() if self.keep_answers else None
         if token is None:
             return compute()
         with self._lock:
@@ -301,19 +300,12 @@ def _range(start: str | None, end: str | None, within: list[str] | None) -> tupl
             raise QueryError("give either within or start/end, not both")
         if len(within) > 2:
             raise QueryError(f"within takes a pattern or a start and an end, got {len(within)} values")
-        return within_range(*(_number(w) for w in within))
-    s = parse_timestamp(_number(start)) if start else ALL_TIME[0]
-    e = parse_timestamp(_number(end)) if end else ALL_TIME[1]
+        return within_range(*within)
+    s = parse_timestamp(start) if start else ALL_TIME[0]
+    e = parse_timestamp(end) if end else ALL_TIME[1]
     if s >= e:
         raise QueryError(f"start {start!r} must be before end {end!r} (the range is [start, end))")
     return s, e
-
-
-def _number(text: str | None) -> str | int | None:
-    """Epoch milliseconds given as digits are numbers; anything else is a time text."""
-    if text is not None and text.strip().lstrip("-").isdigit():
-        return int(text)
-    return text
 
 
 def _plain(value: Any) -> Any:

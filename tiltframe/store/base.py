@@ -213,4 +213,9 @@ class Store(Protocol):
 
     def info(self, layout: AggregationLayout) -> AggregationInfo: ...
 
+    def change_token(self) -> object | None:
+        """A value that changes whenever anything is committed to the store (None: the store cannot tell,
+        and readers must not keep answers)."""
+        ...
+
     def close(self) -> None: ...
