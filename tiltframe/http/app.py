@@ -11,7 +11,6 @@ import io
 import logging
 import re
 import secrets
-import time
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -25,14 +24,12 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tiltframe.errors import DefinitionError, StoreError, TiltframeError
-from tiltframe.http.metrics import Metrics
+from tiltframe.http.metrics import CountRequests, Metrics
 from tiltframe.http.reader import NotFound, Reader
 from tiltframe.retrieval.formats import csv_text, records, records_json, to_json
 from tiltframe.timeutil.parse import iso_ts
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
-
     import pandas as pd
 
     from tiltframe.http.status import PipelineStatus
@@ -101,15 +98,7 @@ def create_app(app_spec: AppSpec, data_dir: str | Path, *, token: str | None = N
 
     auth = [Depends(authorized)]
 
-    @server.middleware("http")
-    async def count(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        started = time.perf_counter()
-        response = await call_next(request)
-        route = request.scope.get("route")
-        path = getattr(route, "path", None) or "/"  # the page's files have no route of their own
-        metrics.requests.labels(request.method, path, str(response.status_code)).inc()
-        metrics.request_seconds.labels(path).observe(time.perf_counter() - started)
-        return response
+    server.add_middleware(CountRequests, metrics=metrics)
 
     _errors(server)
 

@@ -23,7 +23,7 @@ import pandas as pd
 
 from tiltframe.errors import QueryError
 from tiltframe.functions import registry
-from tiltframe.retrieval.evaluate import as_column, compute, is_request_attr, request_value
+from tiltframe.retrieval.evaluate import as_column, compute, is_request_attr, numbered, request_value
 from tiltframe.spec.expressions import Attr, Call, Expr, output_name
 from tiltframe.spec.model import AggregateItem, ExpressionItem, KeyItem, RetrievalQuery
 from tiltframe.spec.validate_retrieval import aggregate_calls, is_grouped
@@ -57,7 +57,7 @@ def answer(
     rows: pd.DataFrame, layout: AggregationLayout, query: RetrievalQuery, request: Mapping[str, Any] | None
 ) -> pd.DataFrame:
     """The answer to ``query`` from its retrieved ``rows`` (finalized, ``on`` applied)."""
-    rows = rows.reset_index(drop=True)
+    rows = rows if numbered(rows) else rows.reset_index(drop=True)
 
     def row_value(a: Attr) -> Any:
         return request_value(a, request) if is_request_attr(a, query) else rows[a.name]
@@ -80,7 +80,9 @@ def answer(
         out = out.loc[order.index]
     start = query.offset or 0
     stop = None if query.limit is None else start + query.limit
-    return out.iloc[start:stop].reset_index(drop=True)
+    if start or stop is not None:
+        out = out.iloc[start:stop]
+    return out if numbered(out) else out.reset_index(drop=True)
 
 
 def _rows(

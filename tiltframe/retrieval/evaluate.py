@@ -114,7 +114,15 @@ def holds(
 ) -> np.ndarray:
     """The rows of ``frame`` where ``condition`` is true; NULL is false, as in SQL."""
     value = evaluate_column(condition, frame, query, request)
+    if value.dtype == bool:  # a comparison of columns without NULL
+        return value.to_numpy()
     return value.astype("boolean").fillna(False).to_numpy(dtype=bool)
+
+
+def numbered(frame: pd.DataFrame) -> bool:
+    """Rows indexed 0..n-1 already (a store's read), so that resetting the index would only copy them."""
+    index = frame.index
+    return isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1
 
 
 def _integral(value: Any) -> bool:

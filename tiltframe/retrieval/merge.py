@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from tiltframe.functions.registry import EVENT_ORDER, Merge
+from tiltframe.retrieval.evaluate import numbered
 from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout, StateColumn
 
 _PANDAS_MERGE = {Merge.SUM: "sum", Merge.MIN: "min", Merge.MAX: "max"}
@@ -49,8 +50,8 @@ class PandasOps:
 def merge_rows(rows: pd.DataFrame, layout: AggregationLayout) -> pd.DataFrame:
     """One row per (bucket, keys): partial states merged, latest-event values from the latest row."""
     keys = list(layout.key_names)
-    if rows.empty or not rows.duplicated(keys).any():
-        return rows.reset_index(drop=True)
+    if _distinct(rows, keys):
+        return rows if numbered(rows) else rows.reset_index(drop=True)
     order = list(layout.order_columns)
     rows = rows.sort_values([*keys, *order], kind="stable").reset_index(drop=True)
     grouped = rows.groupby(keys, sort=False, dropna=False)
@@ -87,6 +88,14 @@ def merge_rows(rows: pd.DataFrame, layout: AggregationLayout) -> pd.DataFrame:
                 for name in event.values():
                     merged[name] = picked[name].to_numpy()
     return merged
+
+
+def _distinct(rows: pd.DataFrame, keys: list[str]) -> bool:
+    """No two rows share a bucket and key; at once when the buckets increase strictly (one key's rows)."""
+    buckets = rows[AGG_TIMESTAMP].to_numpy()
+    if len(buckets) < 2 or bool((buckets[1:] > buckets[:-1]).all()):
+        return True
+    return not rows.duplicated(keys).any()
 
 
 def _pick_event(rows: pd.DataFrame, keys: list[str], order: list[str], *, latest: bool) -> pd.DataFrame:
@@ -139,9 +148,9 @@ def _combine_groups(rows: pd.DataFrame, keys: list[str], columns: tuple[StateCol
 
 def finalize(rows: pd.DataFrame, layout: AggregationLayout) -> pd.DataFrame:
     """Final values by output name: AGG_TIMESTAMP, keys, aggregates (avg = sum / count), values."""
-    out = pd.DataFrame({AGG_TIMESTAMP: rows[AGG_TIMESTAMP].astype("int64")})
+    out: dict[str, Any] = {AGG_TIMESTAMP: rows[AGG_TIMESTAMP].to_numpy(dtype="int64")}
     for k in layout.keys:
-        out[k.name] = rows[k.name]
+        out[k.name] = rows[k.name].array
     types = layout.output_types
     for alias, value in layout.finalized(rows, PandasOps()).items():
         if isinstance(value, pd.Series) and isinstance(value.dtype, pd.Int64Dtype):
@@ -153,7 +162,7 @@ def finalize(rows: pd.DataFrame, layout: AggregationLayout) -> pd.DataFrame:
         elif values.dtype.kind == "f" and types[alias].is_integral:  # a long min or max with NaN for NULL
             values = pd.array(values, dtype="Int64")
         out[alias] = values
-    for v in layout.values:
-        out[v.name] = rows[v.name]
-    out[AGG_EVENT_TIMESTAMP] = rows[AGG_EVENT_TIMESTAMP]
-    return out
+    for name in (*(v.name for v in layout.values), AGG_EVENT_TIMESTAMP):
+        out[name] = rows[name].array
+    # One frame from columns of one length: building it column by column cost more than a small answer.
+    return pd.DataFrame(out, index=pd.RangeIndex(len(rows)), copy=False)

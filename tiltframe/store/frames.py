@@ -16,6 +16,7 @@ from tiltframe.spec.model import AttrType
 
 #: The dtype pandas itself gives a column of Python strings (``str`` in pandas 3, ``object`` before).
 STR_DTYPE = pd.Series(["x"]).dtype
+_STR_IS_OBJECT = np.dtype(object) == STR_DTYPE
 ARROW_TYPES = {
     AttrType.STRING: pa.string(), AttrType.INT: pa.int64(), AttrType.LONG: pa.int64(),
     AttrType.FLOAT: pa.float64(), AttrType.DOUBLE: pa.float64(), AttrType.BOOL: pa.bool_(),
@@ -28,11 +29,15 @@ NUMPY_TYPES = {AttrType.STRING: object, AttrType.INT: "i8", AttrType.LONG: "i8",
 def fetch_all(conn: Connection, query: sa.Select[Any]) -> list[Any]:
     """Rows of ``query`` through the raw DBAPI cursor."""
     compiled = query.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})  # IN lists
-    params = compiled.construct_params()
+    return fetch_compiled(conn, compiled, compiled.construct_params())
+
+
+def fetch_compiled(conn: Connection, compiled: sa.engine.Compiled, params: dict[str, Any]) -> list[Any]:
+    """Rows of a statement compiled once (:mod:`tiltframe.store.read_plans`) with this call's ``params``."""
     args: Any = [params[p] for p in compiled.positiontup or ()] if compiled.positional else params
     cursor = conn.connection.cursor()
     try:
-        cursor.execute(str(compiled), args)
+        cursor.execute(compiled.string, args)
         return list(cursor.fetchall())  # PyMySQL gives a tuple, which NumPy would read as one record
     finally:
         cursor.close()
@@ -43,23 +48,24 @@ def typed_frame(rows: Sequence[Sequence[Any]], types: dict[str, AttrType]) -> pd
 
     Rows go through one structured NumPy array (C speed, no per-column Python loops); only when a
     column holds NULL does it fall back to per-column building (``Int64``/``boolean`` for those columns).
+    Columns go to the frame as arrays: a Series each would cost more than the rows of a small answer.
     """
     try:
         packed = np.array(rows, dtype=[(n, NUMPY_TYPES[t]) for n, t in types.items()])
         columns: dict[str, Any] = {n: packed[n] for n in types}
     except (TypeError, ValueError):
         columns = dict(zip(types, zip(*rows, strict=True), strict=True))
-    out = {}
+    out: dict[str, Any] = {}
     for name, t in types.items():
         values = columns[name]
         if t is AttrType.STRING:
-            out[name] = pd.Series(values, dtype=STR_DTYPE)
+            out[name] = np.asarray(values, dtype=object) if _STR_IS_OBJECT else pd.array(values, dtype=STR_DTYPE)
         elif t is AttrType.BINARY:  # drivers give bytes, memoryview or bytearray
-            out[name] = pd.Series([None if v is None else bytes(v) for v in values], dtype=object)
+            out[name] = np.asarray([None if v is None else bytes(v) for v in values], dtype=object)
         elif t.is_numeric and not t.is_integral:
-            out[name] = pd.Series(values, dtype="float64")
+            out[name] = np.asarray(values, dtype="float64")  # NULL as NaN
         elif isinstance(values, np.ndarray) or None not in values:
-            out[name] = pd.Series(values, dtype=NUMPY_TYPES[t])
+            out[name] = np.asarray(values, dtype=NUMPY_TYPES[t])
         else:
-            out[name] = pd.Series(values, dtype="Int64" if t.is_integral else "boolean")
-    return pd.DataFrame(out)
+            out[name] = pd.array(values, dtype="Int64" if t.is_integral else "boolean")
+    return pd.DataFrame(out, copy=False) if out else pd.DataFrame(index=pd.RangeIndex(len(rows)))

@@ -48,10 +48,11 @@ from tiltframe.store.base import (
     TableInfo,
 )
 from tiltframe.store.commits import now_ms
-from tiltframe.store.frames import ARROW_TYPES, fetch_all, typed_frame
+from tiltframe.store.frames import ARROW_TYPES, fetch_all, fetch_compiled, typed_frame
 from tiltframe.store.layout import AGG_TIMESTAMP, SHARD_ID, AggregationLayout
 from tiltframe.store.merges import upsert_statement
 from tiltframe.store.overflow import check_holdable, explain_overflow
+from tiltframe.store.read_plans import RangeRead, ReadPlans
 from tiltframe.store.recorded import insert_recorded
 from tiltframe.store.retries import retried
 from tiltframe.store.schema import (
@@ -66,7 +67,7 @@ from tiltframe.store.schema import (
     TABLES_TABLE,
     level_tables,
 )
-from tiltframe.store.sqlite_read import change_token, check_unchanged, open_reader
+from tiltframe.store.sqlite_read import change_token, check_unchanged, kept, open_reader, stale
 from tiltframe.store.views import VIEW_SUFFIX as VIEW_SUFFIX  # where it used to live
 from tiltframe.store.views import replace_view, view_name
 
@@ -119,11 +120,14 @@ def sqlite_engine(path: Path, *, read_only: bool) -> Engine:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         return conn
 
-    # A reader connects per transaction: each one decides afresh whether the file is read as immutable.
-    pool = {"poolclass": sa.pool.NullPool} if read_only else {}
+    # A reader decides at each transaction whether the file is read as immutable: a kept connection serves
+    # it only while not stale, and one on the WAL path is closed when given back (sqlite_read).
+    pool = {"pool_size": 4, "max_overflow": -1} if read_only else {}
     engine = sa.create_engine(f"sqlite:///{path.resolve()}", creator=connect, **pool)
     if read_only:
         sa.event.listen(engine, "commit", lambda conn: check_unchanged(conn.connection.dbapi_connection))
+        sa.event.listen(engine, "checkout", _refuse_stale)
+        sa.event.listen(engine, "checkin", _close_unless_valid)
 
     @sa.event.listens_for(engine, "begin")
     def _begin(conn: Connection) -> None:
@@ -184,6 +188,16 @@ def _flatten(data: pa.Table) -> list[Any]:
     return flat
 
 
+def _refuse_stale(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+    if stale(dbapi_connection):
+        raise sa.exc.DisconnectionError  # the pool opens a new connection in its place
+
+
+def _close_unless_valid(dbapi_connection: Any, record: Any) -> None:
+    if dbapi_connection is not None and not kept(dbapi_connection):
+        record.invalidate()
+
+
 class SqlStore:
     """The :class:`~tiltframe.store.base.Store` on a SQL database: SQLite, PostgreSQL or MySQL/MariaDB."""
 
@@ -196,6 +210,10 @@ class SqlStore:
         self.capabilities = Capabilities(max_identifier_length=MAX_IDENTIFIER_LENGTH.get(dialect, 63))
         self._tables_cache: dict[tuple[str, str, bool], dict[Granularity, sa.Table]] = {}
         self._ready: set[tuple[str, str, bool]] = set()
+        self._plans = ReadPlans(engine.dialect)
+        # Tables seen to exist, so that a read does not ask the catalog each time; forgotten by every write
+        # transaction (which may drop one) and by a failed read (another process may have dropped one).
+        self._present: set[str] = set()
 
     @classmethod
     def sqlite(cls, path: str | Path, *, read_only: bool = False) -> SqlStore:
@@ -714,18 +732,20 @@ class SqlStore:
         the reader."""
         table = self._tables(layout)[layout.spec.granularity(granularity)]
         types = layout.stored_column_types if with_shards else layout.column_types
+        read = RangeRead(table, tuple(types), layout.key_names, start_ms, end_ms, keys or {})
+        assumed = {AGGREGATIONS, table.name} <= self._present
+        try:
+            return self._read_range(layout, read, types)
+        except StoreError:
+            if not assumed:
+                raise
+            return self._read_range(layout, read, types)  # a table seen before may be gone: look again
+
+    def _read_range(self, layout: AggregationLayout, read: RangeRead, types: dict[str, AttrType]) -> pd.DataFrame:
         with self._errors("read", layout), self._read(layout) as (conn, _):
-            if not sa.inspect(conn).has_table(table.name):
+            if not self._has_table(conn, read.table.name):
                 return typed_frame([], types)
-            query = sa.select(*(table.c[c] for c in types)).order_by(
-                *(table.c[k] for k in layout.key_names))
-            if start_ms is not None:
-                query = query.where(table.c[AGG_TIMESTAMP] >= start_ms)
-            if end_ms is not None:
-                query = query.where(table.c[AGG_TIMESTAMP] < end_ms)
-            for key, values in (keys or {}).items():
-                query = query.where(table.c[key].in_(list(values)))
-            rows = fetch_all(conn, query)
+            rows = fetch_compiled(conn, self._plans.compiled(read), read.params())
         return typed_frame(rows, types)
 
     def rejected(self, layout: AggregationLayout, limit: int = 100) -> pd.DataFrame:
@@ -810,6 +830,7 @@ class SqlStore:
         try:
             yield
         except (sa.exc.SQLAlchemyError, dbapi_error) as e:
+            self._present.clear()
             cause = getattr(e, "orig", None) or e
             raise StoreError(f"could not {action} in {self.url}: {cause}") from e
 
@@ -832,6 +853,7 @@ class SqlStore:
         writes in READ COMMITTED (so that once the lock is held, it reads what the transaction before
         it committed) and locks the aggregation's row of the registry table.
         """
+        self._present.clear()  # a write may drop a table
         conn = self._engine.connect()
         if conn.dialect.name == "sqlite":
             conn = conn.execution_options(tiltframe_begin="BEGIN IMMEDIATE")
@@ -843,6 +865,15 @@ class SqlStore:
                 conn.execute(sa.select(a.name).where(a.name == layout.name).with_for_update())
             yield conn
 
+    def _has_table(self, conn: Connection, name: str) -> bool:
+        """Whether table ``name`` exists, asking the catalog only until it has been seen."""
+        if name in self._present:
+            return True
+        found = sa.inspect(conn).has_table(name)
+        if found:
+            self._present.add(name)
+        return found
+
     @contextmanager
     def _read(self, layout: AggregationLayout) -> Iterator[tuple[Connection, sa.Row[Any]]]:
         """One read transaction (one snapshot) of a store that holds ``layout``, and its registration."""
@@ -850,7 +881,7 @@ class SqlStore:
         if not self._exists():
             raise StoreError(no_data)
         with self._engine.connect() as conn, conn.begin():
-            if not sa.inspect(conn).has_table(AGGREGATIONS):
+            if not self._has_table(conn, AGGREGATIONS):
                 raise StoreError(no_data)
             row = conn.execute(sa.select(AGGREGATIONS_TABLE).where(AGGREGATIONS_TABLE.c.name == layout.name)).first()
             if row is None:

@@ -7,6 +7,10 @@ on a writable one would leave those files behind.  When no writer holds uncommit
 opens it as ``immutable`` (no locks, no side files) and checks, when its transaction ends, that the file did
 not change meanwhile (a writer's checkpoint); if it did, the read is refused rather than answered from a
 torn state.  While a writer is active (a non-empty ``-wal``), the reader takes SQLite's usual WAL path.
+
+An immutable connection is kept for the next read while it is not :func:`stale` (the same
+file, unchanged, and still no writer), which spares a server opening the file and parsing its schema for
+every request; a connection on the WAL path is closed after its read, so that no reader keeps the side files.
 """
 
 from __future__ import annotations
@@ -22,12 +26,12 @@ class ImmutableReader(sqlite3.Connection):
     """A connection on a database file read as immutable, with the file's state when it was opened."""
 
     path: Path
-    opened_as: tuple[int, int]
+    opened_as: tuple[int, ...]
 
 
-def _state(path: Path) -> tuple[int, int]:
+def _state(path: Path) -> tuple[int, ...]:
     st = os.stat(path)
-    return st.st_size, st.st_mtime_ns
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def _wal_is_empty(path: Path) -> bool:
@@ -48,6 +52,22 @@ def open_reader(path: Path, timeout: float) -> sqlite3.Connection:
             conn.path, conn.opened_as = path, opened_as
             return conn
     return sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None, check_same_thread=False)
+
+
+def stale(conn: object) -> bool:
+    """Whether an immutable connection may no longer serve a read: its file changed or was replaced since it
+    was opened, or a writer is using it now (its -wal holds what the immutable view would not see)."""
+    if not isinstance(conn, ImmutableReader):
+        return False
+    try:
+        return _state(conn.path) != conn.opened_as or not _wal_is_empty(conn.path)
+    except FileNotFoundError:
+        return True
+
+
+def kept(conn: object) -> bool:
+    """Whether a connection given back may be kept for the next read: only an immutable one, not stale."""
+    return isinstance(conn, ImmutableReader) and not stale(conn)
 
 
 def check_unchanged(conn: object) -> None:
