@@ -202,6 +202,19 @@ def test_a_different_definition_is_refused(store: SqlStore, layout, db_path: Pat
         r.read(other, SEC)
 
 
+@SQLITE_ONLY
+def test_a_table_dropped_after_a_read_is_looked_up_again(store: SqlStore, layout, db_path: Path) -> None:
+    """A reader remembers the tables it has seen; one dropped meanwhile by another process reads as empty,
+    as a table never made does, instead of failing."""
+    store.write_batch(layout, batch(layout, 1, [row(T0, "A", T0, 1, 0, 1.0, 1)]))
+    with SqlStore.sqlite(db_path, read_only=True) as reader:
+        assert len(reader.read(layout, SEC)) == 1
+        with sqlite3.connect(db_path) as db:
+            db.execute(f'DROP TABLE "{layout.table_name(SEC)}"')
+        db.close()
+        assert reader.read(layout, SEC).empty
+
+
 def test_read_ranges_are_half_open_and_typed(store: SqlStore, layout) -> None:
     store.write_batch(layout, batch(layout, 1, [row(T0 + 1000 * i, "A", T0 + 1000 * i, 1, i, 1.0, 1)
                                                 for i in range(5)]))

@@ -1,4 +1,5 @@
-"""Reading an SQLite store creates no file, and a read that a writer's checkpoint overlapped is refused."""
+"""Reading an SQLite store creates no file, a read that a writer's checkpoint overlapped is refused, and a
+connection is kept for the next read only while the file is unchanged and no writer is active."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from tiltframe.errors import StoreError
+from tiltframe.store.sql import sqlite_engine
 from tiltframe.store.sqlite_read import ImmutableReader, check_unchanged, open_reader
 
 
@@ -56,3 +59,42 @@ def test_while_a_writer_is_active_the_reader_takes_the_wal_path(tmp_path: Path) 
     assert reader.execute("SELECT count(*) FROM t").fetchone() == (2,)
     reader.close()
     writer.close()
+
+
+def _read(engine: sa.Engine) -> tuple[int, object]:
+    """The count of ``t`` in one read transaction, and the DBAPI connection that answered it."""
+    with engine.connect() as conn, conn.begin():
+        return conn.exec_driver_sql("SELECT count(*) FROM t").scalar_one(), conn.connection.dbapi_connection
+
+
+def test_an_immutable_reader_is_kept_until_its_file_changes(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    _database(path)
+    engine = sqlite_engine(path, read_only=True)
+    (n1, first), (n2, second) = _read(engine), _read(engine)
+    assert (n1, n2) == (1, 1) and first is second  # one connection serves both reads
+    writer = sqlite3.connect(path)
+    writer.execute("INSERT INTO t VALUES (2)")
+    writer.commit()
+    n3, third = _read(engine)  # a writer is active: its -wal holds the row the immutable view would miss
+    assert n3 == 2 and not isinstance(third, ImmutableReader)
+    writer.close()  # checkpointed into the file: the kept connection's file changed
+    n4, fourth = _read(engine)
+    assert n4 == 2 and fourth is not first and isinstance(fourth, ImmutableReader)
+    engine.dispose()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.db"]  # no reader kept the side files
+
+
+def test_a_replaced_database_file_is_read_anew(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    _database(path)
+    engine = sqlite_engine(path, read_only=True)
+    assert _read(engine)[0] == 1
+    other = tmp_path / "other.db"
+    _database(other)
+    with sqlite3.connect(other) as db:
+        db.execute("INSERT INTO t VALUES (2), (3)")
+    db.close()
+    other.replace(path)
+    assert _read(engine)[0] == 3
+    engine.dispose()

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends, FastAPI, Query, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
@@ -88,7 +89,7 @@ def create_app(app_spec: AppSpec, data_dir: str | Path, *, token: str | None = N
     server.state.metrics = metrics
     server.router.on_shutdown.append(reader.close)
 
-    def authorized(request: Request) -> None:
+    async def authorized(request: Request) -> None:  # async: FastAPI would run a plain def on a worker thread
         if token is None:
             return
         given = request.headers.get("authorization", "")
@@ -136,19 +137,19 @@ def create_app(app_spec: AppSpec, data_dir: str | Path, *, token: str | None = N
         })
 
     @server.post("/api/query", dependencies=auth, response_class=Json)
-    def query(body: QueryBody, request: Request, format: str | None = None) -> Any:
+    async def query(body: QueryBody, request: Request, format: str | None = None) -> Any:
         """Answer a retrieval (``from Agg within ... per ... select ...``) or ``SELECT ... FROM <table>``
         over a pre-aggregated table: JSON ``{"columns", "rows"}``, or ``?format=csv`` / ``arrow`` (or the
         Accept header ``text/csv`` / ``application/vnd.apache.arrow.stream``)."""
         fmt = format or _accepted(request.headers.get("accept", ""))
         if fmt not in FORMATS:
             raise TiltframeError(f"unknown format '{fmt}' (expected one of: {', '.join(FORMATS)})")
-        frame, zone = reader.query(body.query)
-        if fmt == "csv":
-            return Response(csv_text(frame), media_type="text/csv; charset=utf-8")
-        if fmt == "arrow":
-            return Response(_arrow(frame), media_type=ARROW)
-        return Response(answer_json(frame, zone), media_type="application/json")
+        # An answer kept while the store is unchanged goes back from the event loop; any other is computed on
+        # a worker thread (a dashboard's repeated requests then never wait for a thread).
+        content = reader.kept_encoded(body.query, fmt)
+        if content is None:
+            content = await run_in_threadpool(reader.encoded, body.query, _ENCODINGS[fmt], fmt)
+        return Response(content, media_type=_MEDIA_TYPES[fmt])
 
     @server.get("/api/status", dependencies=auth, response_class=Json)
     def pipeline_status() -> Any:
@@ -242,15 +243,15 @@ def _errors(server: FastAPI) -> None:
         return reply(500, error_body(f"internal error ({type(exc).__name__}); the server's log has the details"))
 
 
-def _accepted(accept: str) -> str:
-    if ARROW in accept:
-        return "arrow"
-    if "text/csv" in accept:
-        return "csv"
-    return "json"
+def _csv(frame: pd.DataFrame, _: str) -> bytes:
+    return csv_text(frame).encode()
 
 
-def _arrow(frame: Any) -> bytes:
+def _json(frame: pd.DataFrame, zone: str) -> bytes:
+    return answer_json(frame, zone).encode()
+
+
+def _arrow(frame: pd.DataFrame, _: str) -> bytes:
     import pyarrow as pa
 
     table = pa.Table.from_pandas(frame, preserve_index=False)
@@ -258,6 +259,19 @@ def _arrow(frame: Any) -> bytes:
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
     return sink.getvalue()
+
+
+#: ``POST /api/query``'s answer in each format, encoded once per answer kept (``Reader.encoded``).
+_ENCODINGS = {"json": _json, "csv": _csv, "arrow": _arrow}
+_MEDIA_TYPES = {"json": "application/json", "csv": "text/csv; charset=utf-8", "arrow": ARROW}
+
+
+def _accepted(accept: str) -> str:
+    if ARROW in accept:
+        return "arrow"
+    if "text/csv" in accept:
+        return "csv"
+    return "json"
 
 
 def _watermarks(status: PipelineStatus | None) -> dict[str, int | None]:
