@@ -12,9 +12,11 @@ In one run it
    default, or on a thread of this one with ``--server thread``) and asks it, over loopback,
    ``POST /api/query`` of one key's 365 per-day rows (``from A on symbol == "K0" within "2023-**-**
    **:**:**" per "days" select AGG_TIMESTAMP, symbol, trades, total``): ``--requests`` requests from one
-   client one after the other, then ``--clients`` concurrent clients (a thread and an ``httpx.Client`` each)
-   sending ``--requests-per-client`` requests each, every client without a pause between requests (a
-   closed loop: with N clients a request waits for the N - 1 others);
+   client one after the other; then ``--clients`` concurrent clients (aiohttp tasks on one event loop, in a
+   process of their own, a kept-alive connection each) sending ``--requests-per-client`` requests each, one
+   every ``--interval-ms`` (on a schedule from a random phase); then the same clients without a pause (a
+   closed loop: with N clients a request waits for the N - 1 others, so it measures the server's capacity,
+   not its latency);
 4. answers the same retrieval in this process: the server's own reader (``Reader.query``, one store
    connection for its life), and ``tf.query`` (opens and closes the store each call); and the same
    per-day answer by DuckDB scanning the raw Parquet events.
@@ -22,8 +24,8 @@ In one run it
 Before any figure it checks the totals: events read = aggregated = generated; the stored per-day
 trades and total of the key = DuckDB's group-by over the raw events, for the reader and ``tf.query``;
 every HTTP answer during the load = that answer (the rows compared), and counts non-200 answers.  A wrong
-answer exits with status 1; a missed target (p50 <= 5 ms, p99 <= 20 ms, no errors, with 1 and with
-``--clients`` clients) is printed as FAIL and exits with status 0.
+answer exits with status 1; a missed target (p50 <= 5 ms, p99 <= 20 ms, no errors, with 1 client and with
+``--clients`` clients on their schedule) is printed as FAIL and exits with status 0.
 
 The clients run on the same machine as the server (and, with ``--server thread``, in the same process):
 they share its cores.
