@@ -1,7 +1,7 @@
 """Continuous-query benchmark: end-to-end latency and throughput of tiltframe's continuous queries under each
 EMIT policy, next to the plain Spark Structured Streaming query that computes the same, measured in the same run.
 
-Four cases over the trade stream of ``shared/bench/gen_trades.py`` (events in order), each ``count()`` and
+Four cases over the trade stream of ``bench/workload.py`` (events in order), each ``count()`` and
 ``avg(price)`` per symbol:
 
 - ``close``: ``FROM tumble(TradeStream, 1s) ... EMIT AFTER WINDOW CLOSE``; baseline ``withWatermark`` with a

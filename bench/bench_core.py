@@ -1,6 +1,6 @@
 """Core benchmark: the full streaming pipeline vs plain Spark batch jobs over the same files.
 
-For each reference workload (W1, W2 from ``shared/bench/gen_trades.py``) it runs, in one process:
+For each reference workload (W1, W2 from ``bench/workload.py``) it runs, in one process:
 
 1. ``groupBy``: one plain Spark batch ``groupBy`` at the finest granularity (seconds), written to noop;
 2. ``cascade``: the plain six-level batch cascade (sec -> min -> hour -> day -> month -> year), no store;
@@ -33,7 +33,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from contextlib import nullcontext
@@ -41,10 +40,10 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import workload
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests.servers: fresh databases on the test servers
-GENERATOR = ROOT.parent / "shared" / "bench" / "gen_trades.py"
 WORKLOADS = {
     "W1": ["--keys", "1000", "--span-seconds", "7200", "--disorder-pct", "1", "--max-lateness-ms", "2000"],
     "W2": ["--keys", "4000", "--span-seconds", "100"],
@@ -63,15 +62,14 @@ SERVER_URL_ENV = {"postgresql": "TILTFRAME_TEST_POSTGRES_URL", "mysql": "TILTFRA
 
 
 def generate(name: str, events: int, cache: Path, args: list[str] | None = None) -> Path:
-    """The workload's files (generated once into ``cache``); ``args`` overrides the workload's options."""
+    """The workload's files (generated once into ``cache`` by ``bench/workload.py``); ``args`` overrides the
+    workload's options."""
     out = cache / f"{name}-{events}"
     if not (out / "meta.json").exists():
-        if not GENERATOR.exists():
-            sys.exit(f"workload generator not found at {GENERATOR}")
         shutil.rmtree(out, ignore_errors=True)
         options = WORKLOADS[name] if args is None else args
-        cmd = [sys.executable, str(GENERATOR), "--events", str(events), *options, "--out", str(out)]
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        w, _ = workload.parse([*options, "--events", str(events), "--out", str(out)])
+        workload.write(w, out)
     return out
 
 

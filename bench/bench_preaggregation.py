@@ -1,7 +1,7 @@
 """Pre-aggregation benchmark: EventQL's ad-network shape (workload W2) in a pre-aggregated table and as raw
 rows, both in one PostgreSQL database.
 
-W2 (``shared/bench/gen_trades.py``: 100k events/s for 100 s over 4000 keys) is read as ad impressions: the
+W2 (``bench/workload.py``: 100k events/s for 100 s over 4000 keys) is read as ad impressions: the
 key is the site, and an impression is a click when its ``quantity`` is at most 10 (1% of them).  In one
 process, on a fresh database of the PostgreSQL server named by ``--postgres-url`` (by default
 ``$TILTFRAME_TEST_POSTGRES_URL``; dropped afterwards), it

@@ -1,6 +1,6 @@
 """Tilt-frame benchmark: one 4-level chain against four independent windows over the same events.
 
-The setups aggregate the same stream (the reference generator of ``shared/bench/gen_trades.py``, W1's
+The setups aggregate the same stream (the workload generator ``bench/workload.py``, W1's
 shape with fewer keys, so that buckets hold enough events for the quantile sketches to be tested) into
 the embedded SQLite store, on local Spark, in the same micro-batches (one file per batch):
 
