@@ -5,6 +5,7 @@ Every CLI command is one call into this module, so the library and the CLI behav
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -200,7 +201,7 @@ def select(app: AppSpec, text: str, *, data_dir: str | Path | None = None) -> pd
     from tiltframe.retrieval.select import select as run_select
 
     q = parse_table_query(text, app)
-    stores = StoreRegistry(data_dir or default_data_dir(), read_only=True)
+    stores = StoreRegistry(data_dir or default_data_dir(), read_only=True, share_files=True)
     try:
         return run_select(app, q, stores.for_spec(app.table(q.table).store))
     finally:
@@ -209,10 +210,18 @@ def select(app: AppSpec, text: str, *, data_dir: str | Path | None = None) -> pd
 
 def _as_query(app: AppSpec, query: str | RetrievalQuery) -> RetrievalQuery:
     """The query validated against ``app``, each attribute resolved to its side (request or aggregation)."""
-    from tiltframe.lang.parser import parse_retrieval
     from tiltframe.spec.validate import validate_query
 
-    return parse_retrieval(query, app) if isinstance(query, str) else validate_query(app, query)
+    return _parsed(app, query) if isinstance(query, str) else validate_query(app, query)
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(app: AppSpec, text: str) -> RetrievalQuery:
+    """A query text parsed and validated once per app (a fifth of a small retrieval's time); refused texts
+    raise, and are not kept."""
+    from tiltframe.lang.parser import parse_retrieval
+
+    return parse_retrieval(text, app)
 
 
 def query(
@@ -235,7 +244,7 @@ def query(
         msg = f"this query joins request stream {q.request_stream}; give request=... or use the on-demand form"
         raise QueryError(msg)
     layout = AggregationLayout.of(app, q.aggregation)
-    stores = StoreRegistry(data_dir or default_data_dir(), read_only=True)
+    stores = StoreRegistry(data_dir or default_data_dir(), read_only=True, share_files=True)
     try:
         result = retrieve(layout, stores.for_aggregation(layout.spec), q, request)
     finally:
@@ -249,7 +258,7 @@ def query(
 
 def inspect(app: AppSpec, *, data_dir: str | Path | None = None) -> list[AggregationInfo]:
     """Tables, row counts per granularity, time range, and event counts of every aggregation."""
-    stores = StoreRegistry(data_dir or default_data_dir(), read_only=True)
+    stores = StoreRegistry(data_dir or default_data_dir(), read_only=True, share_files=True)
     try:
         return [
             stores.for_aggregation(agg).info(AggregationLayout.of(app, agg.name)) for agg in app.aggregations
@@ -370,7 +379,7 @@ def compact(app: AppSpec, table: str | None = None, *, data_dir: str | Path | No
 def rejected(app: AppSpec, aggregation: str, *, data_dir: str | Path | None = None, limit: int = 100) -> pd.DataFrame:
     """The latest recorded events of ``aggregation``, newest first: rejected ones and those moved into
     another bucket (column ``kind``), with their reasons and original event times."""
-    stores = StoreRegistry(data_dir or default_data_dir(), read_only=True)
+    stores = StoreRegistry(data_dir or default_data_dir(), read_only=True, share_files=True)
     try:
         layout = AggregationLayout.of(app, aggregation)
         return stores.for_aggregation(layout.spec).rejected(layout, limit)
