@@ -398,6 +398,8 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path,
                         help="keep the events and the store here (reused when there); default: a temporary directory")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--json", action="store_true",
+                        help="also print the figures as one JSON line (bench/bench_all.py reads it)")
     parser.add_argument("--store", choices=STORES, default="sqlite",
                         help="the embedded SQLite store or a fresh database on a server")
     parser.add_argument("--postgres-url", default=os.environ.get(SERVER_URL_ENV["postgresql"]),
@@ -564,6 +566,12 @@ def run(args: argparse.Namespace, workdir: Path, server_url: str | None, stack: 
     if profile is not None:
         print("\n  cProfile of 200 Reader.query calls (cumulative):")
         print(profile)
+    if args.json:
+        print(json.dumps({
+            "events": args.events, "keys": args.keys, "cores": cores, "data_dir": str(data_dir), "app": app_text,
+            "query": query, "in_process": {"reader": reader_s, "kept": kept_s, "tf_query": tfq_s, "duckdb": duck_s},
+            "http": [{"kept": keep, "load": label, **s, "errors": errors} for keep, label, s, errors in rows],
+        }))
     return 0
 
 
