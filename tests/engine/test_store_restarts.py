@@ -27,7 +27,7 @@ from tiltframe.spec.model import StoreSpec
 from tiltframe.store.retries import RETRY_SECONDS_ENV
 from tiltframe.store.urls import store_target
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # stops the servers the other tests use
 
 ROOT = Path(__file__).resolve().parents[2]
 DOWN_S = 30

@@ -35,8 +35,12 @@ def started(
     proc = subprocess.Popen([sys.executable, "-m", "tiltframe", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
     lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)  # type: ignore[arg-type]
-    reader.start()
+    out: list[str] = []
+    # A thread for each pipe: communicate() would read stderr too, racing this reader for its last lines.
+    readers = [threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True),  # type: ignore[arg-type]
+               threading.Thread(target=lambda: out.extend(proc.stdout), daemon=True)]  # type: ignore[arg-type]
+    for reader in readers:
+        reader.start()
     deadline = time.monotonic() + timeout
     url = None
     while url is None:
@@ -51,9 +55,10 @@ def started(
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=120)
-        reader.join(timeout=5)
-        lines.append(out)
+        proc.wait(timeout=120)
+        for reader in readers:
+            reader.join(timeout=5)
+        lines.extend(out)
         assert proc.returncode == 0, "".join(lines)
 
 
