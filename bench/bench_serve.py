@@ -18,7 +18,7 @@ In one run it
    closed loop: with N clients a request waits for the N - 1 others, so it measures the server's capacity,
    not its latency);
 4. answers the same retrieval in this process: the server's own reader (``Reader.query``, one store
-   connection for its life), and ``tf.query`` (opens and closes the store each call); and the same
+   connection for its life), and ``tf.query`` (the read-only store it shares within the process); and the same
    per-day answer by DuckDB scanning the raw Parquet events.
 
 Before any figure it checks the totals: events read = aggregated = generated; the stored per-day
@@ -471,7 +471,7 @@ def run(args: argparse.Namespace, workdir: Path, server_url: str | None, stack: 
             return 1
     key_events = sum(r["trades"] for r in want)
 
-    # In process: the server's reader (persistent connection), tf.query (opens the store per call), DuckDB.
+    # In process: the server's reader (persistent connection), tf.query (its shared read-only store), DuckDB.
     reader_s = summary(timed_runs(lambda: reader.query(query), args.in_process))
     kept_s = summary(timed_runs(lambda: keeper.query(query), args.in_process))
     body_s = summary(timed_runs(lambda: json_body(reader.query(query)), args.in_process))
@@ -521,13 +521,13 @@ def run(args: argparse.Namespace, workdir: Path, server_url: str | None, stack: 
     print(f"  retrieval: {query}")
     print(f"  answer: {len(want)} rows, {key_events:,} events of {args.key}; checked: the reader's and tf.query's "
           f"rows = DuckDB's group-by over the raw events; every HTTP answer = those rows")
-    print(f"  machine: {cores} cores; the server (uvicorn, FastAPI) {where}, the clients (httpx, a thread each) in "
-          f"this process, all on the same cores over loopback")
+    print(f"  machine: {cores} cores; the server (uvicorn, FastAPI) {where}; one client (httpx) in this process, "
+          f"concurrent clients as aiohttp tasks in a process of their own; all on the same cores over loopback")
     print("\n  in process                                      p50        p99        max")
     for label, s in (("Reader.query, computed (store read, merge)", reader_s),
                      ("Reader.query, kept (store unchanged)", kept_s),
                      ("computed + the route's JSON body", body_s),
-                     ("tf.query (opens the store per call)", tfq_s),
+                     ("tf.query (shared read-only store)", tfq_s),
                      ("DuckDB scan of the raw Parquet events", duck_s)):
         print(f"    {label:<42}{s['p50']:7.2f} ms {s['p99']:7.2f} ms {s['max']:7.2f} ms")
     rows = []
