@@ -274,8 +274,9 @@ def main() -> None:
                 turns = ", ".join(f"{ci / pi['seconds']:.2f}" for ci, pi in zip(cascades, ps, strict=True))
                 print(f"      ratio pipeline / cascade: {c / p['seconds']:.2f} (each turn: {turns})   "
                       f"pipeline / groupBy: {g / p['seconds']:.2f}")
-                record = {"workload": name, "events": n, "files_per_batch": f, "store": store, "groupby_s": g,
-                          "cascade_s": c, **p}
+                # ``store`` names the kind (what bench_all keys on); the run's own ``store`` is its location.
+                record = {"workload": name, "events": n, "files_per_batch": f, "groupby_s": g, "cascade_s": c,
+                          **p, "store": store, "location": p["store"]}
                 if f in chunks:
                     k = statistics.median(chunks[f])
                     turns = ", ".join(f"{ki / pi['seconds']:.2f}" for ki, pi in zip(chunks[f], ps, strict=True))

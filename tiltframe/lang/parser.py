@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import functools
+import os
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -168,7 +169,11 @@ def _lark() -> Lark:
 
 def build_lark(grammar_file: str, start: list[str]) -> Lark:
     """A parser for a grammar of this package, as both languages use them: LALR(1) with the contextual
-    lexer (keywords reserved only where they can appear), positions kept, names offered everywhere."""
+    lexer (keywords reserved only where they can appear), positions kept, names offered everywhere.
+
+    Building the LALR tables takes one to two seconds, which every command would pay before reading a
+    line; lark keeps them in a cache file (``parser_cache``) that it checks against the grammar, its
+    options and its own version, so a changed grammar or an upgrade builds them again."""
     grammar = resources.files("tiltframe.lang").joinpath(grammar_file).read_text(encoding="utf-8")
     return Lark(
         grammar,
@@ -178,7 +183,27 @@ def build_lark(grammar_file: str, start: list[str]) -> Lark:
         propagate_positions=True,
         maybe_placeholders=True,
         postlex=NamesEverywhere(),
+        cache=parser_cache(f"{grammar_file}-{'-'.join(start)}") or False,
     )
+
+
+def parser_cache(name: str) -> str | None:
+    """The file lark keeps a built parser in: ``$TILTFRAME_CACHE_DIR``, else ``$XDG_CACHE_HOME/tiltframe``
+    or ``~/.cache/tiltframe``, made for the current user only; ``None`` (no cache) where that folder
+    cannot be made or written, or when ``TILTFRAME_CACHE_DIR`` is empty."""
+    where = os.environ.get("TILTFRAME_CACHE_DIR")
+    if where is None:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        where = os.path.join(base, "tiltframe")
+    if not where:
+        return None
+    try:
+        os.makedirs(where, mode=0o700, exist_ok=True)
+    except OSError:
+        return None
+    if not os.access(where, os.W_OK | os.X_OK):
+        return None
+    return os.path.join(where, f"lark-{name}.pickle")
 
 
 SIDDHI = Vocabulary(
