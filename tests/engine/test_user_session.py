@@ -109,7 +109,7 @@ from pathlib import Path
 from tiltframe.engine.session import get_session
 spark = get_session(log_file=Path(sys.argv[1]))
 keys = ["spark.sql.session.timeZone", "spark.sql.shuffle.partitions", "spark.sql.adaptive.enabled",
-        "spark.ui.enabled", "spark.driver.memory"]
+        "spark.ui.enabled", "spark.driver.memory", "spark.sql.ui.retainedExecutions", "spark.ui.retainedJobs"]
 print(json.dumps({k: spark.conf.get(k, None) for k in keys}))
 spark.stop()
 """
@@ -120,6 +120,7 @@ def test_a_new_session_keeps_spark_defaults_and_submit_args(tmp_path: Path) -> N
     # A fresh interpreter: tiltframe starts the JVM itself (with its log in a file, as the CLI does).
     (tmp_path / "spark-defaults.conf").write_text(
         "spark.sql.session.timeZone America/New_York\nspark.sql.shuffle.partitions 3\nspark.driver.memory 1g\n"
+        "spark.ui.retainedJobs 77\n"
     )
     env = {**os.environ, "SPARK_CONF_DIR": str(tmp_path), "TILTFRAME_SHUFFLE_PARTITIONS": "7",
            "PYSPARK_SUBMIT_ARGS": "--conf spark.sql.adaptive.enabled=false pyspark-shell"}
@@ -134,4 +135,6 @@ def test_a_new_session_keeps_spark_defaults_and_submit_args(tmp_path: Path) -> N
         "spark.sql.adaptive.enabled": "false",  # $PYSPARK_SUBMIT_ARGS
         "spark.ui.enabled": "false",  # nobody set it: tiltframe's
         "spark.driver.memory": "1g",
+        "spark.sql.ui.retainedExecutions": "20",  # tiltframe's: a driver that runs for months keeps little
+        "spark.ui.retainedJobs": "77",  # spark-defaults.conf
     }

@@ -36,6 +36,15 @@ DEFAULT_CONF = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.adaptive.enabled": "true",
     "spark.sql.streaming.stopGracefullyOnShutdown": "true",
+    # What the driver keeps of finished SQL executions, jobs, stages and tasks for the UI (off here) and
+    # of the listings of files read: by Spark's defaults (1000 executions, 100,000 tasks, 250 MB of
+    # listings) a long-running pipeline's driver heap grew with every micro-batch (bench/bench_memory.py).
+    "spark.sql.ui.retainedExecutions": "20",
+    "spark.ui.retainedJobs": "50",
+    "spark.ui.retainedStages": "50",
+    "spark.ui.retainedTasks": "1000",
+    "spark.ui.dagGraph.retainedRootRDDs": "50",
+    "spark.sql.hive.filesourcePartitionFileCacheSize": str(16 * 1024 * 1024),
 }
 
 #: Paths listed by the driver itself, in local mode, before Spark lists them with a job.
