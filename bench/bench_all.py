@@ -11,7 +11,9 @@ Rows, each against its target:
   (``bench/bench_continuous.py``);
 - one key's per-day rows over a year of second data, in process (``bench/bench_serve.py``'s reader and
   ``tf.query``), and ``tiltframe query`` of the same rows as a new process;
-- ``tiltframe run``'s fixed cost: a new process aggregating one small file, from start to exit.
+- ``tiltframe run``'s fixed cost: a new process aggregating one small file, from start to exit;
+- the driver's memory over a stream ten times as long as W2 (``bench/bench_memory.py``): its growth
+  between the first tenth and the end.
 
     bash scripts/bench.sh                                  # the reference sizes: 10M events per workload
     bash scripts/bench.sh --events 1000000 --repeat 1      # a quicker look
@@ -157,24 +159,34 @@ def run_rows(table: Table, args: argparse.Namespace, log: Path) -> None:
               "<=")
 
 
+def memory_rows(table: Table, args: argparse.Namespace, log: Path) -> None:
+    (record,) = figures([PYTHON, str(BENCH / "bench_memory.py"), "--events", str(10 * args.events), "--json",
+                         "--cache", str(args.cache)], log)[-1:]
+    growth = record["growth_pct"]
+    table.add("driver memory over a 10x longer stream: Python, resident (growth)", growth["python_mb"], "%", 10,
+              at_most, "<=")
+    table.add("driver memory over a 10x longer stream: JVM heap after GC (growth)", growth["heap_mb"], "%", 10,
+              at_most, "<=")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=10_000_000, help="events of W1 and of W2")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs of each contender of bench_core")
     parser.add_argument("--serve-events", type=int, default=1_000_000,
                         help="events of the year of second data the retrieval rows read")
-    parser.add_argument("--parts", nargs="+", default=["core", "continuous", "read", "run"],
-                        choices=["core", "continuous", "read", "run"])
+    parser.add_argument("--parts", nargs="+", default=["core", "continuous", "read", "run", "memory"],
+                        choices=["core", "continuous", "read", "run", "memory"])
     parser.add_argument("--cache", type=Path, default=ROOT / ".bench-data")
     args = parser.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
     log = args.cache / f"bench-all-{time.strftime('%Y%m%d-%H%M%S')}.log"
     print(f"machine: {os.cpu_count()} cores; every benchmark's output is kept in {log}")
     table = Table()
-    parts = {"core": core_rows, "continuous": continuous_rows, "read": read_rows, "run": run_rows}
+    parts = {"core": core_rows, "continuous": continuous_rows, "read": read_rows, "run": run_rows,
+             "memory": memory_rows}
     for name in args.parts:
         parts[name](table, args, log)
-    table.add("driver memory over a 10x longer stream (growth)", None, "%", 10, at_most, "<=")
     table.print()
 
 
