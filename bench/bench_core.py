@@ -129,7 +129,8 @@ def chunked_cascade(spark, parquet_dir: Path, files_per_batch: int) -> float:
     return sum(plain_cascade(spark, files[i : i + files_per_batch]) for i in range(0, len(files), files_per_batch))
 
 
-def pipeline(spark, parquet_dir: Path, data_dir: Path, files_per_batch: int | None, app_text: str = APP) -> dict:
+def pipeline(spark, parquet_dir: Path, data_dir: Path, files_per_batch: int | None, app_text: str = APP,
+             on_batch=None) -> dict:
     import tiltframe as tf
     from tiltframe.engine.sources import FileInput
     from tiltframe.spec.durations import Granularity, Unit
@@ -142,7 +143,7 @@ def pipeline(spark, parquet_dir: Path, data_dir: Path, files_per_batch: int | No
     t0 = time.perf_counter()
     # Exactly the batches asked for: no default bound on bytes per micro-batch.
     source = FileInput(str(parquet_dir), "parquet", files_per_batch, max_bytes_per_trigger=0)
-    result = tf.run(app, {"TradeStream": source}, data_dir=data_dir, spark=spark)
+    result = tf.run(app, {"TradeStream": source}, data_dir=data_dir, spark=spark, on_batch=on_batch)
     elapsed = time.perf_counter() - t0
     totals = result.aggregations["TradeAggregation"]
     layout = AggregationLayout.of(app, "TradeAggregation")
