@@ -159,6 +159,59 @@ def test_a_backfilled_file_with_an_old_time_is_read(spark, tmp_path: Path) -> No
     assert totals(out) == oracle([("x", 1.0), ("x", 2.0)])
 
 
+def test_files_in_subfolders_that_are_not_read_are_named(spark, tmp_path: Path, caplog) -> None:
+    """A stream reads its folder's own files; files in a subfolder (an archive/, a 2024/01/ tree) are
+    named at start, never skipped without a word."""
+    inbox = tmp_path / "in"
+    (inbox / "archive" / "2023").mkdir(parents=True)
+    (inbox / "top.csv").write_text(csv_lines([("x", 1.0)]))
+    (inbox / "archive" / "2023" / "old.csv").write_text(csv_lines([("x", 4.0)], 2))
+    (inbox / "archive" / "2023" / "older.CSV").write_text(csv_lines([("x", 8.0)], 3))
+    (inbox / "archive" / "notes.json").write_text("{}\n")  # another format: not the stream's files
+    with caplog.at_level("WARNING", logger="tiltframe.engine.sources"):
+        out = run(spark, APP, {"S": inbox}, tmp_path / "data")
+    assert totals(out) == oracle([("x", 1.0)])
+    (said,) = [r.getMessage() for r in caplog.records if r.name == "tiltframe.engine.sources"]
+    assert f"2 csv files in its subfolders ('{inbox / 'archive' / '2023'}') are not read" in said
+    assert "Give each folder its own input, or move the files into" in said
+
+
+def test_partition_folders_are_read_with_every_file_below_them(spark, tmp_path: Path, caplog) -> None:
+    """A folder of key=value partition folders is read as Spark reads it: every file below, plain folders
+    inside a partition included; nothing to say."""
+    inbox = tmp_path / "in"
+    (inbox / "date=2024-01-05" / "plain").mkdir(parents=True)
+    (inbox / "date=2024-01-05" / "p.csv").write_text(csv_lines([("x", 2.0)], 1))
+    (inbox / "date=2024-01-05" / "plain" / "q.csv").write_text(csv_lines([("x", 8.0)], 3))
+    with caplog.at_level("WARNING", logger="tiltframe.engine.sources"):
+        out = run(spark, APP, {"S": inbox}, tmp_path / "data")
+    assert totals(out) == oracle([("x", 2.0), ("x", 8.0)])
+    assert not [r for r in caplog.records if r.name == "tiltframe.engine.sources"]
+
+
+def test_a_folder_whose_files_are_all_in_subfolders_is_a_usage_error(tmp_path: Path) -> None:
+    """Rather than a run that reads nothing: the error names the subfolder to give instead."""
+    inbox = tmp_path / "in"
+    (inbox / "2024" / "01").mkdir(parents=True)
+    (inbox / "2024" / "01" / "a.csv").write_text(csv_lines([("x", 1.0)]))
+    app_file = tmp_path / "app.siddhi"
+    app_file.write_text(APP)
+    done = CliRunner().invoke(cli, ["run", str(app_file), "--input", f"S={inbox}", "--data-dir",
+                                    str(tmp_path / "data")])
+    assert done.exit_code == 2, done.output
+    said = " ".join(done.output.split())
+    assert f"no .csv, .json/.jsonl or .parquet files in '{inbox}' itself" in said
+    assert f"--input S={inbox / '2024' / '01'}" in said
+
+
+def test_a_folder_of_partition_folders_tells_its_format(spark, tmp_path: Path) -> None:
+    """date=.../ folders are read by Spark, so their files tell the format as top-level files do."""
+    inbox = tmp_path / "in"
+    (inbox / "date=2024-01-05").mkdir(parents=True)
+    (inbox / "date=2024-01-05" / "a.csv").write_text(csv_lines([("x", 1.0), ("y", 2.0)]))
+    assert totals(run(spark, APP, {"S": inbox}, tmp_path / "data")) == oracle([("x", 1.0), ("y", 2.0)])
+
+
 def test_hidden_files_wait_until_they_are_moved_in(spark, tmp_path: Path) -> None:
     """Files written under a hidden name ('.x', '_x') are not read until renamed: the atomic delivery
     docs/bad-input.md recommends."""

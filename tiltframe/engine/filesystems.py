@@ -52,6 +52,20 @@ class Folder:
                     found.append(FolderFile(p.getName(), p.toString(), status.getLen()))
         return sorted((f for f in found if not f.name.startswith((".", "_"))), key=lambda f: f.name)
 
+    def subfolders(self) -> list[Folder]:
+        """The folders inside this one, but hidden ones and Spark's (``.x``, ``_x``), by name."""
+        if self.local is not None:
+            found = [(p.name, str(p), p) for p in self.local.iterdir() if p.is_dir()]
+        else:
+            found = [(st.getPath().getName(), st.getPath().toString(), None)
+                     for st in self._fs.listStatus(self._jvm.org.apache.hadoop.fs.Path(self.path)) if st.isDirectory()]
+        return [Folder(path, local, self._fs, self._jvm) for name, path, local in sorted(found)
+                if not name.startswith((".", "_"))]
+
+    @property
+    def name(self) -> str:
+        return self.local.name if self.local is not None else self.path.rstrip("/").rsplit("/", 1)[-1]
+
     def head(self, file: FolderFile, size: int) -> bytes:
         """The first ``size`` bytes of ``file`` (fewer when it is shorter)."""
         if self.local is not None:

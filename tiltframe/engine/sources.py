@@ -91,15 +91,77 @@ def detect_format(path: str | Path, stream: str) -> str:
     if not folder.is_dir():
         msg = f"input of stream {stream}: '{path}' is not a directory (give a folder of files to watch)"
         raise UsageError(msg)
-    return _format_of([p.name for p in visible_files(folder)], str(path), stream)
+    return _format_of([p.name for p in visible_files(folder)], Folder(str(path), folder), stream)
 
 
-def _format_of(names: list[str], path: str, stream: str) -> str:
+#: How many files in subfolders ``unread_files`` looks for at most, and in how many folders (a whole bucket
+#: is not listed for a note).
+UNREAD_LOOKED_FOR = 1000
+UNREAD_FOLDERS_LOOKED_AT = 200
+
+
+def unread_files(folder: Folder, formats: frozenset[str] = frozenset(FORMATS.values())) -> tuple[int, list[str]]:
+    """Files of ``formats`` inside subfolders of ``folder`` that its stream never reads, and the subfolders
+    holding them (nearest first).
+
+    Spark's file source reads the folder's own files, unless the folder holds ``key=value`` partition
+    folders: then it reads every file below it (and refuses a tree that mixes partitions with other
+    folders).  So without partition folders, files in any subfolder are not read.  A sample: it stops at
+    ``UNREAD_LOOKED_FOR`` files or ``UNREAD_FOLDERS_LOOKED_AT`` folders."""
+    todo = folder.subfolders()
+    if any("=" in sub.name for sub in todo):
+        return 0, []
+    count = 0
+    where: list[str] = []
+    looked = 0
+    while todo and count < UNREAD_LOOKED_FOR and looked < UNREAD_FOLDERS_LOOKED_AT:
+        looked += 1
+        sub = todo.pop(0)
+        n = sum(1 for f in sub.files() if FORMATS.get(Path(f.name).suffix.lower()) in formats)
+        if n:
+            count += n
+            where.append(sub.path)
+        todo.extend(sub.subfolders())
+    return count, where
+
+
+def _unread_note(count: int, where: list[str], what: str) -> str:
+    shown = ", ".join(f"'{w}'" for w in where[:3]) + (f" and {len(where) - 3} more" if len(where) > 3 else "")
+    files = f"{count}+" if count >= UNREAD_LOOKED_FOR else str(count)
+    return (f"{files} {what} file{'' if count == 1 else 's'} in its subfolders ({shown}) "
+            f"{'is' if count == 1 else 'are'} not read: a stream reads the files of its folder itself, or every "
+            f"file below it when it holds key=value partition folders")
+
+
+def _partition_formats(folder: Folder) -> set[str]:
+    """The formats of the files below ``folder``'s key=value partition folders, which Spark reads (nearest
+    first, a sample)."""
+    found: set[str] = set()
+    todo = [sub for sub in folder.subfolders() if "=" in sub.name]
+    looked = 0
+    while todo and looked < UNREAD_FOLDERS_LOOKED_AT:
+        looked += 1
+        sub = todo.pop(0)
+        found |= {FORMATS[x] for x in (Path(f.name).suffix.lower() for f in sub.files()) if x in FORMATS}
+        todo.extend(sub.subfolders())
+    return found
+
+
+def _format_of(names: list[str], folder: Folder, stream: str) -> str:
     """The one format the file names of a folder say, or a usage error."""
+    path = folder.path
     found = {FORMATS[s] for s in (Path(n).suffix.lower() for n in names) if s in FORMATS}
+    if not found:  # a folder of key=value partition folders (date=2024-01-05/...), which Spark reads
+        found = _partition_formats(folder)
     if len(found) == 1:
         return found.pop()
     if not found:
+        count, where = unread_files(folder)
+        if count:
+            msg = (f"input of stream {stream}: no .csv, .json/.jsonl or .parquet files in '{path}' itself; "
+                   f"{_unread_note(count, where, 'such')}. Give the folder that holds them (for example "
+                   f"--input {stream}={where[0]}), or move the files up")
+            raise UsageError(msg)
         msg = (
             f"input of stream {stream}: no .csv, .json/.jsonl or .parquet files in '{path}' to tell the "
             f"format from; name it (for example --input-format {stream}=json)"
@@ -150,8 +212,12 @@ def located(spark: SparkSession, source: FileInput, stream: StreamDef) -> tuple[
     """The folder of ``source`` on any file system Spark reaches (``tiltframe.engine.filesystems``) and its
     format, or a usage error naming the problem (a missing connector among them)."""
     folder = open_folder(spark, source.path, f"input of stream {stream.name}")
-    fmt = source.format or _format_of([f.name for f in folder.files()], source.path, stream.name)
+    fmt = source.format or _format_of([f.name for f in folder.files()], folder, stream.name)
     _check_format(fmt, stream)
+    count, where = unread_files(folder, frozenset({fmt}))
+    if count:  # said at every start: files put there later are not read either
+        logger.warning("input of stream %s: %s. Give each folder its own input, or move the files into '%s'",
+                       stream.name, _unread_note(count, where, fmt), source.path)
     return folder, fmt
 
 
