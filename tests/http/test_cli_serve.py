@@ -114,9 +114,13 @@ def test_run_serves_its_status_and_new_files(tmp_path: Path) -> None:
         assert httpx.get(url + "/api/status", timeout=30).status_code == 401
 
         def read(n: int) -> dict[str, Any] | None:
+            # The store commits a batch before the run's callback counts it (and the metrics after that):
+            # wait for all three.
             doc = client.get("/api/status").json()
             agg = doc["aggregations"]["TradeAggregation"]
-            return doc if agg.get("events_read") == n else None
+            counted = agg.get("run", {}).get("events_read") == n
+            metric = f'tiltframe_process_events_read_total{{aggregation="TradeAggregation"}} {n}.0'
+            return doc if agg.get("events_read") == n and counted and metric in client.get("/metrics").text else None
 
         status = until(lambda: read(302))
         assert status["pipeline"]["running"] is True
