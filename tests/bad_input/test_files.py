@@ -212,6 +212,26 @@ def test_a_folder_of_partition_folders_tells_its_format(spark, tmp_path: Path) -
     assert totals(run(spark, APP, {"S": inbox}, tmp_path / "data")) == oracle([("x", 1.0), ("y", 2.0)])
 
 
+def test_partition_folders_beside_other_folders_with_files_are_a_usage_error(spark, tmp_path: Path) -> None:
+    """Spark refuses such a folder (CONFLICTING_DIRECTORY_STRUCTURES) deep in its first batch; tiltframe
+    says so at start, naming both kinds.  Files of its own beside the partitions are read."""
+    inbox = tmp_path / "in"
+    (inbox / "date=2024-01-05").mkdir(parents=True)
+    (inbox / "date=2024-01-05" / "a.csv").write_text(csv_lines([("x", 1.0)]))
+    (inbox / "top.csv").write_text(csv_lines([("y", 2.0)], 1))
+    assert totals(run(spark, APP, {"S": inbox}, tmp_path / "data")) == oracle([("x", 1.0), ("y", 2.0)])
+    (inbox / "docs").mkdir()
+    (inbox / "docs" / "readme.txt").write_text("not events\n")
+    app_file = tmp_path / "app.siddhi"
+    app_file.write_text(APP)
+    done = CliRunner().invoke(cli, ["run", str(app_file), "--input", f"S={inbox}", "--data-dir",
+                                    str(tmp_path / "data2")])
+    assert done.exit_code == 2, done.output
+    said = " ".join(done.output.split())
+    assert f"input of stream S: '{inbox}' holds key=value partition folders ('date=2024-01-05', ...)" in said
+    assert f"'{inbox / 'docs'}'" in said
+
+
 def test_hidden_files_wait_until_they_are_moved_in(spark, tmp_path: Path) -> None:
     """Files written under a hidden name ('.x', '_x') are not read until renamed: the atomic delivery
     docs/bad-input.md recommends."""

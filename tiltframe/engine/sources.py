@@ -109,7 +109,15 @@ def unread_files(folder: Folder, formats: frozenset[str] = frozenset(FORMATS.val
     folders).  So without partition folders, files in any subfolder are not read.  A sample: it stops at
     ``UNREAD_LOOKED_FOR`` files or ``UNREAD_FOLDERS_LOOKED_AT`` folders."""
     todo = folder.subfolders()
-    if any("=" in sub.name for sub in todo):
+    partitions = [sub for sub in todo if "=" in sub.name]
+    if partitions:
+        others = [sub.path for sub in todo if "=" not in sub.name and _holds_files(sub)]
+        if others:
+            shown = ", ".join(f"'{o}'" for o in others[:3])
+            msg = (f"'{folder.path}' holds key=value partition folders ('{partitions[0].name}', ...) and other "
+                   f"folders with files ({shown}): Spark reads such a folder as one partitioned table and refuses "
+                   f"the mix. Move the other folders out, or give them inputs of their own")
+            raise UsageError(msg)
         return 0, []
     count = 0
     where: list[str] = []
@@ -123,6 +131,18 @@ def unread_files(folder: Folder, formats: frozenset[str] = frozenset(FORMATS.val
             where.append(sub.path)
         todo.extend(sub.subfolders())
     return count, where
+
+
+def _holds_files(folder: Folder) -> bool:
+    """Whether ``folder`` or a folder inside it holds a visible file (a sample of the nearest folders)."""
+    todo, looked = [folder], 0
+    while todo and looked < UNREAD_FOLDERS_LOOKED_AT:
+        looked += 1
+        sub = todo.pop(0)
+        if sub.files():
+            return True
+        todo.extend(sub.subfolders())
+    return False
 
 
 def _unread_note(count: int, where: list[str], what: str) -> str:
@@ -156,7 +176,10 @@ def _format_of(names: list[str], folder: Folder, stream: str) -> str:
     if len(found) == 1:
         return found.pop()
     if not found:
-        count, where = unread_files(folder)
+        try:
+            count, where = unread_files(folder)
+        except UsageError as exc:
+            raise UsageError(f"input of stream {stream}: {exc}") from None
         if count:
             msg = (f"input of stream {stream}: no .csv, .json/.jsonl or .parquet files in '{path}' itself; "
                    f"{_unread_note(count, where, 'such')}. Give the folder that holds them (for example "
@@ -214,7 +237,10 @@ def located(spark: SparkSession, source: FileInput, stream: StreamDef) -> tuple[
     folder = open_folder(spark, source.path, f"input of stream {stream.name}")
     fmt = source.format or _format_of([f.name for f in folder.files()], folder, stream.name)
     _check_format(fmt, stream)
-    count, where = unread_files(folder, frozenset({fmt}))
+    try:
+        count, where = unread_files(folder, frozenset({fmt}))
+    except UsageError as exc:
+        raise UsageError(f"input of stream {stream.name}: {exc}") from None
     if count:  # said at every start: files put there later are not read either
         logger.warning("input of stream %s: %s. Give each folder its own input, or move the files into '%s'",
                        stream.name, _unread_note(count, where, fmt), source.path)
