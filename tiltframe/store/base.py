@@ -92,6 +92,18 @@ class BatchWrite:
 
 
 @dataclass(frozen=True, slots=True)
+class KeyTerm:
+    """``column op value``: a condition on one key column of a level table (``AGG_TIMESTAMP`` or a group-by
+    key) that a store applies in SQL (:meth:`Store.read_merged`).  ``op`` is one of ``==``, ``!=``, ``<``,
+    ``<=``, ``>``, ``>=``; ``value`` a Python value of the column's own type (str, int or bool), which the
+    store compares exactly, byte for byte for text."""
+
+    column: str
+    op: str
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
 class TableInfo:
     table: str
     granularity: str
@@ -205,6 +217,28 @@ class Store(Protocol):
         """Stored partial rows whose bucket start lies in ``[start_ms, end_ms)`` and whose group-by keys
         take one of the values ``keys`` gives (with ``SHARD_ID`` if asked: the writer of each partial row).
         A store may return more rows than ``keys`` allows (a case-insensitive collation), never fewer."""
+        ...
+
+    def read_merged(
+        self,
+        layout: AggregationLayout,
+        granularity: Granularity,
+        by: Sequence[str],
+        states: Sequence[str],
+        start_ms: int | None = None,
+        end_ms: int | None = None,
+        *,
+        by_interval: bool = True,
+        where: Sequence[KeyTerm] = (),
+    ) -> pd.DataFrame | None:
+        """The stored partial rows of ``read`` (bucket in ``[start_ms, end_ms)``, every term of ``where``
+        true) merged in the database per bucket and value of the group-by keys ``by`` (all buckets into one,
+        ``AGG_TIMESTAMP`` 0, without ``by_interval``), in no order: ``AGG_TIMESTAMP``, ``by``,
+        ``AGG_EVENT_TIMESTAMP`` and ``states``, the rows ``retrieval.merge.merge_rows`` makes of those
+        partial rows for a layout grouped by ``by``.  Every state must merge by SUM, MIN or MAX without a
+        combine function (``store.merged_reads.merges_in_sql``).  None when the store cannot give exactly
+        those rows (a long sum beyond 64 bits, a double sum near its range or over an infinity, text keys
+        in a collation that folds case): the caller then merges the partial rows itself."""
         ...
 
     def rejected(self, layout: AggregationLayout, limit: int = 100) -> pd.DataFrame:

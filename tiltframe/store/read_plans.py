@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Compiled, Dialect
@@ -63,14 +63,22 @@ class RangeRead:
         return query
 
 
+class Plan(Protocol):
+    """A read whose statement depends on its shape only, its values being named bound parameters."""
+
+    def shape(self) -> tuple[Any, ...]: ...
+
+    def statement(self) -> sa.Select[Any]: ...
+
+
 class ReadPlans:
-    """The compiled statements of one store's reads, by shape."""
+    """The compiled statements of one store's reads, by shape (range reads, ``store.merged_reads``)."""
 
     def __init__(self, dialect: Dialect) -> None:
         self._dialect = dialect
         self._compiled: dict[tuple[Any, ...], Compiled] = {}
 
-    def compiled(self, read: RangeRead) -> Compiled:
+    def compiled(self, read: Plan) -> Compiled:
         shape = read.shape()
         found = self._compiled.get(shape)
         if found is None:

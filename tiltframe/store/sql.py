@@ -42,6 +42,7 @@ from tiltframe.store.base import (
     AggregationInfo,
     BatchWrite,
     Capabilities,
+    KeyTerm,
     PipelineState,
     PurgeInfo,
     RecordKind,
@@ -50,6 +51,7 @@ from tiltframe.store.base import (
 from tiltframe.store.commits import now_ms
 from tiltframe.store.frames import ARROW_TYPES, fetch_all, fetch_compiled, typed_frame
 from tiltframe.store.layout import AGG_TIMESTAMP, SHARD_ID, AggregationLayout
+from tiltframe.store.merged_reads import MergedRead, MergedReads, out_of_range
 from tiltframe.store.merges import upsert_statement
 from tiltframe.store.overflow import check_holdable, explain_overflow
 from tiltframe.store.read_plans import RangeRead, ReadPlans
@@ -211,6 +213,7 @@ class SqlStore:
         self._tables_cache: dict[tuple[str, str, bool], dict[Granularity, sa.Table]] = {}
         self._ready: set[tuple[str, str, bool]] = set()
         self._plans = ReadPlans(engine.dialect)
+        self._merged = MergedReads(self._plans)
         # Tables seen to exist, so that a read does not ask the catalog each time; forgotten by every write
         # transaction (which may drop one) and by a failed read (another process may have dropped one).
         self._present: set[str] = set()
@@ -747,6 +750,44 @@ class SqlStore:
                 return typed_frame([], types)
             rows = fetch_compiled(conn, self._plans.compiled(read), read.params())
         return typed_frame(rows, types)
+
+    def read_merged(
+        self,
+        layout: AggregationLayout,
+        granularity: Granularity,
+        by: Sequence[str],
+        states: Sequence[str],
+        start_ms: int | None = None,
+        end_ms: int | None = None,
+        *,
+        by_interval: bool = True,
+        where: Sequence[KeyTerm] = (),
+    ) -> pd.DataFrame | None:
+        """Partial rows merged in SQL by ``by`` (and the bucket), or None when they cannot be exactly what
+        ``merge_rows`` makes (``store.merged_reads``)."""
+        table = self._tables(layout)[layout.spec.granularity(granularity)]
+        read = MergedRead.of(table, self._engine.dialect.name, layout, by, states, start_ms, end_ms, by_interval,
+                             where)
+        assumed = {AGGREGATIONS, table.name} <= self._present
+        try:
+            return self._read_merged(layout, read)
+        except StoreError:
+            if not assumed:
+                raise
+            return self._read_merged(layout, read)  # a table seen before may be gone: look again
+
+    def _read_merged(self, layout: AggregationLayout, read: MergedRead) -> pd.DataFrame | None:
+        if read.table.name not in self._present:  # made anew, maybe: its collations are looked up again
+            self._merged.forget(read.table.name)
+        try:
+            with self._errors("read", layout), self._read(layout) as (conn, _):
+                if not self._has_table(conn, read.table.name):
+                    return read.empty()
+                return self._merged.run(conn, read)
+        except StoreError as failed:
+            if out_of_range(failed.__cause__):  # a sum the database cannot hold: the caller merges in pandas
+                return None
+            raise
 
     def rejected(self, layout: AggregationLayout, limit: int = 100) -> pd.DataFrame:
         """The latest ``limit`` recorded events of ``layout`` (rejected or moved), newest first."""
