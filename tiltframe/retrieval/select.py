@@ -1,11 +1,15 @@
-"""Answer a SELECT over a pre-aggregated table (docs/preaggregation.md), in pandas.
+"""Answer a SELECT over a pre-aggregated table (docs/preaggregation.md).
 
 A table is stored as the partial rows of its one-level rollup: up to ``workers`` rows per interval and
 dimension values, plus one row per row inserted without pre-aggregation.  A validated
-:class:`~tiltframe.spec.tables.TableQuery` says everything needed: WHERE filters the partial rows (it
+:class:`~tiltframe.spec.tables.TableQuery` says everything needed: WHERE selects the partial rows (it
 reads only the time column and dimensions, which every partial row has), the rows are merged by the
-query's keys with the registry's merges (:mod:`tiltframe.retrieval.merge`, through a layout whose
-group-by is those keys), and outputs, HAVING, ORDER BY and LIMIT are evaluated over the merged rows.
+query's keys, and outputs, HAVING, ORDER BY and LIMIT are evaluated over the merged rows in pandas.
+
+The merge runs in the store's GROUP BY where that gives the same rows
+(:mod:`tiltframe.retrieval.select_pushdown`); otherwise the partial rows are read, filtered by WHERE and
+merged in pandas with the registry's merges (:mod:`tiltframe.retrieval.merge`, through a layout whose
+group-by is the query's keys).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from tiltframe.errors import StoreError
 from tiltframe.functions.registry import Build
 from tiltframe.retrieval.evaluate import evaluate_column, holds
 from tiltframe.retrieval.merge import finalize, merge_rows
+from tiltframe.retrieval.select_pushdown import merged_in_store
 from tiltframe.spec.durations import Granularity, Unit
 from tiltframe.spec.expressions import Attr, Binary, Expr, Literal
 from tiltframe.spec.model import AggregateItem, AggregationSpec, AppSpec, AttrType, KeyItem
@@ -69,11 +74,18 @@ def _stored_frame(app: AppSpec, table: TableSpec, query: TableQuery, store: Stor
         rows = store.read(layout, layout.spec.finest, start, end, with_shards=True)
         frame = _partial_frame(rows, layout, table)
         return _filter(frame, query.where)
-    rows = store.read(layout, layout.spec.finest, start, end)
-    if query.where is not None and not rows.empty:
-        keys = pd.DataFrame({table.time_column: rows[AGG_TIMESTAMP], **{d: rows[d] for d in layout.spec.group_by}})
-        rows = rows[holds(query.where, keys, None)].reset_index(drop=True)
-    frame = _merged_frame(rows, layout, table, query)
+    dimensions = tuple(k for k in query.keys if k != table.time_column)
+    merging = _merging_layout(layout, dimensions, query.measures)
+    merged = merged_in_store(store, layout, merging, query, table.time_column, start, end)
+    if merged is None:
+        rows = store.read(layout, layout.spec.finest, start, end)
+        if query.where is not None and not rows.empty:
+            keys = pd.DataFrame({table.time_column: rows[AGG_TIMESTAMP], **{d: rows[d] for d in layout.spec.group_by}})
+            rows = rows[holds(query.where, keys, None)].reset_index(drop=True)
+        if table.time_column not in query.keys:  # every interval merges into one
+            rows = rows.assign(**{AGG_TIMESTAMP: np.zeros(len(rows), dtype="int64")})
+        merged = merge_rows(rows, merging)
+    frame = _merged_frame(merged, merging, table, query)
     return _filter(frame, query.having)
 
 
@@ -105,17 +117,15 @@ def _raw_frame(table: TableSpec, query: TableQuery, store: Store) -> pd.DataFram
     return _filter(final.reset_index(drop=True), query.having)
 
 
-def _merged_frame(rows: pd.DataFrame, layout: AggregationLayout, table: TableSpec, query: TableQuery) -> pd.DataFrame:
+def _merged_frame(
+    merged: pd.DataFrame, merging: AggregationLayout, table: TableSpec, query: TableQuery
+) -> pd.DataFrame:
     """One row per value of ``query.keys``: the keys by their query names and the measures read, ordered
-    by the keys.  The merge runs on a layout grouped by the key dimensions; when the time column is not a
-    key every row's interval becomes 0, so intervals merge too."""
+    by the keys.  ``merged``: the partial rows merged by ``merging``'s keys and the interval (0 when the
+    time column is not a key), in any order."""
     time_column = table.time_column
     assert time_column is not None
-    dimensions = tuple(k for k in query.keys if k != time_column)
-    merging = _merging_layout(layout, dimensions, query.measures)
-    if time_column not in query.keys:
-        rows = rows.assign(**{AGG_TIMESTAMP: np.zeros(len(rows), dtype="int64")})
-    final = finalize(merge_rows(rows, merging), merging)
+    final = finalize(merged, merging)
     sort = [AGG_TIMESTAMP if k == time_column else k for k in query.keys]
     if sort:
         final = final.sort_values(sort, kind="stable")
