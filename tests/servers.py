@@ -33,14 +33,15 @@ def server_jdbc_url(kind: str) -> str:
 
 
 @contextmanager
-def fresh_database(kind: str) -> Iterator[str]:
-    """A new, empty database on the test server ``kind``, dropped afterwards; yields its JDBC URL."""
-    with database_beside(server_jdbc_url(kind)) as url:
+def fresh_database(kind: str, options: str = "") -> Iterator[str]:
+    """A new, empty database on the test server ``kind``, dropped afterwards; yields its JDBC URL.
+    ``options``: the rest of its ``CREATE DATABASE`` statement (a collation, say)."""
+    with database_beside(server_jdbc_url(kind), options=options) as url:
         yield url
 
 
 @contextmanager
-def database_beside(base: str, prefix: str = "tiltframe_t") -> Iterator[str]:
+def database_beside(base: str, prefix: str = "tiltframe_t", options: str = "") -> Iterator[str]:
     """A new, empty database on the server of JDBC URL ``base`` (same user), dropped afterwards; yields
     its JDBC URL.  The benchmarks use it too."""
     name = f"{prefix}{uuid.uuid4().hex[:12]}"
@@ -48,7 +49,7 @@ def database_beside(base: str, prefix: str = "tiltframe_t") -> Iterator[str]:
     admin = sa.create_engine(store_target(StoreSpec("rdbms", base)), isolation_level="AUTOCOMMIT", pool_pre_ping=True)
     try:
         with admin.connect() as conn:
-            conn.exec_driver_sql(f"CREATE DATABASE {name}")
+            conn.exec_driver_sql(f"CREATE DATABASE {name} {options}".rstrip())
         head, _, query = base.partition("?")
         yield f"{head.rsplit('/', 1)[0]}/{name}" + (f"?{query}" if query else "")
     finally:
