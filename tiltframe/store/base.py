@@ -231,14 +231,15 @@ class Store(Protocol):
         by_interval: bool = True,
         where: Sequence[KeyTerm] = (),
     ) -> pd.DataFrame | None:
-        """The stored partial rows of ``read`` (bucket in ``[start_ms, end_ms)``, every term of ``where``
-        true) merged in the database per bucket and value of the group-by keys ``by`` (all buckets into one,
-        ``AGG_TIMESTAMP`` 0, without ``by_interval``), in no order: ``AGG_TIMESTAMP``, ``by``,
-        ``AGG_EVENT_TIMESTAMP`` and ``states``, the rows ``retrieval.merge.merge_rows`` makes of those
-        partial rows for a layout grouped by ``by``.  Every state must merge by SUM, MIN or MAX without a
-        combine function (``store.merged_reads.merges_in_sql``).  None when the store cannot give exactly
-        those rows (a long sum beyond 64 bits, a double sum near its range or over an infinity, text keys
-        in a collation that folds case): the caller then merges the partial rows itself."""
+        """The stored partial rows whose bucket lies in ``[start_ms, end_ms)`` and for which every term of
+        ``where`` holds, merged by the database per bucket and value of the group-by keys ``by`` (every
+        bucket into one, ``AGG_TIMESTAMP`` 0, without ``by_interval``), so that only the merged rows leave
+        it.  Columns ``AGG_TIMESTAMP``, ``by``, ``AGG_EVENT_TIMESTAMP`` and ``states``, rows in no order:
+        the rows ``retrieval.merge.merge_rows`` makes of those partial rows for a layout grouped by ``by``.
+        Every state must merge by SUM, MIN or MAX without a combine function
+        (``store.merged_reads.merges_in_sql``).  None when the store cannot give exactly those rows (a long
+        sum beyond 64 bits, a double sum near its range or over an infinity, text keys in a collation that
+        folds case): the caller then merges the partial rows itself."""
         ...
 
     def rejected(self, layout: AggregationLayout, limit: int = 100) -> pd.DataFrame:

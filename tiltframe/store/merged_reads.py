@@ -93,9 +93,10 @@ class MergedRead:
         if any(types[k] not in EXACT_KEYS for k in by):
             msg = f"keys {', '.join(by)} of {layout.name} are not all of a type grouped exactly"
             raise ValueError(msg)
+        types[AGG_TIMESTAMP] = AttrType.LONG
         for term in where:
-            if term.op not in COMPARISONS or (term.column != AGG_TIMESTAMP and types[term.column] not in EXACT_KEYS):
-                msg = f"cannot compare {term.column} {term.op} in SQL exactly"
+            if term.op not in COMPARISONS or types.get(term.column) not in EXACT_KEYS:
+                msg = f"cannot compare {term.column} {term.op} in SQL exactly: {layout.name} has no such key"
                 raise ValueError(msg)
         return cls(table, dialect, layout.keys, tuple(by), chosen, by_interval, start_ms, end_ms, tuple(where))
 
