@@ -13,7 +13,8 @@ process, on a fresh database of the PostgreSQL server named by ``--postgres-url`
    ``VACUUM ANALYZE``);
 3. answers the seed's query, the click rate of every site, on each: over the raw rows in SQL; over the
    pre-aggregated table in SQL (the same query, merging the partial rows: sums of sums); and through
-   ``tf.select`` (what a user runs: SQL read, merge and finalisation in Python).  Each is run once to warm
+   ``tf.select`` (what a user runs: the partial rows merged in the database's GROUP BY, the rate computed
+   in Python).  Each is run once to warm
    the caches, then timed ``--repeat`` times; the median counts.
 
 Before any figure it checks the totals: events inserted = events read = events in the input, stored
