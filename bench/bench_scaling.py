@@ -267,7 +267,8 @@ def stored_levels(url: str | None, data_dir: Path) -> tuple[dict[str, tuple[int,
         mysql = engine.dialect.name != "postgresql"
         con = engine.connect()
         query = lambda sql: con.exec_driver_sql(sql.replace('"', "`") if mysql else sql).fetchall()  # noqa: E731
-        if mysql:
+        if mysql:  # InnoDB's sizes in information_schema are as of its last statistics
+            query("ANALYZE TABLE " + ", ".join(f'"{t}"' for t in tables.values()))
             names = ", ".join(f"'{t}'" for t in tables.values())
             size = int(query("SELECT sum(data_length + index_length) FROM information_schema.tables WHERE "
                              f"table_schema = database() AND table_name IN ({names})")[0][0])
@@ -434,8 +435,8 @@ def report(store: str, runs: dict[str, dict[str, Any]], c: dict[str, Any], model
     if c["cpu"] is not None:
         print(f"  {'JVM CPU s (Spark, local)':<28}{f['jvm_cpu_s']:>12.2f}{b['jvm_cpu_s']:>14.2f}{g['jvm_cpu_s']:>14.2f}"
               f"{g['jvm_cpu_s'] / b['jvm_cpu_s']:>11.2f}x{c['cpu_predicted_s']:>16.2f}{c['cpu']:>16.2f}")
-    print(f"  {'JVM GC s':<28}{f['gc_s']:>12.2f}{b['gc_s']:>14.2f}{g['gc_s']:>14.2f}"
-          f"{g['gc_s'] / max(b['gc_s'], 1e-9):>11.2f}x")
+    gc_growth = f"{g['gc_s'] / b['gc_s']:>11.2f}x" if b["gc_s"] >= 0.01 else f"{'-':>12}"
+    print(f"  {'JVM GC s':<28}{f['gc_s']:>12.2f}{b['gc_s']:>14.2f}{g['gc_s']:>14.2f}{gc_growth}")
     print(f"  {'store s (write + commit)':<28}{f['store_seconds']:>12.2f}{b['store_seconds']:>14.2f}"
           f"{g['store_seconds']:>14.2f}{g['store_seconds'] / b['store_seconds']:>11.2f}x{c['store_predicted_s']:>16.2f}"
           f"{c['store']:>16.2f}")
@@ -452,6 +453,13 @@ def report(store: str, runs: dict[str, dict[str, Any]], c: dict[str, Any], model
     per_core = {k: r["events_read"] / (r["spark_seconds"] * cores) for k, r in runs.items()}
     print(f"  {'events/s per core (Spark)':<28}{per_core['fixed']:>12,.0f}{per_core['base']:>14,.0f}"
           f"{per_core['grown']:>14,.0f}{per_core['grown'] / per_core['base']:>11.2f}x")
+    if c["cpu"] is not None:
+        per_cpu = {k: r["events_read"] / r["jvm_cpu_s"] for k, r in runs.items()}
+        print(f"  {'events per JVM CPU s':<28}{per_cpu['fixed']:>12,.0f}{per_cpu['base']:>14,.0f}"
+              f"{per_cpu['grown']:>14,.0f}{per_cpu['grown'] / per_cpu['base']:>11.2f}x")
+    rows_cpu = {k: r["rows_written"] / max(r["store_cpu_s"], 1e-9) for k, r in runs.items()}
+    print(f"  {'store rows per thread CPU s':<28}{rows_cpu['fixed']:>12,.0f}{rows_cpu['base']:>14,.0f}"
+          f"{rows_cpu['grown']:>14,.0f}{rows_cpu['grown'] / rows_cpu['base']:>11.2f}x")
     print(f"  {'store MB':<28}{f['store_bytes'] / 1e6:>12,.1f}{b['store_bytes'] / 1e6:>14,.1f}"
           f"{g['store_bytes'] / 1e6:>14,.1f}{g['store_bytes'] / b['store_bytes']:>11.2f}x")
     bpr = {k: r["store_bytes"] / r["rows_written"] for k, r in runs.items()}
