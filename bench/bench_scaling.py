@@ -19,16 +19,18 @@ figure it checks each run against the input: events read = aggregated = in the i
 level's row count, event count and sum of quantity equal DuckDB's over the Parquet files; the coarsest
 level's rows equal DuckDB's row by row.
 
-It then prints, per run: rows per level (from the store), Spark's and the store's time of the batch (the
-batch report's), store rows/s, the store's size on disk, the driver's peak memory; and the model's
-prediction for the grown run: rows per level from the formula above (exact for the generator: calendar
-buckets counted from the workload's start, the binomial form of the formula), Spark time = fixed + (base
-- fixed) x events grown, store time = fixed + (base - fixed) x rows grown, each as measured / predicted,
-and whether that is within ``--row-tolerance`` and ``--time-tolerance``.
+It then prints, per run: rows per level (from the store); Spark's and the store's time of the batch (the
+batch report's wall seconds) and their CPU seconds (the Spark JVM's, which in local mode runs the
+executors too, and the store write's thread on the driver), which the load of other work on a shared
+machine does not stretch; store rows/s; the store's size on disk; the driver's peak memory (VmHWM).  And
+the model's prediction for the grown run: rows per level from the formula above (exact for the generator:
+calendar buckets counted from the workload's start, the binomial form of the formula), Spark time = fixed
++ (base - fixed) x events grown, store time = fixed + (base - fixed) x rows grown, each as measured /
+predicted, and whether that is within ``--row-tolerance`` and ``--time-tolerance``.
 
 ``--plan EVENTS_PER_DAY KEYS`` prints the model alone for a deployment (docs/scaling.md's figures): rows
-per level per day, rows written per day for a trigger interval, and rows kept under the default
-retention.
+per level in a day, rows written per second for micro-batches every ``--trigger-seconds`` (on average and
+at ``--peak`` times the rate), and rows kept under the default retention.
 
     python bench/bench_scaling.py                                  # 1M x 1,000 keys, then 10M x 10,000 (2 h)
     python bench/bench_scaling.py --events 100000 --keys 100       # a quicker look
