@@ -14,11 +14,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tiltframe.errors import DataError
 from tiltframe.functions.registry import EVENT_ORDER, Merge
 from tiltframe.retrieval.evaluate import numbered
 from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout, StateColumn
 
 _PANDAS_MERGE = {Merge.SUM: "sum", Merge.MIN: "min", Merge.MAX: "max"}
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 
 
 class PandasOps:
@@ -69,6 +71,7 @@ def merge_rows(rows: pd.DataFrame, layout: AggregationLayout) -> pd.DataFrame:
     if not layout.tracks_arrival:
         spec[AGG_EVENT_TIMESTAMP] = "max"
     merged = grouped.agg(spec).reset_index()
+    _check_long_sums(rows, keys, layout)
     # A sum over rows that all lack a state (a measure added after they were stored) has no value, as in SQL.
     sums = [s.name for columns in layout.state_groups for s in columns
             if s.merge is Merge.SUM and rows[s.name].isna().any()]
@@ -88,6 +91,32 @@ def merge_rows(rows: pd.DataFrame, layout: AggregationLayout) -> pd.DataFrame:
                 for name in event.values():
                     merged[name] = picked[name].to_numpy()
     return merged
+
+
+def _check_long_sums(rows: pd.DataFrame, keys: list[str], layout: AggregationLayout) -> None:
+    """Refuse a long sum beyond 64 bits, which pandas would wrap around into another number.  Only where
+    the rows could reach it (their count times the largest magnitude) are the groups added exactly."""
+    for columns in layout.state_groups:
+        if columns[0].function.combine is not None:
+            continue
+        for s in columns:
+            if s.merge is not Merge.SUM or not s.type.is_integral:
+                continue
+            magnitude = rows[s.name].astype("float64").abs().max()
+            if pd.isna(magnitude) or magnitude * len(rows) < 2.0**62:
+                continue
+            values = pd.Series([None if pd.isna(v) else int(v) for v in rows[s.name]], index=rows.index, dtype=object)
+            exact = values.groupby([rows[k] for k in keys], sort=False, dropna=False).agg(
+                lambda group: sum(v for v in group if v is not None))
+            beyond = exact[(exact < _LONG_MIN) | (exact > _LONG_MAX)]
+            if len(beyond):
+                first = beyond.index[0] if isinstance(beyond.index[0], tuple) else (beyond.index[0],)
+                where = ", ".join(f"{k} {v.item() if isinstance(v, np.generic) else v!r}"
+                                  for k, v in zip(keys, first, strict=True))
+                msg = (f"aggregation {layout.name}: the sum {s.name} of the partial rows at {where} is "
+                       f"{beyond.iloc[0]}, beyond the 64-bit range of a long ({_LONG_MIN} .. {_LONG_MAX}); "
+                       f"a sum that large needs a double attribute")
+                raise DataError(msg)
 
 
 def _distinct(rows: pd.DataFrame, keys: list[str]) -> bool:
