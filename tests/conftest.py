@@ -17,3 +17,49 @@ def spark() -> Iterator[object]:
     session = get_session("local[2]")
     yield session
     session.stop()
+
+
+#: The test files that take longest (``pytest --durations``: from 2 to 11 minutes of a worker each on two
+#: cores), longest first.  Under ``--dist loadfile`` they are handed out first, so that no worker is left
+#: alone with one of them at the end while the other has nothing to do; xdist's own order (most tests
+#: first) put them last.  The rest follow, most tests first.  Only the order changes: every test runs.
+LONGEST = (
+    "tests/integration/test_crash.py",
+    "tests/functions/test_statistics_oracle.py",
+    "tests/bad_input/test_properties.py",
+    "tests/engine/test_continuous.py",
+    "tests/integration/test_cluster.py",
+    "tests/cli/test_logs.py",
+    "tests/http/test_cli_serve.py",
+    "tests/integration/test_cluster_shards.py",
+    "tests/compatibility/test_timeplus.py",
+    "tests/cli/test_failures_said_once.py",
+    "tests/engine/test_lateness.py",
+    "tests/cli/test_continuous_run.py",
+)
+#: Files whose tests are each a work unit of their own (the kill -9 test of each store: minutes apiece).
+ONE_UNIT_PER_TEST = ("tests/integration/test_crash.py",)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    files: dict[str, int] = {}
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        files[path] = files.get(path, 0) + 1
+    rank = {path: i for i, path in enumerate(LONGEST)}
+    items.sort(key=lambda item: (rank.get(f := item.nodeid.split("::", 1)[0], len(rank)), -files[f], f))
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``--dist loadfile`` in the collection's order (above), the kill -9 tests one unit each."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class LongestFirst(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return nodeid if path in ONE_UNIT_PER_TEST else path
+
+    config.option.loadscopereorder = False
+    return LongestFirst(config, log)
