@@ -89,6 +89,7 @@ def start(
     on_bad_file: str = "skip",
     rebuild: bool = False,
     checkpoint_dir: str | Path | None = None,
+    trigger_seconds: float = 1.0,
 ) -> Run:
     """Start the app's streaming queries and return the handle (``wait()`` / ``stop()``).
 
@@ -104,7 +105,12 @@ def start(
     ``checkpoint_dir``: where checkpoints live (a local path or ``file:`` URI) instead of
     ``<data_dir>/checkpoints`` (default ``$TILTFRAME_CHECKPOINT_DIR``; docs/configuration.md).
     Inputs may be folders on any file system Spark reaches (``hdfs://``, ``s3a://``, ``file://``, ...).
+    ``trigger_seconds``: with ``follow``, a micro-batch starts at most this often (longer batches write each
+    coarse row fewer times; docs/scaling.md); a continuous query's at least as often as its EMIT intervals.
     """
+    if not trigger_seconds > 0:
+        msg = f"trigger_seconds must be more than 0, not {trigger_seconds}"
+        raise UsageError(msg)
     from tiltframe.engine.runner import Run
     from tiltframe.engine.shards import Deployment
 
@@ -122,6 +128,7 @@ def start(
         on_bad_file=on_bad_file,
         rebuild=rebuild,
         checkpoint_dir=checkpoint_dir,
+        trigger_interval=f"{max(1, round(trigger_seconds * 1000))} milliseconds",
     )
     return run_.start()
 

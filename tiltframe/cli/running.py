@@ -30,6 +30,7 @@ from tiltframe.cli.options import (
 from tiltframe.cli.output import stderr_console, stdout_console
 from tiltframe.cli.progress import RunProgress
 from tiltframe.cli.serving import TokenOpt, serve_beside
+from tiltframe.errors import UsageError
 from tiltframe.timeutil.parse import format_ts
 
 if TYPE_CHECKING:
@@ -186,6 +187,12 @@ def run(
                      help="About BYTES of new files per micro-batch (0: no bound) \\[default: "
                      "$TILTFRAME_MAX_BYTES_PER_TRIGGER or 67108864, 64 MiB]; --max-files-per-trigger wins."),
     ] = None,
+    trigger_interval: Annotated[
+        float | None,
+        typer.Option("--trigger-interval", min=0.001, metavar="SECONDS",
+                     help="With --follow: start a micro-batch at most every SECONDS \\[default: 1]; longer batches "
+                     "write each coarse row fewer times (docs/scaling.md)."),
+    ] = None,
     master: Annotated[
         str | None,
         typer.Option("--master", help="Spark master \\[default: $TILTFRAME_SPARK_MASTER or local\\[*]]."),
@@ -226,6 +233,8 @@ def run(
         formats = pairs(input_format, "--input-format")
         outputs = pairs(output, "--output")
         check_run_options(spec, inputs, formats, outputs)
+        if trigger_interval is not None and not follow:
+            raise UsageError("--trigger-interval needs --follow: without it, everything available is read at once")
         from tiltframe.engine.shards import load_deployment
 
         check_config_file(config)
@@ -283,6 +292,7 @@ def run(
                     on_bad_file=on_bad_file,
                     rebuild=rebuild,
                     checkpoint_dir=checkpoint_dir,
+                    trigger_seconds=trigger_interval or 1.0,
                 )
                 try:
                     result, interrupted = wait_interruptibly(handle, progress)

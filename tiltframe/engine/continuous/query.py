@@ -226,7 +226,7 @@ class ContinuousRun:
             self._plan.writeStream.queryName(f"tiltframe-continuous-{self.name}")
             .option("checkpointLocation", str(self.checkpoint))
             .foreachBatch(self._batch)
-            .trigger(processingTime=self.trigger_interval)
+            .trigger(processingTime=self._trigger())
         )
         # transformWithState needs RocksDB state: set for this query only, as a query keeps the settings of
         # its start (and its checkpoint records them), and the session's own setting comes back at once.
@@ -243,6 +243,15 @@ class ContinuousRun:
             self._ticker = threading.Thread(target=self._tick, name=f"clock-{self.name}", daemon=True)
             self._ticker.start()
         return self
+
+    def _trigger(self) -> str:
+        """The run's trigger interval, shortened to the query's shortest EMIT interval (PERIODIC, WITH BATCH,
+        TIMEOUT) when that is longer than a second: its rows would otherwise wait for the next micro-batch."""
+        ms = round(_seconds(self.trigger_interval) * 1000)
+        intervals = self._intervals()
+        if intervals:
+            ms = min(ms, max(1000, min(intervals)))
+        return f"{max(1, ms)} milliseconds"
 
     def _tick(self) -> None:
         step = max(0.1, min([_seconds(self.trigger_interval), *(ms / 1000 for ms in self._intervals())]))
