@@ -95,7 +95,7 @@ def write(store: SqlStore, layout: AggregationLayout, raw: pd.DataFrame, batch_i
     """``raw`` (time, site, k, n, x, worker) as partial rows per minute, keys and worker, made by DuckDB."""
     con = duckdb.connect()
     con.register("raw", raw)
-    rows = con.execute(f"""
+    rows = con.sql(f"""
         SELECT time // {MIN} * {MIN} AS AGG_TIMESTAMP, site, k, 'w' || worker AS SHARD_ID,
                max(time) AS AGG_EVENT_TIMESTAMP, count(*) AS AGG_COUNT, count(*) AS c_COUNT,
                CAST(sum(n) AS BIGINT) AS s_SUM, sum(x) AS m_SUM, count(x) AS m_COUNT, min(x) AS lo_MIN,
