@@ -189,17 +189,22 @@ def test_partition_folders_are_read_with_every_file_below_them(spark, tmp_path: 
     assert not [r for r in caplog.records if r.name == "tiltframe.engine.sources"]
 
 
+def refused_run(tmp_path: Path, inbox: Path) -> str:
+    """What ``tiltframe run`` over ``inbox`` says when it refuses it as a usage error (exit 2), on one line."""
+    app_file = tmp_path / "app.siddhi"
+    app_file.write_text(APP)
+    done = CliRunner().invoke(cli, ["run", str(app_file), "--input", f"S={inbox}", "--data-dir",
+                                    str(tmp_path / "refused")])
+    assert done.exit_code == 2, done.output
+    return " ".join(done.output.split())
+
+
 def test_a_folder_whose_files_are_all_in_subfolders_is_a_usage_error(tmp_path: Path) -> None:
     """Rather than a run that reads nothing: the error names the subfolder to give instead."""
     inbox = tmp_path / "in"
     (inbox / "2024" / "01").mkdir(parents=True)
     (inbox / "2024" / "01" / "a.csv").write_text(csv_lines([("x", 1.0)]))
-    app_file = tmp_path / "app.siddhi"
-    app_file.write_text(APP)
-    done = CliRunner().invoke(cli, ["run", str(app_file), "--input", f"S={inbox}", "--data-dir",
-                                    str(tmp_path / "data")])
-    assert done.exit_code == 2, done.output
-    said = " ".join(done.output.split())
+    said = refused_run(tmp_path, inbox)
     assert f"no .csv, .json/.jsonl or .parquet files in '{inbox}' itself" in said
     assert f"--input S={inbox / '2024' / '01'}" in said
 
@@ -222,12 +227,7 @@ def test_partition_folders_beside_other_folders_with_files_are_a_usage_error(spa
     assert totals(run(spark, APP, {"S": inbox}, tmp_path / "data")) == oracle([("x", 1.0), ("y", 2.0)])
     (inbox / "docs").mkdir()
     (inbox / "docs" / "readme.txt").write_text("not events\n")
-    app_file = tmp_path / "app.siddhi"
-    app_file.write_text(APP)
-    done = CliRunner().invoke(cli, ["run", str(app_file), "--input", f"S={inbox}", "--data-dir",
-                                    str(tmp_path / "data2")])
-    assert done.exit_code == 2, done.output
-    said = " ".join(done.output.split())
+    said = refused_run(tmp_path, inbox)
     assert f"input of stream S: '{inbox}' holds key=value partition folders ('date=2024-01-05', ...)" in said
     assert f"'{inbox / 'docs'}'" in said
 
