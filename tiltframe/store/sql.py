@@ -448,7 +448,7 @@ class SqlStore:
 
         A state the store cannot hold (``store.overflow``) is a ``StoreError`` naming its row, and nothing
         of the batch is written.  A staged batch's rows are merged from the staging table by the server,
-        and deleted from it by the same transaction.
+        and deleted from it (with any failed task attempt's) by the same transaction.
         """
         self.ensure_schema(layout)
         if self.is_committed(layout, batch.pipeline_id, batch.batch_id):
@@ -469,7 +469,7 @@ class SqlStore:
                 insert_recorded(conn, layout, batch)
                 commits.record_commit(conn, layout, batch, rows)
                 if batch.staged is not None:
-                    staging.delete_tags(conn, layout, batch.staged.tags)
+                    staging.delete_batch(conn, layout, batch.pipeline_id, batch.batch_id)
         except StoreError as failed:  # rolled back; a sum out of range is named by its row
             raise self._explained(layout, batch.batch_id, levels, failed, batch.staged) from failed.__cause__
         return True

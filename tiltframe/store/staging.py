@@ -152,10 +152,10 @@ def merge_level(conn: Connection, layout: AggregationLayout, target_table: sa.Ta
     return max(conn.execute(upsert).rowcount, 0)
 
 
-def delete_tags(conn: Connection, layout: AggregationLayout, tags: Sequence[str]) -> None:
+def delete_batch(conn: Connection, layout: AggregationLayout, pipeline_id: str, batch_id: int) -> None:
+    """Delete the rows the pipeline staged up to ``batch_id``: the merged attempts' and any failed one's."""
     table = staging_table(layout)
-    chosen = sa.bindparam("tags", list(tags), type_=postgresql.ARRAY(sa.Text()))
-    conn.execute(sa.delete(table).where(table.c[STAGE_TAG] == sa.any_(chosen)))
+    conn.execute(sa.delete(table).where(table.c[STAGE_PIPELINE] == pipeline_id, table.c[STAGE_BATCH] <= batch_id))
 
 
 def read_level(conn: Connection, layout: AggregationLayout, level: int, tags: Sequence[str]) -> pa.Table:
