@@ -222,3 +222,38 @@ def test_a_retried_task_attempt_does_not_double_rows(tmp_path: Path) -> None:
         done = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
                               timeout=600, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
         assert "RETRIED-OK" in done.stdout, done.stderr[-4000:]
+
+
+
+@pytest.mark.parametrize("policy", ["buffer", "bounded"])
+def test_late_event_policies_on_the_staged_path(spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                caplog: pytest.LogCaptureFixture, policy: str) -> None:
+    """Events a policy moves (Siddhi's buffer) or rejects (bounded lateness) reach the driver as records
+    beside the staged rows: the rollups equal the policy's oracle and the records hold exactly the others."""
+    from tests.engine.test_lateness_oracle import buffer_oracle, recorded, stream_of, with_annotation
+    from tests.oracle import check_against_oracle, run_batches
+
+    rng = np.random.default_rng(11)
+    steps = [(str(rng.choice(["IBM", "WSO2", "ORCL"])), int(rng.integers(0, 1500)), float(rng.random()),
+              int(rng.integers(1, 100_000)) / 100, int(rng.integers(1, 1000))) for _ in range(60)]
+    events = stream_of(steps, T0, 6000)
+    annotation = {"buffer": "@BufferSize('1')\n@IgnoreEventsOlderThanBuffer('false')",
+                  "bounded": "@allowedLateness('2000 ms')"}[policy]
+    with fresh_database("postgresql") as url, caplog.at_level("WARNING", logger="tiltframe.engine.pipeline"):
+        text, env = app_with_store(with_annotation(annotation), url, "TF_TEST_STORE_PASSWORD")
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        app, totals = run_batches(spark, tmp_path, events, [15, 30, 45], text)
+        if policy == "buffer":
+            at, moved = buffer_oracle(events["ts"], 1, False)
+            kept, others = events.assign(ts=at), moved
+            assert (totals.events_aggregated, totals.events_moved) == (len(events) - moved.sum(), moved.sum())
+        else:
+            keep = (events["ts"] >= np.maximum.accumulate(events["ts"]) - 2000).to_numpy()
+            kept, others = events[keep], ~keep
+            assert (totals.events_aggregated, totals.events_rejected) == (keep.sum(), (~keep).sum())
+        assert others.sum() > 0  # the policy had events to move or reject
+        check_against_oracle(app, tmp_path, kept)
+        assert sorted(recorded(app, tmp_path)["event_timestamp"]) == sorted(events["ts"][others])
+        assert _staged_rows(url, AggregationLayout.of(app, "TradeAggregation")) == 0
+    assert not [r for r in caplog.records if "could not stage" in r.getMessage()]

@@ -271,7 +271,7 @@ class SqlStore:
     def _check_identifiers(self, layout: AggregationLayout) -> None:
         limit = self.capabilities.max_identifier_length
         names = (*(n for g in layout.spec.granularities for n in (layout.table_name(g), view_name(layout, g))),
-                 *layout.column_types, staging.staging_name(layout))
+                 *layout.column_types)
         for name in names:
             if len(name) > limit:
                 msg = (f"the name {name!r} of aggregation {layout.name} is {len(name)} characters long, "
@@ -431,6 +431,8 @@ class SqlStore:
         that pipeline's uncommitted rows; None when ``layout``'s rows cannot be staged."""
         if not self.capabilities.staged_writes or not staging.qualifies(layout):
             return None
+        if len(staging.staging_name(layout)) > self.capabilities.max_identifier_length:
+            return None  # a name at the limit for its level tables: they take the driver's path
         self.ensure_schema(layout)
         key = (layout.name, layout.spec_hash)
         if key not in self._staging_ready:

@@ -64,8 +64,10 @@ def staging_name(layout: AggregationLayout) -> str:
 
 def qualifies(layout: AggregationLayout) -> bool:
     """Whether ``layout``'s batches can be staged: sketch states are merged with the stored ones on the
-    driver (``SqlStore._merge_sketches``), and shards' rows carry the deployment's shard id, added there."""
-    return not layout.partitioned and not any(s.merge.is_sketch for s in layout.states)
+    driver (``SqlStore._merge_sketches``), shards' rows carry the deployment's shard id, added there, and
+    CSV holds no binary or list column."""
+    return (not layout.partitioned and not any(s.merge.is_sketch for s in layout.states)
+            and not any(t in (AttrType.BINARY, AttrType.ARRAY) for t in layout.stored_column_types.values()))
 
 
 def staging_table(layout: AggregationLayout) -> sa.Table:
