@@ -124,7 +124,7 @@ def test_both_paths_equal_the_oracle(spark, tmp_path: Path, monkeypatch: pytest.
     events = _events(400, 3)
     with fresh_database("postgresql") as url:
         app, stores, pipeline = _pipeline(tmp_path, url, monkeypatch)
-        for batch_id, part in enumerate(np.array_split(events, 3)):
+        for batch_id, part in enumerate(events.iloc[i] for i in np.array_split(np.arange(len(events)), 3)):
             pipeline.process(spark.createDataFrame(part, SCHEMA).repartition(3), batch_id)
         spy = pipeline.store
         assert len(spy.batches) == 3
@@ -204,7 +204,7 @@ class Patch:
         os.environ[name] = value
 
 app, stores, pipeline = t._pipeline(tmp, {url!r}, Patch())
-for batch_id, part in enumerate(np.array_split(events, 2)):
+for batch_id, part in enumerate(events.iloc[i] for i in np.array_split(np.arange(len(events)), 2)):
     pipeline.process(spark.createDataFrame(part, t.SCHEMA).repartition(3), batch_id)
 assert all(b.staged is not None for b in pipeline.store.batches), pipeline.store.batches
 assert t._staged_rows({url!r}, pipeline.layout) == 0
