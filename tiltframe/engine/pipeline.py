@@ -14,6 +14,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -29,6 +30,8 @@ from tiltframe.engine.markers import write_marker
 from tiltframe.engine.overflow import explain_overflow, is_overflow
 from tiltframe.engine.partials import LEVEL, RECORD_LEVEL, REJECTED, levels_for
 from tiltframe.engine.reports import BatchReport, PipelineTotals, log_batch
+from tiltframe.engine.staged_writes import enabled as staging_enabled
+from tiltframe.engine.staged_writes import stage
 from tiltframe.errors import DataError, StoreError
 from tiltframe.spec.durations import Granularity
 from tiltframe.store.base import (
@@ -38,11 +41,13 @@ from tiltframe.store.base import (
     BatchWrite,
     PipelineState,
     RecordKind,
+    StagedBatch,
     Store,
 )
 from tiltframe.store.compaction import Compactor
 from tiltframe.store.layout import AGG_COUNT, AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout
 from tiltframe.store.purge import Purger
+from tiltframe.store.staging import StagedRowsLost, StagingTarget
 
 logger = logging.getLogger(__name__)
 
@@ -115,6 +120,20 @@ def pipeline_id_for(checkpoint_dir: str | Path | HadoopPath, layout: Aggregation
     return pid
 
 
+@dataclass(frozen=True)
+class _Partials:
+    """A batch's partial rows: on the driver (``levels``) or in the store's staging table (``staged``);
+    ``newest``: its latest finest bucket."""
+
+    levels: dict[Granularity, pa.Table]
+    staged: StagedBatch | None
+    newest: int | None
+
+    @property
+    def rows(self) -> int:
+        return sum(self.staged.rows) if self.staged is not None else sum(t.num_rows for t in self.levels.values())
+
+
 class AggregationPipeline:
     """Turns micro-batches of one stream into committed rollups of one aggregation."""
 
@@ -168,37 +187,50 @@ class AggregationPipeline:
             return report
         t0 = time.perf_counter()
         state = self.store.pipeline_state(layout, self.pipeline_id, self.shard_id)
-        if frames:
-            levels, stats, recorded = self._aggregate(frames, batch_id, state)
-        else:
-            levels, stats, recorded = {}, BatchStats(0, 0, 0), _EMPTY_RECORDS
-        if files:
-            recorded = pa.concat_tables([recorded, file_records(files)])
-        t1 = time.perf_counter()
-        rows_out = sum(t.num_rows for t in levels.values())
-        if stats.events_read or recorded.num_rows:
-            after = self._state_after(state, stats, levels.get(layout.spec.finest))
-            stream = pa.array([layout.stream.name] * recorded.num_rows, pa.string())
-            batch = BatchWrite(self.pipeline_id, batch_id, stats, levels,
-                               recorded.append_column("stream", stream), after, self.shard_id)
-            written = self.store.write_batch(layout, batch)
-        else:
-            written = False
+        try:
+            stats, rows_out, aggregating, written = self._compute_and_write(frames, batch_id, state, files,
+                                                                             staged=True)
+        except StagedRowsLost as lost:  # nothing was written: compute the batch again, through the driver
+            logger.warning("batch %d of %s: %s; computing it again without staging", batch_id, layout.name, lost)
+            stats, rows_out, aggregating, written = self._compute_and_write(frames, batch_id, state, files,
+                                                                             staged=False)
         # Between batches, so a purge never interleaves with this pipeline's writes (nor, through the
         # store's lock, with anyone else's).
         purged = self.purger.maybe_purge() if self.purger is not None else None
         if self.compactor is not None:
             self.compactor.maybe_compact()
         t2 = time.perf_counter()
+        t1 = t0 + aggregating
         skipped = not written and stats.events_read > 0
         report = BatchReport(layout.name, batch_id, stats, rows_out if written else 0, skipped, t1 - t0, t2 - t1,
                              purged.rows if purged is not None else 0, len(files) if written else 0)
         self._report(report)
         return report
 
+    def _compute_and_write(self, frames: list[DataFrame], batch_id: int, state: PipelineState,
+                           files: Sequence[FileProblem], *, staged: bool) -> tuple[BatchStats, int, float, bool]:
+        """Aggregate the batch and write it; returns its counts, the partial rows made, the seconds spent
+        aggregating, and whether it was written."""
+        layout = self.layout
+        t0 = time.perf_counter()
+        if frames:
+            partials, stats, recorded = self._aggregate(frames, batch_id, state, staged=staged)
+        else:
+            partials, stats, recorded = _Partials({}, None, None), BatchStats(0, 0, 0), _EMPTY_RECORDS
+        if files:
+            recorded = pa.concat_tables([recorded, file_records(files)])
+        aggregating = time.perf_counter() - t0
+        if not (stats.events_read or recorded.num_rows):
+            return stats, partials.rows, aggregating, False
+        after = self._state_after(state, stats, partials.newest)
+        stream = pa.array([layout.stream.name] * recorded.num_rows, pa.string())
+        batch = BatchWrite(self.pipeline_id, batch_id, stats, partials.levels,
+                           recorded.append_column("stream", stream), after, self.shard_id, partials.staged)
+        return stats, partials.rows, aggregating, self.store.write_batch(layout, batch)
+
     def _aggregate(
-        self, frames: list[DataFrame], batch_id: int, state: PipelineState
-    ) -> tuple[dict[Granularity, pa.Table], BatchStats, pa.Table]:
+        self, frames: list[DataFrame], batch_id: int, state: PipelineState, *, staged: bool = True
+    ) -> tuple[_Partials, BatchStats, pa.Table]:
         """The batch's levels, counts and recorded events (moved, rejected by the late-event policy, or
         invalid)."""
         layout = self.layout
@@ -213,7 +245,7 @@ class AggregationPipeline:
         events = arrange(typed, layout, state)
         records = policy_records(events, layout) if needs_latest(layout, state) else None
         try:
-            levels, stats, by_policy = self._cascade(events, batch_id, records)
+            levels, stats, by_policy = self._cascade(events, batch_id, records, staged=staged)
         except Exception as exc:
             said = explain_overflow(typed, layout) if is_overflow(exc) else None
             if said is not None:
@@ -229,12 +261,29 @@ class AggregationPipeline:
             recorded = pa.concat_tables([rows, by_policy])
         return levels, stats, recorded
 
+    def _staging_target(self) -> StagingTarget | None:
+        """Where executors copy this batch's rows, or None: staging is off, or the store cannot stage."""
+        if not staging_enabled() or not self.store.capabilities.staged_writes:
+            return None
+        return self.store.prepare_staging(self.layout, self.pipeline_id)
+
     def _cascade(
-        self, events: DataFrame, batch_id: int, records: DataFrame | None
-    ) -> tuple[dict[Granularity, pa.Table], BatchStats, pa.Table]:
-        """All levels (and the events the policy moved or rejected) in one Spark job, split on the
-        driver with Arrow filters, and the batch's counts."""
-        table = self._levels(events, batch_id, records, self.row_writer).toArrow()
+        self, events: DataFrame, batch_id: int, records: DataFrame | None, *, staged: bool = True
+    ) -> tuple[_Partials, BatchStats, pa.Table]:
+        """All levels (and the events the policy moved or rejected) in one Spark job, and the batch's
+        counts: staged by the executors when the store can take them, else split on the driver with
+        Arrow filters."""
+        levels_df = self._levels(events, batch_id, records, self.row_writer)
+        target = self._staging_target() if staged else None
+        if target is not None:
+            try:
+                return self._cascade_staged(levels_df, batch_id, target)
+            except Exception as exc:
+                if is_overflow(exc):
+                    raise
+                logger.warning("batch %d of %s: the executors could not stage its rows (%s); it goes through the "
+                               "driver", batch_id, self.layout.name, str(exc).splitlines()[0] if str(exc) else exc)
+        table = levels_df.toArrow()
         level = table.column(LEVEL)
         by_policy = _EMPTY_RECORDS
         if records is not None:
@@ -260,13 +309,25 @@ class AggregationPipeline:
             pc.max(first.column(AGG_EVENT_TIMESTAMP)).as_py(),
             moved,
         )
-        return levels, stats, by_policy
+        newest = pc.max(first.column(AGG_TIMESTAMP)).as_py()
+        return _Partials(levels, None, newest), stats, by_policy
+
+    def _cascade_staged(
+        self, levels_df: DataFrame, batch_id: int, target: StagingTarget
+    ) -> tuple[_Partials, BatchStats, pa.Table]:
+        """The levels copied into the store's staging table by the executors (``engine.staged_writes``):
+        only per-task summaries and the policy's records reach the driver."""
+        staged = stage(levels_df, target, self.pipeline_id, batch_id, len(self.layout.spec.granularities))
+        by_policy = _record_table(staged.records) if staged.records is not None else _EMPTY_RECORDS
+        moved = int(pc.sum(pc.equal(by_policy.column("kind"), RecordKind.MOVED.value)).as_py() or 0)
+        stats = BatchStats(staged.aggregated + staged.rejected, staged.aggregated - moved, staged.rejected,
+                           staged.min_ts, staged.max_event_ts, moved)
+        return _Partials({}, staged.batch, staged.max_ts), stats, by_policy
 
     @staticmethod
-    def _state_after(state: PipelineState, stats: BatchStats, finest: pa.Table | None) -> PipelineState:
+    def _state_after(state: PipelineState, stats: BatchStats, newest: int | None) -> PipelineState:
         latest = max((t for t in (state.latest_event_ts, stats.max_event_ts) if t is not None), default=None)
         recovery = state.recovery_bucket
-        newest = pc.max(finest.column(AGG_TIMESTAMP)).as_py() if finest is not None else None
         # The first event newer than the recovery point ends recovery, and it is always aggregated.
         if recovery is not None and newest is not None and newest > recovery:
             recovery = None

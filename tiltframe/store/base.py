@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
     from tiltframe.spec.durations import Granularity
     from tiltframe.store.layout import AggregationLayout
+    from tiltframe.store.staging import StagingTarget
 
 class RecordKind(enum.StrEnum):
     """Why an event is in the rejected-events table (its ``kind`` column)."""
@@ -42,6 +43,8 @@ class Capabilities:
     supports_transactions: bool = True
     max_identifier_length: int = 1024
     concurrent_readers: bool = True
+    #: Executors can copy a batch's partial rows into the store themselves (``store.staging``).
+    staged_writes: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +75,16 @@ class PipelineState:
     recovery_bucket: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class StagedBatch:
+    """A batch whose partial rows executors copied into the store's staging table (``store.staging``):
+    the tags of the task attempts whose output the driver received (only those are merged), and the rows
+    each level holds, finest first."""
+
+    tags: tuple[str, ...]
+    rows: tuple[int, ...]
+
+
 @dataclass(frozen=True)
 class BatchWrite:
     """Everything one micro-batch adds to the store, written in one transaction.
@@ -79,7 +92,8 @@ class BatchWrite:
     ``levels`` maps each granularity to its partial rows (columns as in the layout); ``rejected`` has
     the columns of :data:`REJECTED_COLUMNS` (strings) and :data:`REJECTED_TIMES` (longs), any may be
     null.  ``state`` is the pipeline's state after this batch.  ``shard_id`` is the writing deployment's,
-    required when the layout is partitioned.
+    required when the layout is partitioned.  ``staged``: the partial rows wait in the store's staging
+    table instead (``levels`` is then empty).
     """
 
     pipeline_id: str
@@ -89,6 +103,7 @@ class BatchWrite:
     rejected: pa.Table | None = None
     state: PipelineState = field(default_factory=PipelineState)
     shard_id: str | None = None
+    staged: StagedBatch | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +188,12 @@ class Store(Protocol):
         """The state left by the last committed batch of ``pipeline_id``; for a pipeline without one,
         the recovery point of the tables (their latest finest bucket, of ``shard_id``'s rows when
         partitioned), if they hold data."""
+        ...
+
+    def prepare_staging(self, layout: AggregationLayout, pipeline_id: str) -> StagingTarget | None:
+        """Where executors copy the next batch's partial rows (after deleting what ``pipeline_id`` left
+        there uncommitted), or None when this store cannot stage ``layout``'s rows
+        (``capabilities.staged_writes`` says whether it ever can)."""
         ...
 
     def write_batch(self, layout: AggregationLayout, batch: BatchWrite) -> bool:

@@ -35,7 +35,7 @@ from tiltframe.errors import DefinitionError, StoreError
 from tiltframe.spec.durations import Granularity
 from tiltframe.spec.model import AttrType
 from tiltframe.spec.tables import TableSpec
-from tiltframe.store import commits, mysql
+from tiltframe.store import commits, mysql, staging
 from tiltframe.store.base import (
     REJECTED_COLUMNS,
     REJECTED_TIMES,
@@ -46,6 +46,7 @@ from tiltframe.store.base import (
     PipelineState,
     PurgeInfo,
     RecordKind,
+    StagedBatch,
     TableInfo,
 )
 from tiltframe.store.commits import now_ms
@@ -209,7 +210,8 @@ class SqlStore:
         self._path = path
         self.url = engine.url.render_as_string(hide_password=True)
         dialect = engine.dialect.name
-        self.capabilities = Capabilities(max_identifier_length=MAX_IDENTIFIER_LENGTH.get(dialect, 63))
+        self.capabilities = Capabilities(max_identifier_length=MAX_IDENTIFIER_LENGTH.get(dialect, 63),
+                                         staged_writes=dialect == "postgresql" and not read_only)
         self._tables_cache: dict[tuple[str, str, bool], dict[Granularity, sa.Table]] = {}
         self._ready: set[tuple[str, str, bool]] = set()
         self._plans = ReadPlans(engine.dialect)
@@ -217,6 +219,7 @@ class SqlStore:
         # Tables seen to exist, so that a read does not ask the catalog each time; forgotten by every write
         # transaction (which may drop one) and by a failed read (another process may have dropped one).
         self._present: set[str] = set()
+        self._staging_ready: set[tuple[str, str]] = set()
 
     @classmethod
     def sqlite(cls, path: str | Path, *, read_only: bool = False) -> SqlStore:
@@ -423,11 +426,31 @@ class SqlStore:
         return PipelineState(None, stored)
 
     @retried
+    def prepare_staging(self, layout: AggregationLayout, pipeline_id: str) -> staging.StagingTarget | None:
+        """The staging table executors copy ``pipeline_id``'s next batch into (``store.staging``), emptied of
+        that pipeline's uncommitted rows; None when ``layout``'s rows cannot be staged."""
+        if not self.capabilities.staged_writes or not staging.qualifies(layout):
+            return None
+        if len(staging.staging_name(layout)) > self.capabilities.max_identifier_length:
+            return None  # a name at the limit for its level tables: they take the driver's path
+        self.ensure_schema(layout)
+        key = (layout.name, layout.spec_hash)
+        if key not in self._staging_ready:
+            with self._errors("prepare the staging table of", layout), self._write(schema=True) as conn:
+                staging.ensure_staging(conn, layout)
+            self._staging_ready.add(key)
+        with self._errors("empty the staging table of", layout), self._write() as conn:
+            staging.clear_pipeline(conn, layout, pipeline_id)
+            conninfo = self._engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+            return staging.target(conninfo, conn, layout)
+
+    @retried
     def write_batch(self, layout: AggregationLayout, batch: BatchWrite) -> bool:
         """Merge ``batch`` in one transaction; False (and nothing written) if it was committed before.
 
         A state the store cannot hold (``store.overflow``) is a ``StoreError`` naming its row, and nothing
-        of the batch is written.
+        of the batch is written.  A staged batch's rows are merged from the staging table by the server,
+        and deleted from it (with any failed task attempt's) by the same transaction.
         """
         self.ensure_schema(layout)
         if self.is_committed(layout, batch.pipeline_id, batch.batch_id):
@@ -443,17 +466,35 @@ class SqlStore:
                 purged = self._purged_before(conn, layout)
                 rows = sum(self._merge_rows(conn, layout, table, self._merge_sketches(
                     conn, layout, table, _after(data, purged.get(table.name)))) for table, data in levels)
+                if batch.staged is not None:
+                    rows += self._merge_staged(conn, layout, batch.staged, purged)
                 insert_recorded(conn, layout, batch)
                 commits.record_commit(conn, layout, batch, rows)
+                if batch.staged is not None:
+                    staging.delete_batch(conn, layout, batch.pipeline_id, batch.batch_id)
         except StoreError as failed:  # rolled back; a sum out of range is named by its row
-            raise self._explained(layout, batch.batch_id, levels, failed) from failed.__cause__
+            raise self._explained(layout, batch.batch_id, levels, failed, batch.staged) from failed.__cause__
         return True
 
+    def _merge_staged(self, conn: Connection, layout: AggregationLayout, staged: StagedBatch,
+                      purged: Mapping[str, int]) -> int:
+        """Merge the staged rows of each level that holds any, one statement per level."""
+        staging.check_present(conn, layout, staged.tags, staged.rows)
+        rows = 0
+        for i, table in enumerate(self._tables(layout).values()):
+            if staged.tags and i < len(staged.rows) and staged.rows[i]:
+                rows += staging.merge_level(conn, layout, table, i, staged.tags, purged.get(table.name))
+        return rows
+
     def _explained(self, layout: AggregationLayout, batch_id: int, levels: list[tuple[sa.Table, pa.Table]],
-                   failed: StoreError) -> StoreError:
-        """``failed``, or the error naming the row whose merged sum left its state's range."""
+                   failed: StoreError, staged: StagedBatch | None = None) -> StoreError:
+        """``failed``, or the error naming the row whose merged sum left its state's range (a staged
+        batch's rows are read back from the staging table, which its rolled-back transaction left full)."""
         try:
             with self._engine.connect() as conn, conn.begin():
+                if staged is not None and out_of_range(failed.__cause__):
+                    levels = [*levels, *((t, staging.read_level(conn, layout, i, staged.tags))
+                                         for i, t in enumerate(self._tables(layout).values()))]
                 return explain_overflow(conn, self.url, layout, batch_id, levels) or failed
         except Exception:  # the database is gone as well: its own failure says enough
             return failed
@@ -485,6 +526,9 @@ class SqlStore:
                            f"shard's pipeline, then rebuild them all (each with --rebuild)")
                     raise StoreError(msg)
             commits.forget(conn, layout)
+            if conn.dialect.name == "postgresql":
+                staging.drop_staging(conn, layout)
+                self._staging_ready.discard((layout.name, layout.spec_hash))
             quote = conn.dialect.identifier_preparer.quote  # MySQL commits the deletes before its first DROP
             for g, table in tables.items():
                 conn.exec_driver_sql(f"DROP VIEW IF EXISTS {quote(view_name(layout, g))}")

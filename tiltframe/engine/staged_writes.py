@@ -1,0 +1,219 @@
+"""Executor-side staging: each Spark task COPYs its partition's partial rows into the store's staging table
+(``tiltframe.store.staging``), and only small summaries reach the driver.
+
+The driver then carries per batch a few rows per task (the tag of the attempt that copied, and per level
+the rows copied, the events they count and their bucket and event-time bounds) plus the events a late-event
+policy recorded, whatever the size of the batch; the server merges the staged rows in the batch's commit
+transaction.  The rows are written as CSV by Arrow (C++, no Python object per value) into ``COPY ... FROM
+STDIN``.  The tag names the task attempt, so the commit merges exactly the attempts whose output the
+driver received: a failed attempt's copied rows are left out, and deleted before the pipeline stages again.
+
+``$TILTFRAME_STAGED_WRITES=0`` turns staging off (the driver path of ``SqlStore.write_batch``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+from tiltframe.engine.arrival import RECORD
+from tiltframe.engine.partials import LEVEL, RECORD_LEVEL, REJECTED
+from tiltframe.errors import StoreError
+from tiltframe.store.base import StagedBatch
+from tiltframe.store.layout import AGG_COUNT, AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP
+from tiltframe.store.staging import StagingTarget
+
+STAGED_WRITES_ENV = "TILTFRAME_STAGED_WRITES"
+#: Test only: the Spark partition whose first attempt fails after its copy committed (a retried task).
+FAIL_FIRST_ATTEMPT_ENV = "TILTFRAME_TEST_STAGED_FAIL_PARTITION"
+
+_TAG, _ROWS, _COUNT, _REJECTED = "_tag", "_rows", "_count", "_rejected_count"
+_MIN_TS, _MAX_TS, _MAX_EVENT_TS = "_min_ts", "_max_ts", "_max_event_ts"
+#: The summary row of a task (its tag and the events of rejected groups); level rows have their level.
+_TASK_ROW = -2
+_LONGS = (_ROWS, _COUNT, _REJECTED, _MIN_TS, _MAX_TS, _MAX_EVENT_TS)
+_CSV = None  # pyarrow.csv, imported on first use in the worker
+
+
+def enabled() -> bool:
+    """Whether staging is wanted (on unless ``$TILTFRAME_STAGED_WRITES`` says 0, false, no or off)."""
+    return os.environ.get(STAGED_WRITES_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+@dataclass(frozen=True)
+class Staged:
+    """What the driver learns of a staged batch."""
+
+    batch: StagedBatch
+    #: Events in the finest level's rows, and in rejected groups.
+    aggregated: int
+    rejected: int
+    #: Over the finest level: the earliest bucket, the latest bucket, the latest event time.
+    min_ts: int | None
+    max_ts: int | None
+    max_event_ts: int | None
+    #: The policy's RECORD column (struct), rows of level ``RECORD_LEVEL``.
+    records: pa.ChunkedArray | None
+
+
+def stage(levels: DataFrame, target: StagingTarget, pipeline_id: str, batch_id: int, n_levels: int) -> Staged:
+    """Copy ``levels`` (``Levels``' output) into the staging table from the executors, in one Spark job."""
+    record_type = levels.schema[RECORD].dataType if RECORD in levels.columns else None
+    fields = [StructField(LEVEL, IntegerType(), False), StructField(_TAG, StringType())]
+    fields += [StructField(c, LongType()) for c in _LONGS]
+    if record_type is not None:
+        fields.append(StructField(RECORD, record_type))
+    fail = os.environ.get(FAIL_FIRST_ATTEMPT_ENV)
+    nonce = uuid.uuid4().hex[:12]
+
+    def copy(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return _copy_partition(batches, target, pipeline_id, batch_id, nonce, None if fail is None else int(fail))
+
+    table = levels.mapInArrow(copy, StructType(fields)).toArrow()
+    return _summed(table, n_levels)
+
+
+def _summed(table: pa.Table, n_levels: int) -> Staged:
+    level = table.column(LEVEL)
+    tasks = table.filter(pc.equal(level, _TASK_ROW))
+    rows = table.filter(pc.greater_equal(level, 0))
+    per_level = [rows.filter(pc.equal(rows.column(LEVEL), i)) for i in range(n_levels)]
+    finest = per_level[0]
+    records = table.column(RECORD).filter(pc.equal(level, RECORD_LEVEL)) if RECORD in table.column_names else None
+
+    def total(t: pa.Table, column: str) -> int:
+        return int(pc.sum(t.column(column)).as_py() or 0)
+
+    batch = StagedBatch(tuple(str(t) for t in tasks.column(_TAG).to_pylist()),
+                        tuple(total(t, _ROWS) for t in per_level))
+    return Staged(batch, total(finest, _COUNT), total(tasks, _REJECTED), pc.min(finest.column(_MIN_TS)).as_py(),
+                  pc.max(finest.column(_MAX_TS)).as_py(), pc.max(finest.column(_MAX_EVENT_TS)).as_py(), records)
+
+
+# --- on the executor -------------------------------------------------------------------------------------
+
+_CONNECTIONS: dict[str, Any] = {}
+
+
+def _connection(conninfo: str) -> Any:
+    """The worker's connection to the store (Python workers are reused: one connection serves many tasks)."""
+    import psycopg
+
+    conn = _CONNECTIONS.get(conninfo)
+    if conn is not None:
+        try:
+            conn.execute("SELECT 1")
+            conn.commit()
+            return conn
+        except psycopg.Error:
+            _forget(conninfo)
+    conn = psycopg.connect(conninfo)
+    _CONNECTIONS[conninfo] = conn
+    return conn
+
+
+def _forget(conninfo: str) -> None:
+    conn = _CONNECTIONS.pop(conninfo, None)
+    if conn is not None:
+        with contextlib.suppress(Exception):  # a broken connection may fail to close too
+            conn.close()
+
+
+def _copy_partition(batches: Iterator[pa.RecordBatch], target: StagingTarget, pipeline_id: str, batch_id: int,
+                    nonce: str, fail: int | None) -> Iterator[pa.RecordBatch]:
+    """COPY the partition's data rows (level >= 0, not rejected) and yield its summary rows."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    partition = ctx.partitionId() if ctx is not None else 0
+    tag = f"{nonce}/{partition}/{ctx.taskAttemptId() if ctx is not None else 0}"
+    stats: list[pa.Table] = []
+    records: list[pa.ChunkedArray] = []
+    rejected = 0
+    record_type: pa.DataType | None = None
+    conn = _connection(target.conninfo)
+    try:
+        with conn.cursor() as cursor, cursor.copy(target.copy_sql) as copy:
+            for batch in batches:
+                table = pa.Table.from_batches([batch])
+                if RECORD in table.column_names:
+                    record_type = table.schema.field(RECORD).type
+                    records.append(table.column(RECORD).filter(pc.equal(table.column(LEVEL), RECORD_LEVEL)))
+                level, bad = table.column(LEVEL), table.column(REJECTED)
+                rejected += int(pc.sum(table.column(AGG_COUNT).filter(pc.and_(pc.equal(level, 0), bad))).as_py() or 0)
+                data = table.filter(pc.and_(pc.greater_equal(level, 0), pc.invert(bad)))
+                if data.num_rows == 0:
+                    continue
+                stats.append(data.group_by(LEVEL).aggregate([
+                    (AGG_COUNT, "sum"), (AGG_COUNT, "count"), (AGG_TIMESTAMP, "min"), (AGG_TIMESTAMP, "max"),
+                    (AGG_EVENT_TIMESTAMP, "max")]))
+                copy.write(_csv(data, target, pipeline_id, batch_id, tag))
+        conn.commit()
+    except BaseException:
+        _forget(target.conninfo)
+        raise
+    if fail is not None and fail == partition and ctx is not None and ctx.attemptNumber() == 0:
+        msg = f"test: the first attempt of partition {partition} fails after its copy committed"
+        raise RuntimeError(msg)
+    yield _summary(tag, rejected, stats, records, record_type)
+
+
+def _csv(data: pa.Table, target: StagingTarget, pipeline_id: str, batch_id: int, tag: str) -> memoryview:
+    """The rows as COPY's CSV: the staging columns, then the stored columns in the tables' types (strings
+    quoted, so an empty string stays one and an unquoted empty field is NULL)."""
+    global _CSV
+    if _CSV is None:
+        import pyarrow.csv
+
+        _CSV = pyarrow.csv
+    n = data.num_rows
+    columns = [pa.array([pipeline_id] * n, pa.string()) if n else pa.array([], pa.string()),
+               pa.array([batch_id] * n, pa.int64()), pa.array([tag] * n, pa.string()),
+               data.column(LEVEL).cast(pa.int32())]
+    for name, kind in target.columns:
+        column = data.column(name).cast(kind)
+        if name in target.keys and column.null_count:
+            msg = f"partial rows hold NULL in key column {name}; keys are never NULL"
+            raise StoreError(msg)
+        columns.append(column)
+    out = io.BytesIO()
+    _CSV.write_csv(pa.table(columns, names=[f"c{i}" for i in range(len(columns))]), out,
+                   _CSV.WriteOptions(include_header=False, quoting_style="needed"))
+    return out.getbuffer()
+
+
+def _summary(tag: str, rejected: int, stats: list[pa.Table], records: list[pa.ChunkedArray],
+             record_type: pa.DataType | None) -> pa.RecordBatch:
+    levels = pa.concat_tables(stats).group_by(LEVEL).aggregate([
+        (f"{AGG_COUNT}_count", "sum"), (f"{AGG_COUNT}_sum", "sum"), (f"{AGG_TIMESTAMP}_min", "min"),
+        (f"{AGG_TIMESTAMP}_max", "max"), (f"{AGG_EVENT_TIMESTAMP}_max", "max")]) if stats else None
+    n_levels = 0 if levels is None else levels.num_rows
+    level = [_TASK_ROW] + ([] if levels is None else levels.column(LEVEL).to_pylist())
+    arrays: dict[str, pa.Array | pa.ChunkedArray] = {
+        LEVEL: pa.array(level, pa.int32()), _TAG: pa.array([tag] + [None] * n_levels, pa.string())}
+    sources = {_ROWS: f"{AGG_COUNT}_count_sum", _COUNT: f"{AGG_COUNT}_sum_sum", _MIN_TS: f"{AGG_TIMESTAMP}_min_min",
+               _MAX_TS: f"{AGG_TIMESTAMP}_max_max", _MAX_EVENT_TS: f"{AGG_EVENT_TIMESTAMP}_max_max"}
+    for name in _LONGS:
+        head = [rejected] if name == _REJECTED else [None]
+        rest = [None] * n_levels if levels is None or name == _REJECTED else levels.column(sources[name]).to_pylist()
+        arrays[name] = pa.array(head + rest, pa.int64())
+    table = pa.table(arrays)
+    if record_type is not None:
+        table = table.append_column(RECORD, pa.nulls(table.num_rows, record_type))
+        chosen = pa.concat_arrays([c.combine_chunks() for c in records]) if records else pa.array([], record_type)
+        if len(chosen):
+            extra = pa.table({LEVEL: pa.array([RECORD_LEVEL] * len(chosen), pa.int32()),
+                              _TAG: pa.nulls(len(chosen), pa.string()),
+                              **{c: pa.nulls(len(chosen), pa.int64()) for c in _LONGS}, RECORD: chosen})
+            table = pa.concat_tables([table, extra])
+    return table.combine_chunks().to_batches()[0]

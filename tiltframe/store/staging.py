@@ -1,0 +1,171 @@
+"""The staging table of a server store: where executors put a batch's partial rows, merged by the server.
+
+Without it every partial row of a batch travels to the driver and back out to the database
+(``SqlStore.write_batch``'s Arrow path), which bounds a cluster by its driver.  With it (PostgreSQL only),
+each Spark task COPYs its partition's rows into one UNLOGGED table per aggregation, under a tag naming the
+task attempt, and the batch's write transaction merges them into each level table with one
+``INSERT ... SELECT ... ON CONFLICT DO UPDATE`` per level, then deletes them.
+
+Exactly-once: only the tags of the attempts whose output the driver received are merged (an earlier,
+failed attempt of a task may have copied its rows too), the merge and the commit record share one
+transaction, and a pipeline's rows left by a run that never committed are deleted before it stages again.
+UNLOGGED: a crash of the server loses the table's rows, which only ever hold uncommitted batches, and
+skipping the WAL halves the cost of the copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.engine import Connection
+
+from tiltframe.errors import StoreError
+from tiltframe.spec.model import AttrType
+from tiltframe.store.frames import ARROW_TYPES, fetch_all, typed_frame
+from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
+from tiltframe.store.merges import merge_assignments
+from tiltframe.store.schema import sql_type
+
+#: Suffix of the staging table's name (``TradeAggregation_STAGED``): no duration's table suffix.
+STAGING_SUFFIX = "_STAGED"
+STAGE_PIPELINE = "_tiltframe_pipeline"
+STAGE_BATCH = "_tiltframe_batch"
+#: Which task attempt copied the row: ``<job nonce>/<partition>/<task attempt id>``.
+STAGE_TAG = "_tiltframe_tag"
+STAGE_LEVEL = "_tiltframe_level"
+_LEADING = (STAGE_PIPELINE, STAGE_BATCH, STAGE_TAG, STAGE_LEVEL)
+
+
+@dataclass(frozen=True)
+class StagingTarget:
+    """What an executor needs to copy rows into the staging table (pickled into the Spark job).
+
+    ``conninfo`` carries the password: the executors connect themselves."""
+
+    conninfo: str
+    copy_sql: str
+    #: The level tables' stored columns in order, with their Arrow types.
+    columns: tuple[tuple[str, pa.DataType], ...]
+    keys: tuple[str, ...]
+
+
+class StagedRowsLost(StoreError):
+    """The staging table lacks rows the executors copied (a crash of the server empties an UNLOGGED
+    table): the batch must be computed again; nothing of it was written."""
+
+
+def staging_name(layout: AggregationLayout) -> str:
+    return layout.name + STAGING_SUFFIX
+
+
+def qualifies(layout: AggregationLayout) -> bool:
+    """Whether ``layout``'s batches can be staged: sketch states are merged with the stored ones on the
+    driver (``SqlStore._merge_sketches``), shards' rows carry the deployment's shard id, added there, and
+    CSV holds no binary or list column."""
+    return (not layout.partitioned and not any(s.merge.is_sketch for s in layout.states)
+            and not any(t in (AttrType.BINARY, AttrType.ARRAY) for t in layout.stored_column_types.values()))
+
+
+def staging_table(layout: AggregationLayout) -> sa.Table:
+    """The UNLOGGED staging table of ``layout`` (no key: attempts may copy the same rows)."""
+    md = sa.MetaData()
+    types = layout.stored_column_types
+    return sa.Table(
+        staging_name(layout), md,
+        sa.Column(STAGE_PIPELINE, sa.Text(), nullable=False), sa.Column(STAGE_BATCH, sa.BigInteger(), nullable=False),
+        sa.Column(STAGE_TAG, sa.Text(), nullable=False), sa.Column(STAGE_LEVEL, sa.Integer(), nullable=False),
+        *(sa.Column(c, sa.Text() if t is AttrType.STRING else sql_type(t)) for c, t in types.items()),
+        sa.Index(f"{staging_name(layout)}_tag", STAGE_TAG, STAGE_LEVEL),
+        prefixes=["UNLOGGED"],
+    )
+
+
+def ensure_staging(conn: Connection, layout: AggregationLayout) -> sa.Table:
+    """Create the staging table, or make it anew when its columns are another definition's (it only ever
+    holds rows of uncommitted batches)."""
+    table = staging_table(layout)
+    inspector = sa.inspect(conn)
+    if inspector.has_table(table.name):
+        have = [c["name"] for c in inspector.get_columns(table.name)]
+        if have == [c.name for c in table.columns]:
+            return table
+        table.drop(conn)
+    table.create(conn)
+    return table
+
+
+def drop_staging(conn: Connection, layout: AggregationLayout) -> None:
+    staging_table(layout).drop(conn, checkfirst=True)
+
+
+def target(conninfo: str, conn: Connection, layout: AggregationLayout) -> StagingTarget:
+    quote = conn.dialect.identifier_preparer.quote
+    types = layout.stored_column_types
+    names = ", ".join(quote(c) for c in (*_LEADING, *types))
+    return StagingTarget(
+        conninfo, f"COPY {quote(staging_name(layout))} ({names}) FROM STDIN (FORMAT csv)",
+        tuple((c, ARROW_TYPES[t]) for c, t in types.items()), tuple(layout.stored_key_names))
+
+
+def clear_pipeline(conn: Connection, layout: AggregationLayout, pipeline_id: str) -> int:
+    """Delete every staged row of ``pipeline_id``: before its next batch stages, any is stale (attempts of
+    a batch that never committed; one pipeline runs one batch at a time)."""
+    table = staging_table(layout)
+    return conn.execute(sa.delete(table).where(table.c[STAGE_PIPELINE] == pipeline_id)).rowcount
+
+
+def _tagged(table: sa.Table, tags: Sequence[str], level: int) -> sa.ColumnElement[bool]:
+    chosen = sa.bindparam("tags", list(tags), type_=postgresql.ARRAY(sa.Text()))
+    return sa.and_(table.c[STAGE_TAG] == sa.any_(chosen), table.c[STAGE_LEVEL] == level)
+
+
+def check_present(conn: Connection, layout: AggregationLayout, tags: Sequence[str], rows: Sequence[int]) -> None:
+    """Refuse to merge unless the staging table holds every row the tags copied, level by level."""
+    table = staging_table(layout)
+    level = table.c[STAGE_LEVEL]
+    chosen = sa.bindparam("tags", list(tags), type_=postgresql.ARRAY(sa.Text()))
+    found = dict(conn.execute(sa.select(level, sa.func.count()).where(table.c[STAGE_TAG] == sa.any_(chosen))
+                              .group_by(level)).all())
+    want = {i: n for i, n in enumerate(rows) if n}
+    if {int(k): int(v) for k, v in found.items()} != want:
+        msg = (f"the staging table {table.name} lost rows of this batch (found {found}, copied {want}); "
+               f"the server restarted after a crash, which empties UNLOGGED tables")
+        raise StagedRowsLost(msg)
+
+
+def merge_level(conn: Connection, layout: AggregationLayout, target_table: sa.Table, level: int,
+                tags: Sequence[str], purged_before: int | None) -> int:
+    """Merge the staged rows of ``level`` copied by ``tags`` into ``target_table`` in one statement, in
+    primary-key order, skipping purged buckets; returns the rows merged."""
+    staged = staging_table(layout)
+    columns = list(layout.stored_column_types)
+    where = [_tagged(staged, tags, level)]
+    if purged_before is not None:
+        where.append(staged.c[AGG_TIMESTAMP] >= purged_before)
+    select = (sa.select(*(staged.c[c] for c in columns)).where(*where)
+              .order_by(*(staged.c[k] for k in layout.stored_key_names)))
+    ins = postgresql.insert(target_table).from_select(columns, select)
+    keys = [target_table.c[k] for k in layout.stored_key_names]
+    upsert = ins.on_conflict_do_update(index_elements=keys, set_=merge_assignments(layout, target_table, ins.excluded))
+    return max(conn.execute(upsert).rowcount, 0)
+
+
+def delete_batch(conn: Connection, layout: AggregationLayout, pipeline_id: str, batch_id: int) -> None:
+    """Delete the rows the pipeline staged up to ``batch_id``: the merged attempts' and any failed one's."""
+    table = staging_table(layout)
+    conn.execute(sa.delete(table).where(table.c[STAGE_PIPELINE] == pipeline_id, table.c[STAGE_BATCH] <= batch_id))
+
+
+def read_level(conn: Connection, layout: AggregationLayout, level: int, tags: Sequence[str]) -> pa.Table:
+    """The staged rows of ``level`` copied by ``tags``, as the Arrow path would have merged them (to name a
+    row whose sum overflowed)."""
+    staged = staging_table(layout)
+    types = layout.stored_column_types
+    rows = fetch_all(conn, sa.select(*(staged.c[c] for c in types)).where(_tagged(staged, tags, level)))
+    frame = typed_frame(rows, types)
+    schema = pa.schema([pa.field(c, ARROW_TYPES[t]) for c, t in types.items()])
+    return pa.Table.from_pandas(frame, schema=schema, preserve_index=False)
