@@ -71,7 +71,7 @@ def merge_rows(rows: pd.DataFrame, layout: AggregationLayout) -> pd.DataFrame:
     if not layout.tracks_arrival:
         spec[AGG_EVENT_TIMESTAMP] = "max"
     merged = grouped.agg(spec).reset_index()
-    _check_long_sums(rows, keys, layout)
+    _check_long_sums(rows, keys, grouped, layout)
     # A sum over rows that all lack a state (a measure added after they were stored) has no value, as in SQL.
     sums = [s.name for columns in layout.state_groups for s in columns
             if s.merge is Merge.SUM and rows[s.name].isna().any()]
@@ -93,30 +93,36 @@ def merge_rows(rows: pd.DataFrame, layout: AggregationLayout) -> pd.DataFrame:
     return merged
 
 
-def _check_long_sums(rows: pd.DataFrame, keys: list[str], layout: AggregationLayout) -> None:
-    """Refuse a long sum beyond 64 bits, which pandas would wrap around into another number.  Only where
-    the rows could reach it (their count times the largest magnitude) are the groups added exactly."""
-    for columns in layout.state_groups:
-        if columns[0].function.combine is not None:
+def _check_long_sums(rows: pd.DataFrame, keys: list[str], grouped: Any, layout: AggregationLayout) -> None:
+    """Refuse a long sum beyond 64 bits, which pandas would wrap around into another number.  Only the
+    groups that could reach it (their row count times their largest magnitude) are added exactly."""
+    names = [s.name for columns in layout.state_groups if columns[0].function.combine is None
+             for s in columns if s.merge is Merge.SUM and s.type.is_integral]
+    if not names:
+        return
+    group = grouped.ngroup().to_numpy()
+    sizes = np.bincount(group)
+    for name in names:
+        magnitude = rows[name].astype("float64").abs().fillna(0).to_numpy()
+        largest = np.zeros(len(sizes))
+        np.maximum.at(largest, group, magnitude)
+        doubtful = np.flatnonzero(largest * sizes >= 2.0**62)
+        if not len(doubtful):
             continue
-        for s in columns:
-            if s.merge is not Merge.SUM or not s.type.is_integral:
-                continue
-            magnitude = rows[s.name].astype("float64").abs().max()
-            if pd.isna(magnitude) or magnitude * len(rows) < 2.0**62:
-                continue
-            values = pd.Series([None if pd.isna(v) else int(v) for v in rows[s.name]], index=rows.index, dtype=object)
-            exact = values.groupby([rows[k] for k in keys], sort=False, dropna=False).agg(
-                lambda group: sum(v for v in group if v is not None))
-            beyond = exact[(exact < _LONG_MIN) | (exact > _LONG_MAX)]
-            if len(beyond):
-                first = beyond.index[0] if isinstance(beyond.index[0], tuple) else (beyond.index[0],)
-                where = ", ".join(f"{k} {v.item() if isinstance(v, np.generic) else v!r}"
-                                  for k, v in zip(keys, first, strict=True))
-                msg = (f"aggregation {layout.name}: the sum {s.name} of the partial rows at {where} is "
-                       f"{beyond.iloc[0]}, beyond the 64-bit range of a long ({_LONG_MIN} .. {_LONG_MAX}); "
-                       f"a sum that large needs a double attribute")
-                raise DataError(msg)
+        chosen = np.isin(group, doubtful)
+        exact: dict[int, int] = {}
+        for g, value in zip(group[chosen], rows[name].to_numpy()[chosen], strict=True):
+            if not pd.isna(value):
+                exact[g] = exact.get(g, 0) + int(value)
+        beyond = [(g, total) for g, total in exact.items() if not _LONG_MIN <= total <= _LONG_MAX]
+        if beyond:
+            g, total = beyond[0]
+            row = rows.iloc[int(np.flatnonzero(group == g)[0])]
+            where = ", ".join(f"{k} {row[k].item() if isinstance(row[k], np.generic) else row[k]!r}" for k in keys)
+            msg = (f"aggregation {layout.name}: the sum {name} of the partial rows at {where} is {total}, beyond "
+                   f"the 64-bit range of a long ({_LONG_MIN} .. {_LONG_MAX}); a sum that large needs a double "
+                   f"attribute")
+            raise DataError(msg)
 
 
 def _distinct(rows: pd.DataFrame, keys: list[str]) -> bool:
