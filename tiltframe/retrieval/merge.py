@@ -18,9 +18,9 @@ from tiltframe.errors import DataError
 from tiltframe.functions.registry import EVENT_ORDER, Merge
 from tiltframe.retrieval.evaluate import numbered
 from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout, StateColumn
+from tiltframe.store.overflow import LONG_MAX, LONG_MIN
 
 _PANDAS_MERGE = {Merge.SUM: "sum", Merge.MIN: "min", Merge.MAX: "max"}
-_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 
 
 class PandasOps:
@@ -114,13 +114,13 @@ def _check_long_sums(rows: pd.DataFrame, keys: list[str], grouped: Any, layout: 
         for g, value in zip(group[chosen], rows[name].to_numpy()[chosen], strict=True):
             if not pd.isna(value):
                 exact[g] = exact.get(g, 0) + int(value)
-        beyond = [(g, total) for g, total in exact.items() if not _LONG_MIN <= total <= _LONG_MAX]
+        beyond = [(g, total) for g, total in exact.items() if not LONG_MIN <= total <= LONG_MAX]
         if beyond:
             g, total = beyond[0]
             row = rows.iloc[int(np.flatnonzero(group == g)[0])]
             where = ", ".join(f"{k} {row[k].item() if isinstance(row[k], np.generic) else row[k]!r}" for k in keys)
             msg = (f"aggregation {layout.name}: the sum {name} of the partial rows at {where} is {total}, beyond "
-                   f"the 64-bit range of a long ({_LONG_MIN} .. {_LONG_MAX}); a sum that large needs a double "
+                   f"the 64-bit range of a long ({LONG_MIN} .. {LONG_MAX}); a sum that large needs a double "
                    f"attribute")
             raise DataError(msg)
 

@@ -31,7 +31,7 @@ def pinned_keys(
         return {}
     types = {k.name: k.type for k in layout.keys}
     pinned: dict[str, tuple[Any, ...]] = {}
-    for term in _conjuncts(query.on):
+    for term in conjuncts(query.on):
         found = _alternatives(term, types, query, request)
         if found is None:
             continue
@@ -40,11 +40,12 @@ def pinned_keys(
     return pinned
 
 
-def _conjuncts(expr: Expr) -> Iterator[Expr]:
+def conjuncts(expr: Expr | None) -> Iterator[Expr]:
+    """The terms of ``expr`` joined by ``and`` at its top (none for no condition)."""
     if isinstance(expr, Binary) and expr.op == "and":
-        yield from _conjuncts(expr.left)
-        yield from _conjuncts(expr.right)
-    else:
+        yield from conjuncts(expr.left)
+        yield from conjuncts(expr.right)
+    elif expr is not None:
         yield expr
 
 

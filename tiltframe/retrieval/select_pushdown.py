@@ -12,21 +12,22 @@ ORDER BY and LIMIT are evaluated over the merged rows either way.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 
 import pandas as pd
 
+from tiltframe.retrieval.pushdown import conjuncts
 from tiltframe.spec.expressions import Attr, Binary, Expr, Literal, Unary
 from tiltframe.spec.model import AttrType
 from tiltframe.spec.tables import TableQuery
 from tiltframe.store.base import KeyTerm, Store
 from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.store.merged_reads import COMPARISONS, EXACT_KEYS, ORDERING, merges_in_sql
+from tiltframe.store.overflow import LONG_MAX, LONG_MIN
 
 __all__ = ["key_terms", "merged_in_store"]
 
 _FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
-_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 
 
 def merged_in_store(
@@ -45,7 +46,7 @@ def merged_in_store(
     terms = key_terms(query.where, time_column, types)
     if terms is None:
         return None
-    if not all(v is None or _LONG_MIN <= v <= _LONG_MAX for v in (start, end)):
+    if not all(v is None or LONG_MIN <= v <= LONG_MAX for v in (start, end)):
         start = end = None  # the terms select the same rows; a bound beyond 64 bits cannot be bound
     return store.read_merged(layout, layout.spec.finest, by, [s.name for s in merging.states], start, end,
                              by_interval=time_column in query.keys, where=terms)
@@ -55,20 +56,12 @@ def key_terms(where: Expr | None, time_column: str, types: Mapping[str, AttrType
     """``where`` as terms a store applies exactly (the time column as ``AGG_TIMESTAMP``; ``types``: the
     dimensions'), or None when any of its ``and``-joined parts is not one."""
     terms = []
-    for part in _conjuncts(where):
+    for part in conjuncts(where):
         term = _term(part, time_column, types)
         if term is None:
             return None
         terms.append(term)
     return tuple(terms)
-
-
-def _conjuncts(expr: Expr | None) -> Iterator[Expr]:
-    if isinstance(expr, Binary) and expr.op == "and":
-        yield from _conjuncts(expr.left)
-        yield from _conjuncts(expr.right)
-    elif expr is not None:
-        yield expr
 
 
 def _term(expr: Expr, time_column: str, types: Mapping[str, AttrType]) -> KeyTerm | None:
@@ -104,7 +97,7 @@ def _constant(expr: Expr) -> object:
 
 
 def _long(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and _LONG_MIN <= value <= _LONG_MAX
+    return isinstance(value, int) and not isinstance(value, bool) and LONG_MIN <= value <= LONG_MAX
 
 
 def _storable(text: str) -> bool:

@@ -39,6 +39,7 @@ from tiltframe.store.base import KeyTerm
 from tiltframe.store.frames import fetch_compiled, typed_frame
 from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout, KeyColumn, StateColumn
 from tiltframe.store.mysql import is_mysql
+from tiltframe.store.overflow import LONG_MAX, LONG_MIN
 from tiltframe.store.read_plans import ReadPlans
 
 #: The comparisons a ``KeyTerm`` may make, and those that order (which need a code-point collation).
@@ -51,7 +52,6 @@ EXACT_KEYS = frozenset({AttrType.STRING, AttrType.INT, AttrType.LONG, AttrType.B
 #: MySQL/MariaDB collations that compare text byte for byte, trailing spaces included (``store.mysql``).
 BINARY_NO_PAD = frozenset({"utf8mb4_nopad_bin", "utf8mb4_0900_bin"})
 _MERGES: dict[Merge, Callable[[Any], Any]] = {Merge.SUM: sa.func.sum, Merge.MIN: sa.func.min, Merge.MAX: sa.func.max}
-_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 #: A double sum of n terms of magnitude at most m stays below n * m in any order of addition: below this,
 #: no order overflows (the largest double is about 2**1024).
 _SAFE_SUM = 2.0**1000
@@ -237,7 +237,7 @@ def _long_sums(rows: list[Any], positions: Sequence[int]) -> list[Any] | None:
     columns = list(zip(*rows, strict=True))
     for i in positions:
         values = [v for v in columns[i] if v is not None]
-        if values and (min(values) < _LONG_MIN or max(values) > _LONG_MAX):
+        if values and (min(values) < LONG_MIN or max(values) > LONG_MAX):
             return None
         columns[i] = tuple(None if v is None else int(v) for v in columns[i])
     return list(zip(*columns, strict=True))

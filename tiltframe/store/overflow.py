@@ -30,7 +30,8 @@ from tiltframe.store.merges import sum_states
 from tiltframe.store.mysql import is_mysql
 from tiltframe.timeutil.parse import format_ts
 
-_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+#: The range of a long (64-bit) state.
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 _SHOWN_KEY_CHARS = 80
 
 
@@ -88,7 +89,7 @@ def explain_overflow(conn: Connection, url: str, layout: AggregationLayout, batc
             old, add = both[f"{state}_stored"], both[state]
             if t.is_integral:
                 bad = _long_overflows(old, add)
-                limit = f"beyond the 64-bit range of a long ({_LONG_MIN} .. {_LONG_MAX})"
+                limit = f"beyond the 64-bit range of a long ({LONG_MIN} .. {LONG_MAX})"
             else:
                 a, b = old.to_numpy("float64", na_value=np.nan), add.to_numpy("float64", na_value=np.nan)
                 with np.errstate(over="ignore", invalid="ignore"):
