@@ -118,18 +118,20 @@ def clear_pipeline(conn: Connection, layout: AggregationLayout, pipeline_id: str
     return conn.execute(sa.delete(table).where(table.c[STAGE_PIPELINE] == pipeline_id)).rowcount
 
 
-def _tagged(table: sa.Table, tags: Sequence[str], level: int) -> sa.ColumnElement[bool]:
+def _of_tags(table: sa.Table, tags: Sequence[str]) -> sa.ColumnElement[bool]:
     chosen = sa.bindparam("tags", list(tags), type_=postgresql.ARRAY(sa.Text()))
-    return sa.and_(table.c[STAGE_TAG] == sa.any_(chosen), table.c[STAGE_LEVEL] == level)
+    return table.c[STAGE_TAG] == sa.any_(chosen)
+
+
+def _tagged(table: sa.Table, tags: Sequence[str], level: int) -> sa.ColumnElement[bool]:
+    return sa.and_(_of_tags(table, tags), table.c[STAGE_LEVEL] == level)
 
 
 def check_present(conn: Connection, layout: AggregationLayout, tags: Sequence[str], rows: Sequence[int]) -> None:
     """Refuse to merge unless the staging table holds every row the tags copied, level by level."""
     table = staging_table(layout)
     level = table.c[STAGE_LEVEL]
-    chosen = sa.bindparam("tags", list(tags), type_=postgresql.ARRAY(sa.Text()))
-    found = dict(conn.execute(sa.select(level, sa.func.count()).where(table.c[STAGE_TAG] == sa.any_(chosen))
-                              .group_by(level)).all())
+    found = dict(conn.execute(sa.select(level, sa.func.count()).where(_of_tags(table, tags)).group_by(level)).all())
     want = {i: n for i, n in enumerate(rows) if n}
     if {int(k): int(v) for k, v in found.items()} != want:
         msg = (f"the staging table {table.name} lost rows of this batch (found {found}, copied {want}); "
