@@ -18,7 +18,6 @@ if TYPE_CHECKING:
 
     from tiltframe.spec.durations import Granularity
     from tiltframe.store.layout import AggregationLayout
-    from tiltframe.store.staging import StagingTarget
 
 class RecordKind(enum.StrEnum):
     """Why an event is in the rejected-events table (its ``kind`` column)."""
@@ -83,6 +82,20 @@ class StagedBatch:
 
     tags: tuple[str, ...]
     rows: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class StagingTarget:
+    """What an executor needs to copy rows into a store's staging table (``store.staging``; pickled into
+    the Spark job).
+
+    ``conninfo`` carries the password: the executors connect themselves."""
+
+    conninfo: str
+    copy_sql: str
+    #: The level tables' stored columns in order, with their Arrow types.
+    columns: tuple[tuple[str, pa.DataType], ...]
+    keys: tuple[str, ...]
 
 
 @dataclass(frozen=True)

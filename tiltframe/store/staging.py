@@ -16,7 +16,6 @@ skipping the WAL halves the cost of the copy.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import pyarrow as pa
 import sqlalchemy as sa
@@ -25,6 +24,7 @@ from sqlalchemy.engine import Connection
 
 from tiltframe.errors import StoreError
 from tiltframe.spec.model import AttrType
+from tiltframe.store.base import StagingTarget
 from tiltframe.store.frames import ARROW_TYPES, fetch_all, typed_frame
 from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.store.merges import merge_assignments
@@ -38,19 +38,6 @@ STAGE_BATCH = "_tiltframe_batch"
 STAGE_TAG = "_tiltframe_tag"
 STAGE_LEVEL = "_tiltframe_level"
 _LEADING = (STAGE_PIPELINE, STAGE_BATCH, STAGE_TAG, STAGE_LEVEL)
-
-
-@dataclass(frozen=True)
-class StagingTarget:
-    """What an executor needs to copy rows into the staging table (pickled into the Spark job).
-
-    ``conninfo`` carries the password: the executors connect themselves."""
-
-    conninfo: str
-    copy_sql: str
-    #: The level tables' stored columns in order, with their Arrow types.
-    columns: tuple[tuple[str, pa.DataType], ...]
-    keys: tuple[str, ...]
 
 
 class StagedRowsLost(StoreError):
