@@ -1,7 +1,7 @@
-"""Executor-side staging on PostgreSQL (``engine.staged_writes``, ``store.staging``): the driver receives no
-partial rows, the rollups equal an oracle over the raw events on both paths, a retried task attempt, a
-failed job and a killed run's stale rows count nothing, and an overflowing sum is named with nothing
-written."""
+"""Executor-side staging on PostgreSQL and MariaDB (``engine.staged_writes``, ``engine.staging_writers``,
+``store.staging``): the driver receives no partial rows, the rollups equal an oracle over the raw events
+on both paths, a retried task attempt, a failed job and a killed run's stale rows count nothing, and an
+overflowing sum is named with nothing written."""
 
 from __future__ import annotations
 
@@ -44,6 +44,12 @@ T0 = 1_704_067_200_000  # 2024-01-01T00:00:00Z
 PER = {"seconds": 1000, "minutes": 60_000, "hours": 3_600_000, "days": 86_400_000}
 
 
+@pytest.fixture(params=["postgresql", "mysql"])
+def server(request: pytest.FixtureRequest) -> str:
+    """The kind of test server the store runs on."""
+    return request.param
+
+
 class Spy:
     """The store, noting every batch the pipeline hands it."""
 
@@ -60,9 +66,11 @@ class Spy:
 
 
 def _events(n: int, seed: int) -> pd.DataFrame:
-    """Events out of time order over two days, some without ``v`` or ``n`` (NULL measures)."""
+    """Events out of time order over two days, some without ``v`` or ``n`` (NULL measures); keys that
+    differ in case only, empty, with spaces, accents, tabs, newlines, backslashes, quotes and emoji."""
     rng = np.random.default_rng(seed)
-    df = pd.DataFrame({"k": rng.choice(["a", "B", "", "ü x"], n), "v": rng.integers(-400, 400, n) / 4,
+    keys = ["a", "A", "B", "", "ü x", "u x", "t\tab", "new\nline", "back\\slash", "q'\"uote", "\\N", "🙂 "]
+    df = pd.DataFrame({"k": rng.choice(keys, n), "v": rng.integers(-400, 400, n) / 4,
                        "n": rng.integers(-50, 1000, n), "ts": T0 + rng.integers(0, 2 * 86_400_000, n)})
     df["v"] = df["v"].astype(object)
     df["n"] = df["n"].astype(object)
@@ -113,16 +121,18 @@ def _staged_rows(url: str, layout: AggregationLayout) -> int:
     engine = sa.create_engine(store_target(StoreSpec("rdbms", url)))
     try:
         with engine.connect() as conn:
-            return int(conn.exec_driver_sql(f'SELECT count(*) FROM "{staging_name(layout)}"').scalar())
+            table = sa.table(staging_name(layout))
+            return int(conn.execute(sa.select(sa.func.count()).select_from(table)).scalar())
     finally:
         engine.dispose()
 
 
 @pytest.mark.parametrize("staged", [True, False], ids=["staged", "driver"])
-def test_both_paths_equal_the_oracle(spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, staged: bool) -> None:
+def test_both_paths_equal_the_oracle(spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, staged: bool,
+                                     server: str) -> None:
     monkeypatch.setenv(STAGED_WRITES_ENV, "1" if staged else "0")
     events = _events(400, 3)
-    with fresh_database("postgresql") as url:
+    with fresh_database(server) as url:
         app, stores, pipeline = _pipeline(tmp_path, url, monkeypatch)
         for batch_id, part in enumerate(events.iloc[i] for i in np.array_split(np.arange(len(events)), 3)):
             pipeline.process(spark.createDataFrame(part, SCHEMA).repartition(3), batch_id)
@@ -139,11 +149,11 @@ def test_both_paths_equal_the_oracle(spark, tmp_path: Path, monkeypatch: pytest.
 
 
 def test_a_killed_runs_and_a_failed_jobs_staged_rows_count_nothing(
-    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: str
 ) -> None:
     events = _events(200, 4)
     first, second = events.iloc[:100], events.iloc[100:]
-    with fresh_database("postgresql") as url:
+    with fresh_database(server) as url:
         app, stores, pipeline = _pipeline(tmp_path, url, monkeypatch)
         layout = pipeline.layout
         # A failed task (local mode retries none): the job fails after partition 0 copied its rows, and the
@@ -156,10 +166,9 @@ def test_a_killed_runs_and_a_failed_jobs_staged_rows_count_nothing(
         # A run killed between its copy and its commit: rows of batch 1 under a tag nobody will return.
         engine = sa.create_engine(store_target(StoreSpec("rdbms", url)))
         with engine.begin() as conn:
-            conn.exec_driver_sql(
-                f'INSERT INTO "{staging_name(layout)}" ("{STAGE_PIPELINE}", "{STAGE_BATCH}", "{STAGE_TAG}", '
-                f'"{STAGE_LEVEL}", "AGG_TIMESTAMP", k, "AGG_EVENT_TIMESTAMP", "AGG_COUNT") '
-                f"VALUES ('staged-test', 1, 'killed/0/0', 0, {T0}, 'a', {T0}, 1000)")
+            row = {STAGE_PIPELINE: "staged-test", STAGE_BATCH: 1, STAGE_TAG: "killed/0/0", STAGE_LEVEL: 0,
+                   "AGG_TIMESTAMP": T0, "k": "a", "AGG_EVENT_TIMESTAMP": T0, "AGG_COUNT": 1000}
+            conn.execute(sa.table(staging_name(layout), *map(sa.column, row)).insert().values(row))
         engine.dispose()
         pipeline.process(spark.createDataFrame(second, SCHEMA).repartition(2), 1)
         assert pipeline.store.batches[-1].staged is not None
@@ -169,11 +178,11 @@ def test_a_killed_runs_and_a_failed_jobs_staged_rows_count_nothing(
 
 
 def test_an_overflowing_sum_is_named_and_nothing_of_the_batch_is_written(
-    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: str
 ) -> None:
     big = pd.DataFrame({"k": ["a", "b"], "v": [1.0, 2.0], "n": [2**63 - 10, 1], "ts": [T0, T0]})
     more = pd.DataFrame({"k": ["b", "a"], "v": [3.0, 4.0], "n": [5, 100], "ts": [T0 + 5, T0 + 7]})
-    with fresh_database("postgresql") as url:
+    with fresh_database(server) as url:
         app, stores, pipeline = _pipeline(tmp_path, url, monkeypatch)
         pipeline.process(spark.createDataFrame(big, SCHEMA), 0)
         with pytest.raises(StoreError) as failed:
@@ -184,6 +193,20 @@ def test_an_overflowing_sum_is_named_and_nothing_of_the_batch_is_written(
         assert not pipeline.store.is_committed(pipeline.layout, "staged-test", 1)
         stores.close()
         _check(app, tmp_path, big)
+
+
+def test_a_sum_mariadb_cannot_hold_is_named_and_nothing_is_written(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two doubles whose sum within one batch is infinite: ``LOAD DATA LOCAL`` would store 0 with a warning,
+    so the executors refuse it, and the driver's check names the row; nothing of the batch is written."""
+    huge = pd.DataFrame({"k": ["a", "a", "b"], "v": [1.5e308, 1.5e308, 1.0], "n": [1, 2, 3], "ts": [T0, T0 + 1, T0]})
+    with fresh_database("mysql") as url:
+        app, stores, pipeline = _pipeline(tmp_path, url, monkeypatch)
+        with pytest.raises(StoreError, match=r"total_SUM holds inf, which this store cannot hold"):
+            pipeline.process(spark.createDataFrame(huge, SCHEMA), 0)
+        assert not pipeline.store.is_committed(pipeline.layout, "staged-test", 0)
+        stores.close()
 
 
 _RETRIED = """
@@ -214,10 +237,10 @@ print("RETRIED-OK")
 """
 
 
-def test_a_retried_task_attempt_does_not_double_rows(tmp_path: Path) -> None:
+def test_a_retried_task_attempt_does_not_double_rows(tmp_path: Path, server: str) -> None:
     """A task whose first attempt copied its rows and then failed: only the second attempt's rows count.
     Its own process: local mode retries a task only with a ``local[N,F]`` master."""
-    with fresh_database("postgresql") as url:
+    with fresh_database(server) as url:
         script = _RETRIED.format(root=str(ROOT), fail=FAIL_FIRST_ATTEMPT_ENV, tmp=str(tmp_path), url=url)
         done = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
                               timeout=600, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
@@ -227,7 +250,7 @@ def test_a_retried_task_attempt_does_not_double_rows(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("policy", ["buffer", "bounded"])
 def test_late_event_policies_on_the_staged_path(spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                caplog: pytest.LogCaptureFixture, policy: str) -> None:
+                                                caplog: pytest.LogCaptureFixture, policy: str, server: str) -> None:
     """Events a policy moves (Siddhi's buffer) or rejects (bounded lateness) reach the driver as records
     beside the staged rows: the rollups equal the policy's oracle and the records hold exactly the others."""
     from tests.engine.test_lateness_oracle import buffer_oracle, recorded, stream_of, with_annotation
@@ -239,7 +262,7 @@ def test_late_event_policies_on_the_staged_path(spark, tmp_path: Path, monkeypat
     events = stream_of(steps, T0, 6000)
     annotation = {"buffer": "@BufferSize('1')\n@IgnoreEventsOlderThanBuffer('false')",
                   "bounded": "@allowedLateness('2000 ms')"}[policy]
-    with fresh_database("postgresql") as url, caplog.at_level("WARNING", logger="tiltframe.engine.pipeline"):
+    with fresh_database(server) as url, caplog.at_level("WARNING", logger="tiltframe.engine.pipeline"):
         text, env = app_with_store(with_annotation(annotation), url, "TF_TEST_STORE_PASSWORD")
         for name, value in env.items():
             monkeypatch.setenv(name, value)

@@ -1,11 +1,11 @@
-"""Executor-side staging: each Spark task COPYs its partition's partial rows into the store's staging table
-(``tiltframe.store.staging``), and only small summaries reach the driver.
+"""Executor-side staging: each Spark task writes its partition's partial rows into the store's staging table
+(``tiltframe.store.staging``; how, per server: ``engine.staging_writers``), and only small summaries reach
+the driver.
 
 The driver then carries per batch a few rows per task (the tag of the attempt that copied, and per level
 the rows copied, the events they count and their bucket and event-time bounds) plus the events a late-event
 policy recorded, whatever the size of the batch; the server merges the staged rows in the batch's commit
-transaction.  The rows are written as CSV by Arrow (C++, no Python object per value) into ``COPY ... FROM
-STDIN``.  The tag names the task attempt, so the commit merges exactly the attempts whose output the
+transaction.  The tag names the task attempt, so the commit merges exactly the attempts whose output the
 driver received: a failed attempt's copied rows are left out, and deleted before the pipeline stages again.
 
 ``$TILTFRAME_STAGED_WRITES=0`` turns staging off (the driver path of ``SqlStore.write_batch``).
@@ -13,13 +13,10 @@ driver received: a failed attempt's copied rows are left out, and deleted before
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,10 +25,9 @@ from pyspark.sql.types import IntegerType, LongType, StringType, StructField, St
 
 from tiltframe.engine.arrival import RECORD
 from tiltframe.engine.partials import LEVEL, RECORD_LEVEL, REJECTED
-from tiltframe.errors import StoreError
-from tiltframe.store.base import StagedBatch
+from tiltframe.engine.staging_writers import writer
+from tiltframe.store.base import StagedBatch, StagingTarget
 from tiltframe.store.layout import AGG_COUNT, AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP
-from tiltframe.store.staging import StagingTarget
 
 STAGED_WRITES_ENV = "TILTFRAME_STAGED_WRITES"
 #: Test only: the Spark partition whose first attempt fails after its copy committed (a retried task).
@@ -42,7 +38,6 @@ _MIN_TS, _MAX_TS, _MAX_EVENT_TS = "_min_ts", "_max_ts", "_max_event_ts"
 #: The summary row of a task (its tag and the events of rejected groups); level rows have their level.
 _TASK_ROW = -2
 _LONGS = (_ROWS, _COUNT, _REJECTED, _MIN_TS, _MAX_TS, _MAX_EVENT_TS)
-_CSV = None  # pyarrow.csv, imported on first use in the worker
 
 
 def enabled() -> bool:
@@ -102,36 +97,11 @@ def _summed(table: pa.Table, n_levels: int) -> Staged:
 
 # --- on the executor -------------------------------------------------------------------------------------
 
-_CONNECTIONS: dict[str, Any] = {}
-
-
-def _connection(conninfo: str) -> Any:
-    """The worker's connection to the store (Python workers are reused: one connection serves many tasks)."""
-    import psycopg
-
-    conn = _CONNECTIONS.get(conninfo)
-    if conn is not None:
-        try:
-            conn.execute("SELECT 1")
-            conn.commit()
-            return conn
-        except psycopg.Error:
-            _forget(conninfo)
-    conn = psycopg.connect(conninfo)
-    _CONNECTIONS[conninfo] = conn
-    return conn
-
-
-def _forget(conninfo: str) -> None:
-    conn = _CONNECTIONS.pop(conninfo, None)
-    if conn is not None:
-        with contextlib.suppress(Exception):  # a broken connection may fail to close too
-            conn.close()
-
 
 def _copy_partition(batches: Iterator[pa.RecordBatch], target: StagingTarget, pipeline_id: str, batch_id: int,
                     nonce: str, fail: int | None) -> Iterator[pa.RecordBatch]:
-    """COPY the partition's data rows (level >= 0, not rejected) and yield its summary rows."""
+    """Write the partition's data rows (level >= 0, not rejected) into the staging table and yield its
+    summary rows."""
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
@@ -141,55 +111,25 @@ def _copy_partition(batches: Iterator[pa.RecordBatch], target: StagingTarget, pi
     records: list[pa.ChunkedArray] = []
     rejected = 0
     record_type: pa.DataType | None = None
-    conn = _connection(target.conninfo)
-    try:
-        with conn.cursor() as cursor, cursor.copy(target.copy_sql) as copy:
-            for batch in batches:
-                table = pa.Table.from_batches([batch])
-                if RECORD in table.column_names:
-                    record_type = table.schema.field(RECORD).type
-                    records.append(table.column(RECORD).filter(pc.equal(table.column(LEVEL), RECORD_LEVEL)))
-                level, bad = table.column(LEVEL), table.column(REJECTED)
-                rejected += int(pc.sum(table.column(AGG_COUNT).filter(pc.and_(pc.equal(level, 0), bad))).as_py() or 0)
-                data = table.filter(pc.and_(pc.greater_equal(level, 0), pc.invert(bad)))
-                if data.num_rows == 0:
-                    continue
-                stats.append(data.group_by(LEVEL).aggregate([
-                    (AGG_COUNT, "sum"), (AGG_COUNT, "count"), (AGG_TIMESTAMP, "min"), (AGG_TIMESTAMP, "max"),
-                    (AGG_EVENT_TIMESTAMP, "max")]))
-                copy.write(_csv(data, target, pipeline_id, batch_id, tag))
-        conn.commit()
-    except BaseException:
-        _forget(target.conninfo)
-        raise
+    with writer(target) as write:
+        for batch in batches:
+            table = pa.Table.from_batches([batch])
+            if RECORD in table.column_names:
+                record_type = table.schema.field(RECORD).type
+                records.append(table.column(RECORD).filter(pc.equal(table.column(LEVEL), RECORD_LEVEL)))
+            level, bad = table.column(LEVEL), table.column(REJECTED)
+            rejected += int(pc.sum(table.column(AGG_COUNT).filter(pc.and_(pc.equal(level, 0), bad))).as_py() or 0)
+            data = table.filter(pc.and_(pc.greater_equal(level, 0), pc.invert(bad)))
+            if data.num_rows == 0:
+                continue
+            stats.append(data.group_by(LEVEL).aggregate([
+                (AGG_COUNT, "sum"), (AGG_COUNT, "count"), (AGG_TIMESTAMP, "min"), (AGG_TIMESTAMP, "max"),
+                (AGG_EVENT_TIMESTAMP, "max")]))
+            write(data, (pipeline_id, batch_id, tag))
     if fail is not None and fail == partition and ctx is not None and ctx.attemptNumber() == 0:
         msg = f"test: the first attempt of partition {partition} fails after its copy committed"
         raise RuntimeError(msg)
     yield _summary(tag, rejected, stats, records, record_type)
-
-
-def _csv(data: pa.Table, target: StagingTarget, pipeline_id: str, batch_id: int, tag: str) -> memoryview:
-    """The rows as COPY's CSV: the staging columns, then the stored columns in the tables' types (strings
-    quoted, so an empty string stays one and an unquoted empty field is NULL)."""
-    global _CSV
-    if _CSV is None:
-        import pyarrow.csv
-
-        _CSV = pyarrow.csv
-    n = data.num_rows
-    columns = [pa.array([pipeline_id] * n, pa.string()) if n else pa.array([], pa.string()),
-               pa.array([batch_id] * n, pa.int64()), pa.array([tag] * n, pa.string()),
-               data.column(LEVEL).cast(pa.int32())]
-    for name, kind in target.columns:
-        column = data.column(name).cast(kind)
-        if name in target.keys and column.null_count:
-            msg = f"partial rows hold NULL in key column {name}; keys are never NULL"
-            raise StoreError(msg)
-        columns.append(column)
-    out = io.BytesIO()
-    _CSV.write_csv(pa.table(columns, names=[f"c{i}" for i in range(len(columns))]), out,
-                   _CSV.WriteOptions(include_header=False, quoting_style="needed"))
-    return out.getbuffer()
 
 
 def _summary(tag: str, rejected: int, stats: list[pa.Table], records: list[pa.ChunkedArray],

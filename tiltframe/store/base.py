@@ -89,13 +89,16 @@ class StagingTarget:
     """What an executor needs to copy rows into a store's staging table (``store.staging``; pickled into
     the Spark job).
 
-    ``conninfo`` carries the password: the executors connect themselves."""
+    ``conninfo`` carries the password: the executors connect themselves.  ``kind``: ``copy`` (PostgreSQL's
+    ``COPY ... FROM STDIN``, ``copy_sql``) or ``load`` (``LOAD DATA LOCAL INFILE`` on MariaDB and MySQL,
+    ``copy_sql`` with a mark where the file's name goes)."""
 
     conninfo: str
     copy_sql: str
     #: The level tables' stored columns in order, with their Arrow types.
     columns: tuple[tuple[str, pa.DataType], ...]
     keys: tuple[str, ...]
+    kind: str = "copy"
 
 
 @dataclass(frozen=True)

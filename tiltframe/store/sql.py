@@ -16,6 +16,7 @@ raw DBAPI cursor.  That is about twice as fast as ``executemany`` into a staging
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -211,7 +212,8 @@ class SqlStore:
         self.url = engine.url.render_as_string(hide_password=True)
         dialect = engine.dialect.name
         self.capabilities = Capabilities(max_identifier_length=MAX_IDENTIFIER_LENGTH.get(dialect, 63),
-                                         staged_writes=dialect == "postgresql" and not read_only)
+                                         staged_writes=(dialect == "postgresql" or mysql.is_mysql(dialect))
+                                         and not read_only)
         self._tables_cache: dict[tuple[str, str, bool], dict[Granularity, sa.Table]] = {}
         self._ready: set[tuple[str, str, bool]] = set()
         self._plans = ReadPlans(engine.dialect)
@@ -437,12 +439,19 @@ class SqlStore:
         key = (layout.name, layout.spec_hash)
         if key not in self._staging_ready:
             with self._errors("prepare the staging table of", layout), self._write(schema=True) as conn:
+                if not staging.loads_local_files(conn):
+                    logger.info("%s takes no LOAD DATA LOCAL (local_infile is off): batches of %s go through "
+                                "the driver", self.url, layout.name)
+                    self.capabilities = dataclasses.replace(self.capabilities, staged_writes=False)
+                    return None
                 staging.ensure_staging(conn, layout)
             self._staging_ready.add(key)
         with self._errors("empty the staging table of", layout), self._write() as conn:
             staging.clear_pipeline(conn, layout, pipeline_id)
-            conninfo = self._engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
-            return staging.target(conninfo, conn, layout)
+            url = self._engine.url
+            if not mysql.is_mysql(conn.dialect):
+                url = url.set(drivername="postgresql")  # psycopg's conninfo
+            return staging.target(url.render_as_string(hide_password=False), conn, layout)
 
     @retried
     def write_batch(self, layout: AggregationLayout, batch: BatchWrite) -> bool:

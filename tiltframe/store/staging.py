@@ -1,16 +1,18 @@
 """The staging table of a server store: where executors put a batch's partial rows, merged by the server.
 
 Without it every partial row of a batch travels to the driver and back out to the database
-(``SqlStore.write_batch``'s Arrow path), which bounds a cluster by its driver.  With it (PostgreSQL only),
-each Spark task COPYs its partition's rows into one UNLOGGED table per aggregation, under a tag naming the
-task attempt, and the batch's write transaction merges them into each level table with one
-``INSERT ... SELECT ... ON CONFLICT DO UPDATE`` per level, then deletes them.
+(``SqlStore.write_batch``'s Arrow path), which bounds a cluster by its driver.  With it, each Spark task
+writes its partition's rows into one table per aggregation (``COPY`` on PostgreSQL, ``LOAD DATA LOCAL`` on
+MariaDB and MySQL: ``engine.staging_writers``), under a tag naming the task attempt, and the batch's write
+transaction merges them into each level table with one ``INSERT ... SELECT`` per level (``ON CONFLICT DO
+UPDATE``, ``ON DUPLICATE KEY UPDATE``, with the key digest of ``store.mysql`` computed by the server), then
+deletes them.
 
 Exactly-once: only the tags of the attempts whose output the driver received are merged (an earlier,
 failed attempt of a task may have copied its rows too), the merge and the commit record share one
 transaction, and a pipeline's rows left by a run that never committed are deleted before it stages again.
-UNLOGGED: a crash of the server loses the table's rows, which only ever hold uncommitted batches, and
-skipping the WAL halves the cost of the copy.
+UNLOGGED on PostgreSQL: a crash of the server loses the table's rows, which only ever hold uncommitted
+batches, and skipping the WAL halves the cost of the copy.
 """
 
 from __future__ import annotations
@@ -19,15 +21,18 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 import sqlalchemy as sa
+from sqlalchemy.dialects import mysql as mysql_dialect
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
 from tiltframe.errors import StoreError
 from tiltframe.spec.model import AttrType
+from tiltframe.store import mysql
 from tiltframe.store.base import StagingTarget
 from tiltframe.store.frames import ARROW_TYPES, fetch_all, typed_frame
 from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.store.merges import merge_assignments
+from tiltframe.store.mysql import StoredText
 from tiltframe.store.schema import sql_type
 
 #: Suffix of the staging table's name (``TradeAggregation_STAGED``): no duration's table suffix.
@@ -37,6 +42,8 @@ STAGE_BATCH = "_tiltframe_batch"
 #: Which task attempt copied the row: ``<job nonce>/<partition>/<task attempt id>``.
 STAGE_TAG = "_tiltframe_tag"
 STAGE_LEVEL = "_tiltframe_level"
+#: Marks where ``LOAD DATA``'s statement takes the file's name (``engine.staging_writers``).
+FILE_MARK = "\x00file\x00"
 _LEADING = (STAGE_PIPELINE, STAGE_BATCH, STAGE_TAG, STAGE_LEVEL)
 
 
@@ -57,24 +64,38 @@ def qualifies(layout: AggregationLayout) -> bool:
             and not any(t in (AttrType.BINARY, AttrType.ARRAY) for t in layout.stored_column_types.values()))
 
 
-def staging_table(layout: AggregationLayout) -> sa.Table:
-    """The UNLOGGED staging table of ``layout`` (no key: attempts may copy the same rows)."""
+#: A tag's column: short text, indexable on every server.
+_TAG_TYPE = sa.Text().with_variant(sa.String(255), "mysql", "mariadb")
+
+
+def staging_table(layout: AggregationLayout, *, unlogged: bool = False) -> sa.Table:
+    """The staging table of ``layout`` (no key: attempts may copy the same rows); ``unlogged`` for
+    PostgreSQL's CREATE."""
     md = sa.MetaData()
     types = layout.stored_column_types
     return sa.Table(
         staging_name(layout), md,
-        sa.Column(STAGE_PIPELINE, sa.Text(), nullable=False), sa.Column(STAGE_BATCH, sa.BigInteger(), nullable=False),
-        sa.Column(STAGE_TAG, sa.Text(), nullable=False), sa.Column(STAGE_LEVEL, sa.Integer(), nullable=False),
-        *(sa.Column(c, sa.Text() if t is AttrType.STRING else sql_type(t)) for c, t in types.items()),
+        sa.Column(STAGE_PIPELINE, StoredText(), nullable=False),
+        sa.Column(STAGE_BATCH, sa.BigInteger(), nullable=False),
+        sa.Column(STAGE_TAG, _TAG_TYPE, nullable=False), sa.Column(STAGE_LEVEL, sa.Integer(), nullable=False),
+        *(sa.Column(c, StoredText() if t is AttrType.STRING else sql_type(t)) for c, t in types.items()),
         sa.Index(f"{staging_name(layout)}_tag", STAGE_TAG, STAGE_LEVEL),
-        prefixes=["UNLOGGED"],
+        prefixes=["UNLOGGED"] if unlogged else [],
     )
+
+
+def loads_local_files(conn: Connection) -> bool:
+    """Whether executors can stage into ``conn``'s server: MariaDB and MySQL take ``LOAD DATA LOCAL`` only
+    with ``local_infile`` on (MariaDB's default; MySQL 8's is off)."""
+    if not mysql.is_mysql(conn.dialect):
+        return True
+    return bool(int(conn.exec_driver_sql("SELECT @@GLOBAL.local_infile").scalar() or 0))
 
 
 def ensure_staging(conn: Connection, layout: AggregationLayout) -> sa.Table:
     """Create the staging table, or make it anew when its columns are another definition's (it only ever
     holds rows of uncommitted batches)."""
-    table = staging_table(layout)
+    table = staging_table(layout, unlogged=conn.dialect.name == "postgresql")
     inspector = sa.inspect(conn)
     if inspector.has_table(table.name):
         have = [c["name"] for c in inspector.get_columns(table.name)]
@@ -90,12 +111,17 @@ def drop_staging(conn: Connection, layout: AggregationLayout) -> None:
 
 
 def target(conninfo: str, conn: Connection, layout: AggregationLayout) -> StagingTarget:
+    """What executors need to write into the staging table of ``layout`` on ``conn``'s server."""
     quote = conn.dialect.identifier_preparer.quote
     types = layout.stored_column_types
     names = ", ".join(quote(c) for c in (*_LEADING, *types))
-    return StagingTarget(
-        conninfo, f"COPY {quote(staging_name(layout))} ({names}) FROM STDIN (FORMAT csv)",
-        tuple((c, ARROW_TYPES[t]) for c, t in types.items()), tuple(layout.stored_key_names))
+    columns, keys = tuple((c, ARROW_TYPES[t]) for c, t in types.items()), tuple(layout.stored_key_names)
+    if mysql.is_mysql(conn.dialect):
+        sql = (f"LOAD DATA LOCAL INFILE {FILE_MARK} INTO TABLE {quote(staging_name(layout))} CHARACTER SET utf8mb4 "
+               f"FIELDS TERMINATED BY '\\t' ESCAPED BY '\\\\' LINES TERMINATED BY '\\n' ({names})")
+        return StagingTarget(conninfo, sql, columns, keys, "load")
+    return StagingTarget(conninfo, f"COPY {quote(staging_name(layout))} ({names}) FROM STDIN (FORMAT csv)",
+                         columns, keys)
 
 
 def clear_pipeline(conn: Connection, layout: AggregationLayout, pipeline_id: str) -> int:
@@ -106,8 +132,7 @@ def clear_pipeline(conn: Connection, layout: AggregationLayout, pipeline_id: str
 
 
 def _of_tags(table: sa.Table, tags: Sequence[str]) -> sa.ColumnElement[bool]:
-    chosen = sa.bindparam("tags", list(tags), type_=postgresql.ARRAY(sa.Text()))
-    return table.c[STAGE_TAG] == sa.any_(chosen)
+    return table.c[STAGE_TAG].in_(list(tags))
 
 
 def _tagged(table: sa.Table, tags: Sequence[str], level: int) -> sa.ColumnElement[bool]:
@@ -135,12 +160,21 @@ def merge_level(conn: Connection, layout: AggregationLayout, target_table: sa.Ta
     where = [_tagged(staged, tags, level)]
     if purged_before is not None:
         where.append(staged.c[AGG_TIMESTAMP] >= purged_before)
-    select = (sa.select(*(staged.c[c] for c in columns)).where(*where)
-              .order_by(*(staged.c[k] for k in layout.stored_key_names)))
-    ins = postgresql.insert(target_table).from_select(columns, select)
-    keys = [target_table.c[k] for k in layout.stored_key_names]
-    upsert = ins.on_conflict_do_update(index_elements=keys, set_=merge_assignments(layout, target_table, ins.excluded))
-    return max(conn.execute(upsert).rowcount, 0)
+    order = [staged.c[k] for k in layout.stored_key_names]
+    if not mysql.is_mysql(conn.dialect):
+        select = sa.select(*(staged.c[c] for c in columns)).where(*where).order_by(*order)
+        ins = postgresql.insert(target_table).from_select(columns, select)
+        keys = [target_table.c[k] for k in layout.stored_key_names]
+        sets = merge_assignments(layout, target_table, ins.excluded)
+        return max(conn.execute(ins.on_conflict_do_update(index_elements=keys, set_=sets)).rowcount, 0)
+    chosen = [staged.c[c] for c in columns]
+    if mysql.KEY_HASH in target_table.c:
+        columns, chosen = [*columns, mysql.KEY_HASH], [*chosen, mysql.key_hash_sql(layout, staged.c)]
+    select = sa.select(*chosen).where(*where).order_by(*order)
+    my = mysql_dialect.insert(target_table).from_select(columns, select)
+    conn.execute(my.on_duplicate_key_update(list(merge_assignments(layout, target_table, my.inserted).items())))
+    # The server counts an updated row twice and an unchanged one not at all: count the rows merged.
+    return int(conn.execute(sa.select(sa.func.count()).select_from(staged).where(*where)).scalar() or 0)
 
 
 def delete_batch(conn: Connection, layout: AggregationLayout, pipeline_id: str, batch_id: int) -> None:
