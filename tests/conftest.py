@@ -7,7 +7,17 @@ from collections.abc import Iterator
 
 import pytest
 
-os.environ.setdefault("TILTFRAME_SHUFFLE_PARTITIONS", "4")
+# Test data is small: Spark's fixed costs per query dominate, not its throughput.  For the suite's sessions
+# (this process's and every CLI it starts) two shuffle partitions; no code generation (its compile time
+# exceeds the rows' run time); no adaptive re-planning.  Results do not depend on any of them; together
+# they take a quarter off the suite's CPU time, and without adaptive execution's coalescing more tasks get
+# empty partitions, a case worth running.  tiltframe's own defaults (adaptive, code generation) are run by
+# the standalone-cluster tests (spark-submit reads no PYSPARK_SUBMIT_ARGS), the tests about settings and
+# every benchmark.
+os.environ.setdefault("TILTFRAME_SHUFFLE_PARTITIONS", "2")
+os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--conf spark.sql.codegen.wholeStage=false "
+                      "--conf spark.sql.codegen.factoryMode=NO_CODEGEN --conf spark.sql.adaptive.enabled=false "
+                      "pyspark-shell")
 
 
 @pytest.fixture(scope="session")

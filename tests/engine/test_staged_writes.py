@@ -105,8 +105,9 @@ def _check(app: Any, data_dir: Path, events: pd.DataFrame) -> None:
             np.testing.assert_allclose(got[col].astype(float), want[col].astype(float), rtol=1e-12, err_msg=per)
 
 
-def _pipeline(tmp: Path, url: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, StoreRegistry, AggregationPipeline]:
-    text, env = app_with_store(APP, url, "TF_TEST_STORE_PASSWORD")
+def _pipeline(tmp: Path, url: str, monkeypatch: pytest.MonkeyPatch,
+              app_text: str = APP) -> tuple[Any, StoreRegistry, AggregationPipeline]:
+    text, env = app_with_store(app_text, url, "TF_TEST_STORE_PASSWORD")
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     app = tf.load_app(text)
@@ -202,11 +203,30 @@ def test_a_sum_mariadb_cannot_hold_is_named_and_nothing_is_written(
     so the executors refuse it, and the driver's check names the row; nothing of the batch is written."""
     huge = pd.DataFrame({"k": ["a", "a", "b"], "v": [1.5e308, 1.5e308, 1.0], "n": [1, 2, 3], "ts": [T0, T0 + 1, T0]})
     with fresh_database("mysql") as url:
-        app, stores, pipeline = _pipeline(tmp_path, url, monkeypatch)
+        _, stores, pipeline = _pipeline(tmp_path, url, monkeypatch)
         with pytest.raises(StoreError, match=r"total_SUM holds inf, which this store cannot hold"):
             pipeline.process(spark.createDataFrame(huge, SCHEMA), 0)
         assert not pipeline.store.is_committed(pipeline.layout, "staged-test", 0)
         stores.close()
+
+
+def test_empty_partitions_of_a_batch_with_a_late_event_policy_stage(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, server: str
+) -> None:
+    """A task whose partition is empty still answers in the declared schema (with the policy's record
+    column): more partitions than events, one event rejected as too late."""
+    bounded = APP.replace("define aggregation", "@allowedLateness('2000 ms')\ndefine aggregation")
+    events = pd.DataFrame({"k": ["a", "b", "a"], "v": [1.0, 2.0, 4.0], "n": [1, 2, 4],
+                           "ts": [T0 + 10_000, T0, T0 + 10_001]})
+    with fresh_database(server) as url, caplog.at_level("WARNING", logger="tiltframe.engine.pipeline"):
+        app, stores, pipeline = _pipeline(tmp_path, url, monkeypatch, bounded)
+        pipeline.process(spark.createDataFrame(events, SCHEMA).coalesce(1).repartition(6), 0)
+        assert pipeline.store.batches[-1].staged is not None
+        assert (pipeline.totals.events_aggregated, pipeline.totals.events_rejected) == (2, 1)
+        assert _staged_rows(url, pipeline.layout) == 0
+        stores.close()
+        _check(app, tmp_path, events.iloc[[0, 2]])
+    assert not [r for r in caplog.records if "could not stage" in r.getMessage()]
 
 
 _RETRIED = """

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
+from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from tiltframe.engine.arrival import RECORD
@@ -66,13 +67,18 @@ def stage(levels: DataFrame, target: StagingTarget, pipeline_id: str, batch_id: 
     record_type = levels.schema[RECORD].dataType if RECORD in levels.columns else None
     fields = [StructField(LEVEL, IntegerType(), False), StructField(_TAG, StringType())]
     fields += [StructField(c, LongType()) for c in _LONGS]
+    # Every task's summary has the RECORD column, also a task whose partition is empty (no batch to see
+    # its type in): Spark expects the declared schema.
+    record_arrow = None
     if record_type is not None:
         fields.append(StructField(RECORD, record_type))
+        record_arrow = to_arrow_type(record_type)
     fail = os.environ.get(FAIL_FIRST_ATTEMPT_ENV)
     nonce = uuid.uuid4().hex[:12]
 
     def copy(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return _copy_partition(batches, target, pipeline_id, batch_id, nonce, None if fail is None else int(fail))
+        return _copy_partition(batches, target, (pipeline_id, batch_id, nonce), record_arrow,
+                               None if fail is None else int(fail))
 
     table = levels.mapInArrow(copy, StructType(fields)).toArrow()
     return _summed(table, n_levels)
@@ -98,24 +104,24 @@ def _summed(table: pa.Table, n_levels: int) -> Staged:
 # --- on the executor -------------------------------------------------------------------------------------
 
 
-def _copy_partition(batches: Iterator[pa.RecordBatch], target: StagingTarget, pipeline_id: str, batch_id: int,
-                    nonce: str, fail: int | None) -> Iterator[pa.RecordBatch]:
+def _copy_partition(batches: Iterator[pa.RecordBatch], target: StagingTarget, job: tuple[str, int, str],
+                    record_type: pa.DataType | None, fail: int | None) -> Iterator[pa.RecordBatch]:
     """Write the partition's data rows (level >= 0, not rejected) into the staging table and yield its
-    summary rows."""
+    summary rows; ``job``: pipeline id, batch id, the job's nonce; ``record_type``: the RECORD column's,
+    if the levels have one."""
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
     partition = ctx.partitionId() if ctx is not None else 0
+    pipeline_id, batch_id, nonce = job
     tag = f"{nonce}/{partition}/{ctx.taskAttemptId() if ctx is not None else 0}"
     stats: list[pa.Table] = []
     records: list[pa.ChunkedArray] = []
     rejected = 0
-    record_type: pa.DataType | None = None
     with writer(target) as write:
         for batch in batches:
             table = pa.Table.from_batches([batch])
-            if RECORD in table.column_names:
-                record_type = table.schema.field(RECORD).type
+            if record_type is not None:
                 records.append(table.column(RECORD).filter(pc.equal(table.column(LEVEL), RECORD_LEVEL)))
             level, bad = table.column(LEVEL), table.column(REJECTED)
             rejected += int(pc.sum(table.column(AGG_COUNT).filter(pc.and_(pc.equal(level, 0), bad))).as_py() or 0)
