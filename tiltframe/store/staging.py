@@ -45,6 +45,8 @@ STAGE_LEVEL = "_tiltframe_level"
 #: Marks where ``LOAD DATA``'s statement takes the file's name (``engine.staging_writers``).
 FILE_MARK = "\x00file\x00"
 _LEADING = (STAGE_PIPELINE, STAGE_BATCH, STAGE_TAG, STAGE_LEVEL)
+#: MariaDB and MySQL: the row's number, filled by the server.
+_STAGE_SEQ = "_tiltframe_seq"
 
 
 class StagedRowsLost(StoreError):
@@ -68,20 +70,23 @@ def qualifies(layout: AggregationLayout) -> bool:
 _TAG_TYPE = sa.Text().with_variant(sa.String(255), "mysql", "mariadb")
 
 
-def staging_table(layout: AggregationLayout, *, unlogged: bool = False) -> sa.Table:
-    """The staging table of ``layout`` (no key: attempts may copy the same rows); ``unlogged`` for
-    PostgreSQL's CREATE."""
+def staging_table(layout: AggregationLayout, dialect: str = "postgresql") -> sa.Table:
+    """The staging table of ``layout`` on ``dialect``: UNLOGGED on PostgreSQL, with an index of the tags;
+    on MariaDB and MySQL clustered by level and tag (a row number keeps rows apart: attempts may copy the
+    same rows), so that each level's merge reads its rows in one range and the load maintains no second
+    index of them."""
     md = sa.MetaData()
     types = layout.stored_column_types
-    return sa.Table(
-        staging_name(layout), md,
-        sa.Column(STAGE_PIPELINE, StoredText(), nullable=False),
-        sa.Column(STAGE_BATCH, sa.BigInteger(), nullable=False),
-        sa.Column(STAGE_TAG, _TAG_TYPE, nullable=False), sa.Column(STAGE_LEVEL, sa.Integer(), nullable=False),
-        *(sa.Column(c, StoredText() if t is AttrType.STRING else sql_type(t)) for c, t in types.items()),
-        sa.Index(f"{staging_name(layout)}_tag", STAGE_TAG, STAGE_LEVEL),
-        prefixes=["UNLOGGED"] if unlogged else [],
-    )
+    name = staging_name(layout)
+    columns = [sa.Column(STAGE_PIPELINE, StoredText(), nullable=False),
+               sa.Column(STAGE_BATCH, sa.BigInteger(), nullable=False),
+               sa.Column(STAGE_TAG, _TAG_TYPE, nullable=False), sa.Column(STAGE_LEVEL, sa.Integer(), nullable=False),
+               *(sa.Column(c, StoredText() if t is AttrType.STRING else sql_type(t)) for c, t in types.items())]
+    if not mysql.is_mysql(dialect):
+        return sa.Table(name, md, *columns, sa.Index(f"{name}_tag", STAGE_TAG, STAGE_LEVEL), prefixes=["UNLOGGED"])
+    seq = sa.Column(_STAGE_SEQ, sa.BigInteger(), autoincrement=True, nullable=False)
+    return sa.Table(name, md, *columns, seq, sa.PrimaryKeyConstraint(STAGE_LEVEL, STAGE_TAG, _STAGE_SEQ),
+                    sa.UniqueConstraint(_STAGE_SEQ, name=f"{name}_seq"))
 
 
 def loads_local_files(conn: Connection) -> bool:
@@ -95,7 +100,7 @@ def loads_local_files(conn: Connection) -> bool:
 def ensure_staging(conn: Connection, layout: AggregationLayout) -> sa.Table:
     """Create the staging table, or make it anew when its columns are another definition's (it only ever
     holds rows of uncommitted batches)."""
-    table = staging_table(layout, unlogged=conn.dialect.name == "postgresql")
+    table = staging_table(layout, conn.dialect.name)
     inspector = sa.inspect(conn)
     if inspector.has_table(table.name):
         have = [c["name"] for c in inspector.get_columns(table.name)]
@@ -107,7 +112,7 @@ def ensure_staging(conn: Connection, layout: AggregationLayout) -> sa.Table:
 
 
 def drop_staging(conn: Connection, layout: AggregationLayout) -> None:
-    staging_table(layout).drop(conn, checkfirst=True)
+    staging_table(layout, conn.dialect.name).drop(conn, checkfirst=True)
 
 
 def target(conninfo: str, conn: Connection, layout: AggregationLayout) -> StagingTarget:
@@ -170,7 +175,7 @@ def merge_level(conn: Connection, layout: AggregationLayout, target_table: sa.Ta
     chosen = [staged.c[c] for c in columns]
     if mysql.KEY_HASH in target_table.c:
         columns, chosen = [*columns, mysql.KEY_HASH], [*chosen, mysql.key_hash_sql(layout, staged.c)]
-    select = sa.select(*chosen).where(*where).order_by(*order)
+    select = sa.select(*chosen).where(*where)
     my = mysql_dialect.insert(target_table).from_select(columns, select)
     conn.execute(my.on_duplicate_key_update(list(merge_assignments(layout, target_table, my.inserted).items())))
     # The server counts an updated row twice and an unchanged one not at all: count the rows merged.
