@@ -103,7 +103,6 @@ def _summed(table: pa.Table, n_levels: int) -> Staged:
 
 # --- on the executor -------------------------------------------------------------------------------------
 
-
 def _copy_partition(batches: Iterator[pa.RecordBatch], target: StagingTarget, job: tuple[str, int, str],
                     record_type: pa.DataType | None, fail: int | None) -> Iterator[pa.RecordBatch]:
     """Write the partition's data rows (level >= 0, not rejected) into the staging table and yield its

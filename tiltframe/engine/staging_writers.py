@@ -21,9 +21,10 @@ import pyarrow.compute as pc
 from tiltframe.engine.partials import LEVEL
 from tiltframe.errors import StoreError
 from tiltframe.store.base import StagingTarget
+from tiltframe.store.overflow import unholdable
 from tiltframe.store.staging import FILE_MARK
 
-#: The leading columns every staged row carries: pipeline, batch, tag, level (``store.staging``).
+#: The pipeline id, batch id and tag every staged row carries (before its level; ``store.staging``).
 Leading = tuple[str, int, str]
 _CSV = None  # pyarrow.csv, imported on first use in the worker
 _CONNECTIONS: dict[str, Any] = {}
@@ -131,11 +132,12 @@ def _tsv(data: pa.Table, target: StagingTarget, leading: Leading) -> bytes:
     """The rows as ``LOAD DATA``'s text: fields by tab, rows by newline, NULL as ``\\N``, the escapes above
     in strings, booleans as 0/1, doubles in their shortest form that reads back exactly.  A double the
     server cannot hold (NaN, infinite) is refused here: ``LOAD DATA LOCAL`` would store 0 with a warning."""
+    rule = unholdable("mysql")  # the doubles these servers cannot hold, as the driver path checks them
     fields = []
     for column in _typed_columns(data, target, leading):
         kind = column.type
-        if pa.types.is_floating(kind) and pc.any(pc.invert(pc.is_finite(column))).as_py():
-            msg = "a double that is NaN or infinite, which MariaDB and MySQL cannot hold"
+        if rule is not None and pa.types.is_floating(kind) and pc.any(rule[1](column)).as_py():
+            msg = f"a double that is NaN or infinite ({rule[0]})"
             raise StoreError(msg)
         if pa.types.is_boolean(kind):
             column = column.cast(pa.int8())
@@ -145,8 +147,9 @@ def _tsv(data: pa.Table, target: StagingTarget, leading: Leading) -> bytes:
                 text = pc.replace_substring(text, old, new)
         fields.append(pc.fill_null(text, "\\N"))
     lines = pc.binary_join_element_wise(*fields, "\t").cast(pa.large_string())
-    lines = pa.chunked_array([lines]) if isinstance(lines, pa.Array) else lines
-    whole = pa.LargeListArray.from_arrays(pa.array([0, len(lines)], pa.int64()), lines.combine_chunks())
+    if isinstance(lines, pa.ChunkedArray):
+        lines = lines.combine_chunks()
+    whole = pa.LargeListArray.from_arrays(pa.array([0, len(lines)], pa.int64()), lines)
     return pc.binary_join(whole, pa.scalar("\n", pa.large_string()))[0].as_buffer().to_pybytes() + b"\n"
 
 

@@ -70,7 +70,7 @@ def qualifies(layout: AggregationLayout) -> bool:
 _TAG_TYPE = sa.Text().with_variant(sa.String(255), "mysql", "mariadb")
 
 
-def staging_table(layout: AggregationLayout, dialect: str = "postgresql") -> sa.Table:
+def staging_table(layout: AggregationLayout, dialect: str) -> sa.Table:
     """The staging table of ``layout`` on ``dialect``: UNLOGGED on PostgreSQL, with an index of the tags;
     on MariaDB and MySQL clustered by level and tag (a row number keeps rows apart: attempts may copy the
     same rows), so that each level's merge reads its rows in one range and the load maintains no second
@@ -132,7 +132,7 @@ def target(conninfo: str, conn: Connection, layout: AggregationLayout) -> Stagin
 def clear_pipeline(conn: Connection, layout: AggregationLayout, pipeline_id: str) -> int:
     """Delete every staged row of ``pipeline_id``: before its next batch stages, any is stale (attempts of
     a batch that never committed; one pipeline runs one batch at a time)."""
-    table = staging_table(layout)
+    table = staging_table(layout, conn.dialect.name)
     return conn.execute(sa.delete(table).where(table.c[STAGE_PIPELINE] == pipeline_id)).rowcount
 
 
@@ -146,7 +146,7 @@ def _tagged(table: sa.Table, tags: Sequence[str], level: int) -> sa.ColumnElemen
 
 def check_present(conn: Connection, layout: AggregationLayout, tags: Sequence[str], rows: Sequence[int]) -> None:
     """Refuse to merge unless the staging table holds every row the tags copied, level by level."""
-    table = staging_table(layout)
+    table = staging_table(layout, conn.dialect.name)
     level = table.c[STAGE_LEVEL]
     found = dict(conn.execute(sa.select(level, sa.func.count()).where(_of_tags(table, tags)).group_by(level)).all())
     want = {i: n for i, n in enumerate(rows) if n}
@@ -162,7 +162,7 @@ def merge_level(conn: Connection, layout: AggregationLayout, target_table: sa.Ta
     skipping purged buckets; returns the rows merged.  PostgreSQL takes them in primary-key order (its
     B-tree then fills pages in order); MariaDB's are read in the staging table's own order, which a sort
     made slower."""
-    staged = staging_table(layout)
+    staged = staging_table(layout, conn.dialect.name)
     columns = list(layout.stored_column_types)
     where = [_tagged(staged, tags, level)]
     if purged_before is not None:
@@ -186,14 +186,14 @@ def merge_level(conn: Connection, layout: AggregationLayout, target_table: sa.Ta
 
 def delete_batch(conn: Connection, layout: AggregationLayout, pipeline_id: str, batch_id: int) -> None:
     """Delete the rows the pipeline staged up to ``batch_id``: the merged attempts' and any failed one's."""
-    table = staging_table(layout)
+    table = staging_table(layout, conn.dialect.name)
     conn.execute(sa.delete(table).where(table.c[STAGE_PIPELINE] == pipeline_id, table.c[STAGE_BATCH] <= batch_id))
 
 
 def read_level(conn: Connection, layout: AggregationLayout, level: int, tags: Sequence[str]) -> pa.Table:
     """The staged rows of ``level`` copied by ``tags``, as the Arrow path would have merged them (to name a
     row whose sum overflowed)."""
-    staged = staging_table(layout)
+    staged = staging_table(layout, conn.dialect.name)
     types = layout.stored_column_types
     rows = fetch_all(conn, sa.select(*(staged.c[c] for c in types)).where(_tagged(staged, tags, level)))
     frame = typed_frame(rows, types)
