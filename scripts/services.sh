@@ -101,8 +101,8 @@ mariadb_stop() {
     fi
 }
 
-# `services.sh stop|start postgresql|mariadb`: stop or start one server as this script started it (the tests
-# of runs that outlive a database restart use it).  Nothing is printed on stdout.
+# `services.sh stop|start postgresql|mariadb`: stop or start one server as this script started it.  Nothing
+# is printed on stdout.
 if (($# == 2)); then
     case "$1 $2" in
     "stop postgresql") pg_ctlcluster "$PG_VERSION" "$PG_CLUSTER" stop -m fast </dev/null >>"$SERVER_LOG" 2>&1 3>&- ;;

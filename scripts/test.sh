@@ -10,15 +10,10 @@ bash scripts/setup.sh --with-browser  # and Chromium, for the page's browser tes
 exports="$(bash scripts/services.sh)"
 eval "$exports"
 .venv/bin/ruff check tiltframe tests
-# One worker per core (pytest-xdist; a Spark session each, a test file at a time), then, alone, the tests
-# that stop the shared database servers; the slowest 25 tests are listed.  Exit status 5 (no test selected,
-# e.g. by -k) is no failure.
+# One worker per core (pytest-xdist; a Spark session each, a test file at a time); the slowest 25 tests
+# are listed.  Exit status 5 (no test selected, e.g. by -k) is no failure.
 workers="${TILTFRAME_TEST_WORKERS:-$(nproc)}"
 status=0
-.venv/bin/python -m pytest -n "$workers" --dist loadfile -m "not serial" --durations=25 "$@" || status=$?
+.venv/bin/python -m pytest -n "$workers" --dist loadfile --durations=25 "$@" || status=$?
 [ "$status" -eq 5 ] && status=0
-serial=0
-.venv/bin/python -m pytest -m serial "$@" || serial=$?
-[ "$serial" -eq 5 ] && serial=0
-[ "$status" -ne 0 ] && exit "$status"
-exit "$serial"
+exit "$status"

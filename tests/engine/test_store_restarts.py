@@ -1,13 +1,13 @@
 """A following run outlives a restart of its database, and a store that stays away ends the run clearly.
 
-The real test servers (``scripts/services.sh``) are stopped for 30 seconds while a ``follow`` run has new
-files to commit: the micro-batch retries its store calls (``tiltframe.store.retries``) until the server is
-back, and the stored totals equal a DuckDB rollup of the raw events (nothing lost, nothing doubled).
+A real server of the test's own (``tests/private_servers.py``; the shared test servers stay up for the
+other tests) is stopped for 30 seconds while a ``follow`` run has new files to commit: the micro-batch
+retries its store calls (``tiltframe.store.retries``) until the server is back, and the stored totals equal
+a DuckDB rollup of the raw events (nothing lost, nothing doubled).
 """
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,18 +20,17 @@ import sqlalchemy as sa
 
 import tiltframe as tf
 from tests.oracle import APP, rollup
-from tests.servers import app_with_store, fresh_database
+from tests.private_servers import PrivateServer, private_server
+from tests.servers import app_with_store
 from tiltframe.engine.reports import BatchReport
 from tiltframe.errors import TiltframeError
 from tiltframe.spec.model import StoreSpec
 from tiltframe.store.retries import RETRY_SECONDS_ENV
 from tiltframe.store.urls import store_target
 
-pytestmark = [pytest.mark.slow, pytest.mark.serial]  # stops the servers the other tests use
+pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 DOWN_S = 30
-SERVICE = {"postgresql": "postgresql", "mysql": "mariadb"}
 
 
 def _events(n: int, seed: int) -> pd.DataFrame:
@@ -65,15 +64,15 @@ def _answers(url: str) -> bool:
 
 
 @contextmanager
-def server_down(kind: str, url: str) -> Iterator[None]:
-    """The test server ``kind`` stopped for the block, started again (and answering) after it."""
-    subprocess.run(["bash", "scripts/services.sh", "stop", SERVICE[kind]], cwd=ROOT, check=True, timeout=120)
+def server_down(server: PrivateServer) -> Iterator[None]:
+    """``server`` stopped for the block, started again (and answering) after it."""
+    server.stop()
     try:
-        _wait(lambda: not _answers(url), 30, f"{kind} to stop")
+        _wait(lambda: not _answers(server.url), 30, f"{server.kind} to stop")
         yield
     finally:
-        subprocess.run(["bash", "scripts/services.sh", "start", SERVICE[kind]], cwd=ROOT, check=False, timeout=120)
-        _wait(lambda: _answers(url), 120, f"{kind} to start again")
+        server.start()
+        _wait(lambda: _answers(server.url), 120, f"{server.kind} to start again")
 
 
 @pytest.mark.parametrize("kind", ["postgresql", "mysql"])
@@ -84,15 +83,15 @@ def test_a_following_run_outlives_a_database_restart(
     inbox = tmp_path / "in"
     inbox.mkdir()
     first.to_csv(inbox / "a.csv", index=False)
-    with fresh_database(kind) as url:
-        app = tf.load_app(app_with_store(APP, url)[0])
+    with private_server(kind) as server:
+        app = tf.load_app(app_with_store(APP, server.url)[0])
         reports: list[BatchReport] = []
         handle = tf.start(app, {"TradeStream": inbox}, data_dir=tmp_path / "data", spark=spark, follow=True,
                           on_batch=reports.append)
         try:
             committed = lambda: sum(r.stats.events_read for r in reports if not r.skipped)  # noqa: E731
             _wait(lambda: committed() == len(first), 120, "the first file")
-            with server_down(kind, url):
+            with server_down(server):
                 second.to_csv(inbox / ".b.csv", index=False)
                 (inbox / ".b.csv").rename(inbox / "b.csv")
                 time.sleep(DOWN_S)
