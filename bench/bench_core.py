@@ -133,7 +133,7 @@ def pipeline(spark, parquet_dir: Path, data_dir: Path, files_per_batch: int | No
              on_batch=None) -> dict:
     import tiltframe as tf
     from tiltframe.engine.sources import FileInput
-    from tiltframe.spec.durations import Granularity, Unit
+    from tiltframe.model.durations import Granularity, Unit
     from tiltframe.store import store_location
     from tiltframe.store.layout import AggregationLayout
     from tiltframe.store.registry import StoreRegistry

@@ -247,7 +247,7 @@ def duckdb_levels(parquet: Path) -> dict[str, Any]:
 def _server_engine(url: str) -> Any:
     import sqlalchemy as sa
 
-    from tiltframe.spec.model import StoreSpec
+    from tiltframe.model.aggregations import StoreSpec
     from tiltframe.store.urls import store_target
 
     return sa.create_engine(store_target(StoreSpec("rdbms", url)))

@@ -231,7 +231,7 @@ def run_setup(spark: SparkSession, metrics: StageMetrics | None, apps: list[str]
     ``data_dir``; the levels are then read back with the aggregations of all of them."""
     import tiltframe as tf
     from tiltframe.engine.sources import FileInput
-    from tiltframe.spec.durations import Granularity
+    from tiltframe.model.durations import Granularity
     from tiltframe.store import store_location
     from tiltframe.store.layout import AggregationLayout
 

@@ -13,7 +13,7 @@ import pandas as pd
 import tiltframe as tf
 from tiltframe.engine.pipeline import AggregationPipeline
 from tiltframe.engine.reports import PipelineTotals
-from tiltframe.spec.model import AppSpec
+from tiltframe.model.app import AppSpec
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.registry import StoreRegistry
 

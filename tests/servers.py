@@ -15,7 +15,7 @@ from contextlib import contextmanager
 import pytest
 import sqlalchemy as sa
 
-from tiltframe.spec.model import StoreSpec
+from tiltframe.model.aggregations import StoreSpec
 from tiltframe.store.urls import store_target
 
 SERVERS = {"postgresql": "TILTFRAME_TEST_POSTGRES_URL", "mysql": "TILTFRAME_TEST_MYSQL_URL"}

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tiltframe.errors import QueryError, UsageError
-from tiltframe.spec.model import AppSpec, RetrievalQuery
+from tiltframe.model.app import AppSpec
+from tiltframe.model.queries import RetrievalQuery
 from tiltframe.store.base import AggregationInfo
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.raw_rows import unfolded_raw_rows
@@ -217,7 +218,7 @@ def select(app: AppSpec, text: str, *, data_dir: str | Path | None = None) -> pd
 
 def _as_query(app: AppSpec, query: str | RetrievalQuery) -> RetrievalQuery:
     """The query validated against ``app``, each attribute resolved to its side (request or aggregation)."""
-    from tiltframe.spec.validate import validate_query
+    from tiltframe.lang.checks.app import validate_query
 
     return _parsed(app, query) if isinstance(query, str) else validate_query(app, query)
 

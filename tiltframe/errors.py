@@ -13,7 +13,7 @@ from typing import Protocol, Self
 
 
 class _Located(Protocol):
-    """A source position (``tiltframe.spec.expressions.Pos``): 1-based line and column."""
+    """A source position (``tiltframe.model.expressions.Pos``): 1-based line and column."""
 
     @property
     def line(self) -> int: ...

@@ -20,8 +20,8 @@ import pytest
 import tiltframe as tf
 from tests.servers import app_with_store, fresh_database
 from tiltframe.engine.reports import PipelineTotals
-from tiltframe.spec.durations import Granularity, Unit
-from tiltframe.spec.model import AppSpec
+from tiltframe.model.app import AppSpec
+from tiltframe.model.durations import Granularity, Unit
 from tiltframe.store.base import AggregationInfo
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.registry import StoreRegistry

@@ -19,7 +19,7 @@ from tests.bad_input.harness import Outcome, run
 from tests.servers import app_with_store
 from tiltframe.cli.app import app as cli
 from tiltframe.errors import StoreError
-from tiltframe.spec.model import StoreSpec
+from tiltframe.model.aggregations import StoreSpec
 from tiltframe.store import DB_FILE_NAME
 from tiltframe.store.recorded import MAX_RECORDED_BYTES
 from tiltframe.store.urls import store_target

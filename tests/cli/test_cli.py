@@ -211,7 +211,7 @@ def test_query_does_not_start_spark(app_file: Path, tmp_path: Path) -> None:
 
 def test_demo_generator_shape(tmp_path: Path) -> None:
     """The demo data: numbered JSON Lines files, malformed events mixed in, some late, across a year end."""
-    from tiltframe.demo import generate
+    from tiltframe.cli.demo import generate
 
     data = generate(tmp_path, events=5_000, days=60, files=4, malformed=10)
     files = sorted(tmp_path.glob("trades-*.jsonl"))

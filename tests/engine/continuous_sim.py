@@ -29,12 +29,12 @@ from tiltframe.engine.continuous.columns import (
 )
 from tiltframe.engine.continuous.processor import pack, unpack
 from tiltframe.engine.continuous.query import emitted_rows, row_order, stamp_emit_version
-from tiltframe.engine.continuous.states import TS, arg_column, layout_for
 from tiltframe.engine.continuous.step import Step
 from tiltframe.lang import parse_app
+from tiltframe.model.app import AppSpec
+from tiltframe.model.continuous import ContinuousQuery, EmitPolicy
 from tiltframe.retrieval.evaluate import evaluate
-from tiltframe.spec.continuous import ContinuousQuery, EmitPolicy
-from tiltframe.spec.model import AppSpec
+from tiltframe.retrieval.pandas_states import TS, arg_column, layout_for
 from tiltframe.store.layout import expression_type
 
 
@@ -152,7 +152,7 @@ class Sim:
 
 def _dtypes(app: AppSpec, query: ContinuousQuery) -> dict[str, str]:
     from tiltframe.engine.continuous.query import _PANDAS_DTYPES
-    from tiltframe.engine.continuous.states import output_types
+    from tiltframe.retrieval.pandas_states import output_types
 
     return {n: _PANDAS_DTYPES[t] for n, t in output_types(app, query).items()}
 

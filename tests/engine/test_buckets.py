@@ -17,8 +17,8 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from tiltframe.engine.buckets import bucket_start
-from tiltframe.spec import builder as b
-from tiltframe.spec.durations import Granularity, Unit
+from tiltframe.lang import builder as b
+from tiltframe.model.durations import Granularity, Unit
 
 ZONES = ["UTC", "Asia/Kolkata", "Europe/London", "America/New_York", "Australia/Lord_Howe", "+05:30", "-03:00"]
 

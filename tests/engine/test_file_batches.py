@@ -11,8 +11,8 @@ import tiltframe as tf
 from tests.engine.test_streaming import APP, write_jsonl
 from tiltframe.engine.file_batches import FileBatches, _hadoop_path, batch_files
 from tiltframe.engine.sources import FileInput, list_stream
-from tiltframe.spec.durations import Granularity, Unit
-from tiltframe.spec.model import AppSpec
+from tiltframe.model.app import AppSpec
+from tiltframe.model.durations import Granularity, Unit
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.registry import StoreRegistry
 from tiltframe.timeutil.parse import parse_timestamp

@@ -13,8 +13,8 @@ import pytest
 
 import tiltframe as tf
 from tiltframe.engine.sources import FileInput
-from tiltframe.spec.durations import Granularity, Unit
-from tiltframe.spec.model import AppSpec
+from tiltframe.model.app import AppSpec
+from tiltframe.model.durations import Granularity, Unit
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.registry import StoreRegistry
 from tiltframe.timeutil.parse import parse_timestamp

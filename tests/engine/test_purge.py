@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from tests.oracle import APP, check_against_oracle, open_pipeline
-from tiltframe.spec.durations import Granularity, Unit
+from tiltframe.model.durations import Granularity, Unit
 from tiltframe.store.purge import Purger
 
 START = pd.Timestamp("2024-02-28 00:00:00", tz="UTC").value // 1_000_000

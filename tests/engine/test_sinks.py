@@ -27,7 +27,7 @@ from tiltframe.engine.sinks import (
     sink_for,
 )
 from tiltframe.errors import StoreError, UsageError
-from tiltframe.spec.model import StoreSpec
+from tiltframe.model.aggregations import StoreSpec
 from tiltframe.store.urls import store_target
 
 STREAM = "CpuAlerts"

@@ -22,7 +22,7 @@ from tests.servers import app_with_store, fresh_database
 from tiltframe.engine.pipeline import AggregationPipeline
 from tiltframe.engine.staged_writes import FAIL_FIRST_ATTEMPT_ENV, STAGED_WRITES_ENV
 from tiltframe.errors import StoreError
-from tiltframe.spec.model import StoreSpec
+from tiltframe.model.aggregations import StoreSpec
 from tiltframe.store.base import BatchWrite
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.registry import StoreRegistry

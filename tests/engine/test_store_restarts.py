@@ -24,7 +24,7 @@ from tests.private_servers import PrivateServer, private_server
 from tests.servers import app_with_store
 from tiltframe.engine.reports import BatchReport
 from tiltframe.errors import TiltframeError
-from tiltframe.spec.model import StoreSpec
+from tiltframe.model.aggregations import StoreSpec
 from tiltframe.store.retries import RETRY_SECONDS_ENV
 from tiltframe.store.urls import store_target
 

@@ -14,7 +14,7 @@ import pytest
 
 import tiltframe as tf
 from tiltframe.engine.sinks import JsonLinesSink
-from tiltframe.spec.durations import Granularity, Unit
+from tiltframe.model.durations import Granularity, Unit
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.registry import StoreRegistry
 from tiltframe.timeutil.parse import FORMATS, parse_timestamp

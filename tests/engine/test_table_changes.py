@@ -19,7 +19,7 @@ import sqlalchemy as sa
 import tiltframe as tf
 from tests.servers import fresh_database
 from tiltframe.errors import DefinitionError, StoreError
-from tiltframe.spec.model import StoreSpec
+from tiltframe.model.aggregations import StoreSpec
 from tiltframe.store.urls import store_target
 
 T0 = 1_704_067_200_000  # 2024-01-01 00:00:00 GMT

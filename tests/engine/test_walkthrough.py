@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import tiltframe as tf
-from tiltframe.spec.durations import Granularity, Unit
+from tiltframe.model.durations import Granularity, Unit
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.registry import StoreRegistry
 

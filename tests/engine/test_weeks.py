@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 import tiltframe as tf
 from tiltframe.engine.buckets import bucket_start
 from tiltframe.errors import DefinitionError
-from tiltframe.spec.durations import Granularity, Unit, unit_range
+from tiltframe.model.durations import Granularity, Unit, unit_range
 
 WEEK = Granularity(Unit.WEEKS)
 #: Zones whose offset never changes at local midnight, so "local midnight of Monday" is one instant.

@@ -8,8 +8,8 @@ import sqlalchemy as sa
 
 import tiltframe as tf
 from tiltframe.errors import DefinitionError
+from tiltframe.lang import builder as b
 from tiltframe.lang import parse_app
-from tiltframe.spec import builder as b
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.sql import SqlStore
 
@@ -82,7 +82,7 @@ def test_one_quantile_is_one_output_column() -> None:
     import datasketches as ds
     import pandas as pd
 
-    from tiltframe.retrieval.merge import PandasOps
+    from tiltframe.store.pandas_merges import PandasOps
 
     sketch = ds.kll_doubles_sketch(200)
     for x in (1.0, 2.0, 3.0):

@@ -12,9 +12,9 @@ import pytest
 
 from tests.functions.test_statistics_oracle import ANCHORS, rollup, trades
 from tests.oracle import run_batches
-from tiltframe.retrieval.merge import finalize, merge_rows
-from tiltframe.spec.durations import Granularity, Unit
+from tiltframe.model.durations import Granularity, Unit
 from tiltframe.store.layout import AggregationLayout
+from tiltframe.store.pandas_merges import finalize, merge_rows
 from tiltframe.store.registry import StoreRegistry
 
 APP = """

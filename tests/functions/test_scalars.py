@@ -12,9 +12,9 @@ import pytest
 
 from tiltframe.engine.expressions import to_column
 from tiltframe.functions import scalars
+from tiltframe.model.expressions import Attr, Call, Literal
+from tiltframe.model.streams import Attribute, AttrType, StreamDef
 from tiltframe.retrieval.evaluate import evaluate
-from tiltframe.spec.expressions import Attr, Call, Literal
-from tiltframe.spec.model import Attribute, AttrType, StreamDef
 
 STREAM = StreamDef(
     "rows",

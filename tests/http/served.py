@@ -18,7 +18,7 @@ from tests.cli.test_cli import APP  # the README's trades aggregation, with a co
 from tests.servers import app_with_store
 from tiltframe.http.app import create_app
 from tiltframe.http.server import BackgroundServer
-from tiltframe.spec.model import AppSpec
+from tiltframe.model.app import AppSpec
 
 SYMBOLS = ("IBM", "WSO2", "ORCL")
 T0 = 1_704_067_200_000  # 2024-01-01 00:00:00 GMT

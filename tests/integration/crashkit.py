@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import sqlalchemy as sa
 
-from tiltframe.spec.model import StoreSpec
+from tiltframe.model.aggregations import StoreSpec
 from tiltframe.store.urls import store_target
 
 AGGREGATION = "TradeAggregation"

@@ -25,7 +25,7 @@ from tests.integration.cluster import (
 )
 from tests.oracle import APP, rollup
 from tests.servers import app_with_store, fresh_database
-from tiltframe.spec.model import StoreSpec
+from tiltframe.model.aggregations import StoreSpec
 from tiltframe.store.urls import store_target
 
 __all__ = ["cluster"]  # the module-scoped fixture: pytest finds it here by name

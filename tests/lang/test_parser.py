@@ -8,21 +8,11 @@ import pytest
 
 from tiltframe.lang import parse_app, parse_query
 from tiltframe.lang import parser as parser_module
-from tiltframe.spec.durations import Granularity, Unit
-from tiltframe.spec.expressions import Attr, Binary, Call, Literal, Pos, Unary
-from tiltframe.spec.model import (
-    AggregateItem,
-    AggregationSpec,
-    Annotation,
-    AttrType,
-    ExpressionItem,
-    KeyItem,
-    OrderItem,
-    OutputItem,
-    PurgeSpec,
-    RetrievalQuery,
-    StoreSpec,
-)
+from tiltframe.model.aggregations import AggregateItem, AggregationSpec, ExpressionItem, KeyItem, PurgeSpec, StoreSpec
+from tiltframe.model.durations import Granularity, Unit
+from tiltframe.model.expressions import Attr, Binary, Call, Literal, Pos, Unary
+from tiltframe.model.queries import OrderItem, OutputItem, RetrievalQuery
+from tiltframe.model.streams import Annotation, AttrType
 
 HERE = Path(__file__).parent
 VALID = sorted((HERE / "valid").glob("*.siddhi"))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tiltframe.lang.parser import build_lark, parser_cache
+from tiltframe.lang.syntax import build_lark, parser_cache
 
 TEXT = "define stream S (symbol string, price double);"
 

@@ -8,8 +8,8 @@ import pytest
 
 from tiltframe.errors import DefinitionError, NotSupportedYet
 from tiltframe.lang import parse_app, parse_query
-from tiltframe.spec.expressions import Attr, Binary, Call, Literal
-from tiltframe.spec.model import OrderItem, OutputItem
+from tiltframe.model.expressions import Attr, Binary, Call, Literal
+from tiltframe.model.queries import OrderItem, OutputItem
 
 DEFINITIONS = (
     "define stream StockStream (symbol string, price double, volume long, ts long);\n"

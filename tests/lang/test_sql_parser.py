@@ -23,7 +23,8 @@ from tests.seed003 import (
 from tiltframe.errors import DefinitionError
 from tiltframe.lang import parse_app, parse_continuous
 from tiltframe.lang.parser import parse_sql
-from tiltframe.spec.continuous import (
+from tiltframe.model.aggregations import AggregateItem
+from tiltframe.model.continuous import (
     ContinuousQuery,
     Emit,
     EmitPolicy,
@@ -33,8 +34,8 @@ from tiltframe.spec.continuous import (
     Window,
     WindowKind,
 )
-from tiltframe.spec.expressions import Attr, Binary, Call, ListLiteral, Literal, Unary
-from tiltframe.spec.model import AggregateItem, Annotation
+from tiltframe.model.expressions import Attr, Binary, Call, ListLiteral, Literal, Unary
+from tiltframe.model.streams import Annotation
 
 STREAMS = (
     "@eventTime('ts')\n"

@@ -8,9 +8,10 @@ import pytest
 from tests.errors import refused_at
 from tiltframe.errors import DefinitionError
 from tiltframe.lang.parser import parse_app
-from tiltframe.spec.durations import Granularity, Unit
-from tiltframe.spec.model import Attribute, AttrType, StoreSpec
-from tiltframe.spec.tables import DEFAULT_WORKERS, Measure, Preaggregation, TableSpec
+from tiltframe.model.aggregations import StoreSpec
+from tiltframe.model.durations import Granularity, Unit
+from tiltframe.model.streams import Attribute, AttrType
+from tiltframe.model.tables import DEFAULT_WORKERS, Measure, Preaggregation, TableSpec
 
 #: The seed's ad network: impressions per site, pre-aggregated per minute.
 AD_NETWORK = """@preaggregate(workers='4')

@@ -16,7 +16,7 @@ import pytest
 import tiltframe as tf
 from tests.oracle import APP, rollup, run_batches
 from tiltframe.errors import DefinitionError
-from tiltframe.spec.model import AppSpec
+from tiltframe.model.app import AppSpec
 
 T0 = 1_717_200_000_000  # 2024-06-01 00:00:00 GMT
 HOUR = 3_600_000

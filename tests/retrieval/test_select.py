@@ -14,8 +14,8 @@ import pytest
 
 import tiltframe as tf
 from tiltframe.lang.parser import parse_table_query
+from tiltframe.model.app import AppSpec
 from tiltframe.retrieval.select import _time_range, select
-from tiltframe.spec.model import AppSpec
 from tiltframe.store.base import Store
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.registry import StoreRegistry

@@ -31,10 +31,12 @@ import tiltframe as tf
 from tests.servers import fresh_database
 from tiltframe.errors import DataError
 from tiltframe.lang.parser import parse_table_query
+from tiltframe.model.aggregations import StoreSpec
+from tiltframe.model.app import AppSpec
+from tiltframe.model.expressions import Attr, Binary, Literal
+from tiltframe.model.streams import AttrType
 from tiltframe.retrieval.select import select
 from tiltframe.retrieval.select_pushdown import key_terms
-from tiltframe.spec.expressions import Attr, Binary, Literal
-from tiltframe.spec.model import AppSpec, AttrType, StoreSpec
 from tiltframe.store.base import BatchStats, BatchWrite, KeyTerm
 from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.store.sql import SqlStore

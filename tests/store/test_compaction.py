@@ -10,11 +10,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tiltframe.retrieval.merge import finalize, merge_rows
-from tiltframe.spec.durations import Granularity, Unit
+from tiltframe.model.durations import Granularity, Unit
 from tiltframe.store.compaction import closed_before
 from tiltframe.store.layout import SHARD_ID, AggregationLayout
-from tiltframe.store.sql import COMPACTED, SqlStore
+from tiltframe.store.pandas_merges import finalize, merge_rows
+from tiltframe.store.sql import SqlStore
+from tiltframe.store.upserts import COMPACTED
 
 from .conftest import BACKENDS, SEC, fresh_store, make_layout
 from .test_shards import shard_batch, stored_rows

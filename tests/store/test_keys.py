@@ -13,8 +13,10 @@ import pyarrow as pa
 import pytest
 import sqlalchemy as sa
 
-from tiltframe.spec.expressions import Attr
-from tiltframe.spec.model import AggregateItem, AggregationSpec, AppSpec, Attribute, AttrType, KeyItem, StreamDef
+from tiltframe.model.aggregations import AggregateItem, AggregationSpec, KeyItem
+from tiltframe.model.app import AppSpec
+from tiltframe.model.expressions import Attr
+from tiltframe.model.streams import Attribute, AttrType, StreamDef
 from tiltframe.store.base import REJECTED_COLUMNS, REJECTED_TIMES, BatchStats, BatchWrite
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.mysql import KEY_HASH, key_hash_sql

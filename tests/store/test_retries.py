@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from tests.servers import server_jdbc_url
 from tiltframe.errors import StoreError
-from tiltframe.spec.model import StoreSpec
+from tiltframe.model.aggregations import StoreSpec
 from tiltframe.store.retries import RETRY_SECONDS_ENV, is_transient, retried
 from tiltframe.store.urls import store_target
 

@@ -11,11 +11,12 @@ import pytest
 import sqlalchemy as sa
 
 from tiltframe.errors import StoreError
-from tiltframe.retrieval.merge import finalize, merge_rows
 from tiltframe.store.base import BatchStats, BatchWrite, PipelineState
 from tiltframe.store.layout import SHARD_ID, AggregationLayout
 from tiltframe.store.mysql import KEY_HASH
-from tiltframe.store.sql import SqlStore, view_name
+from tiltframe.store.pandas_merges import finalize, merge_rows
+from tiltframe.store.sql import SqlStore
+from tiltframe.store.views import view_name
 
 from .conftest import BACKENDS, MIN, SEC, fresh_store, make_layout, rows_table
 from .test_sql_store import T0, row

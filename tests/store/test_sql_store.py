@@ -19,10 +19,10 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-import tiltframe.store.sql as sqlmod
+import tiltframe.store.upserts as upserts
 from tiltframe.errors import DefinitionError, NotSupportedYet, StoreError
-from tiltframe.spec.durations import Granularity, Unit
-from tiltframe.spec.model import StoreSpec
+from tiltframe.model.aggregations import StoreSpec
+from tiltframe.model.durations import Granularity, Unit
 from tiltframe.store import DB_FILE_NAME, commits, connect_store
 from tiltframe.store.base import REJECTED_COLUMNS, REJECTED_TIMES, BatchStats, BatchWrite, PipelineState
 from tiltframe.store.layout import AggregationLayout
@@ -132,8 +132,8 @@ def test_nulls_never_win_min_max_or_sum(store: SqlStore, layout) -> None:
 
 
 def test_random_batches_match_pandas(store: SqlStore, layout, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sqlmod, "ROWS_PER_STATEMENT", 7)  # exercise multi-row statements and remainders
-    monkeypatch.setattr(sqlmod, "CHUNK_ROWS", 50)
+    monkeypatch.setattr(upserts, "ROWS_PER_STATEMENT", 7)  # exercise multi-row statements and remainders
+    monkeypatch.setattr(upserts, "CHUNK_ROWS", 50)
     rng = np.random.default_rng(7)
     everything = []
     for b in range(4):

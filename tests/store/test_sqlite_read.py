@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from tiltframe.errors import StoreError
-from tiltframe.store.sql import sqlite_engine
+from tiltframe.store.sql_connections import sqlite_engine
 from tiltframe.store.sqlite_read import ImmutableReader, check_unchanged, open_reader
 
 

@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 import tiltframe as tf
 from tests.servers import app_with_store, fresh_database
 from tiltframe.cli.app import app as cli
-from tiltframe.spec.durations import Granularity, Unit
+from tiltframe.model.durations import Granularity, Unit
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.registry import StoreRegistry
 from tiltframe.store.views import view_name

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from tiltframe import api
 from tiltframe.cli import logs
-from tiltframe.cli.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, TiltframeGroup, handle_errors
+from tiltframe.cli.errors import TiltframeGroup, handle_errors
 from tiltframe.cli.inspection import info_document, print_info
 from tiltframe.cli.options import (
     AppArg,
@@ -26,9 +26,7 @@ from tiltframe.cli.options import (
     ShardOpt,
     check_config_file,
     check_format,
-    checkpoint_location,
     resolve_data_dir,
-    store_location,
 )
 from tiltframe.cli.output import result_table, stderr_console, stdout_console
 from tiltframe.cli.running import run
@@ -36,10 +34,6 @@ from tiltframe.cli.serving import serve
 from tiltframe.errors import UsageError, unknown
 from tiltframe.retrieval.formats import csv_text, records, to_json
 from tiltframe.timeutil.parse import format_ts
-
-#: What other modules (the demo) and older callers import from here.
-__all__ = ["EXIT_OK", "EXIT_RUNTIME", "EXIT_USAGE", "app", "checkpoint_location", "handle_errors", "main",
-           "records", "result_table", "stderr_console", "stdout_console", "store_location"]
 
 app = typer.Typer(
     name="tiltframe",
@@ -300,7 +294,7 @@ def validate(app_file: AppArg) -> None:
     """Parse and check an app (and that this release can run it); list its streams, aggregations, queries."""
     with handle_errors(str(app_file)):
         spec = api.load_app(app_file)
-        from tiltframe.spec.validate import check_runnable
+        from tiltframe.lang.checks.app import check_runnable
         from tiltframe.store.layout import AggregationLayout
 
         check_runnable(spec)
@@ -364,7 +358,7 @@ def demo(
     master: Annotated[str | None, typer.Option("--master", help="Spark master URL.")] = None,
 ) -> None:
     """Generate ~3 months of trades, aggregate them every sec ... year, and query the rollups."""
-    from tiltframe.demo import run_demo
+    from tiltframe.cli.demo import run_demo
 
     with handle_errors("demo"):
         directory = resolve_data_dir(data_dir)

@@ -12,16 +12,17 @@ from rich.table import Table
 
 from tiltframe.cli.options import store_location
 from tiltframe.cli.output import cell, ts_or_none
+from tiltframe.model.lateness import Lateness
+from tiltframe.model.retention import Retention
 from tiltframe.retrieval.formats import records
-from tiltframe.spec.lateness import Lateness
-from tiltframe.spec.retention import Retention
 from tiltframe.timeutil.parse import format_ts
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from tiltframe.engine.file_manifest import ChangedFile
-    from tiltframe.spec.model import AggregationSpec, AppSpec
+    from tiltframe.model.aggregations import AggregationSpec
+    from tiltframe.model.app import AppSpec
     from tiltframe.store.base import AggregationInfo
 
 

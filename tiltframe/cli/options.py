@@ -13,7 +13,8 @@ from tiltframe import api
 from tiltframe.errors import UsageError, unknown
 
 if TYPE_CHECKING:
-    from tiltframe.spec.model import AggregationSpec, AppSpec
+    from tiltframe.model.aggregations import AggregationSpec
+    from tiltframe.model.app import AppSpec
 
 FORMATS = ("csv", "json", "parquet")
 

@@ -35,7 +35,7 @@ from tiltframe.timeutil.parse import format_ts
 
 if TYPE_CHECKING:
     from tiltframe.engine.runner import Run, RunResult
-    from tiltframe.spec.model import AppSpec
+    from tiltframe.model.app import AppSpec
 
 
 def wait_interruptibly(handle: Run, progress: RunProgress | None = None) -> tuple[RunResult, bool]:
@@ -226,7 +226,7 @@ def run(
     out = stdout_console()
     with handle_errors():
         spec = api.load_app(app_file)
-        from tiltframe.spec.validate import check_runnable
+        from tiltframe.lang.checks.app import check_runnable
 
         check_runnable(spec)
         inputs = pairs(input_, "--input")

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from tiltframe.http.server import BackgroundServer
     from tiltframe.http.status import PipelineStatus
-    from tiltframe.spec.model import AppSpec
+    from tiltframe.model.app import AppSpec
 
 HostOpt = Annotated[
     str, typer.Option("--host", help="The address to listen on; another than loopback wants a --token.")

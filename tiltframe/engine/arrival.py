@@ -14,7 +14,7 @@ event itself and all earlier batches included.  No event leaves the executors to
 2. inside a part, a window partitioned by part and ordered by row gives the running greatest time;
 3. ``latest = greatest(earlier batches, earlier parts, running greatest in the part)``.
 
-**Policies** (``tiltframe.spec.lateness``) then mark each event: aggregated into its own bucket, moved
+**Policies** (``tiltframe.model.lateness``) then mark each event: aggregated into its own bucket, moved
 into another bucket (Siddhi's buffer, its original time kept in ``ORIGINAL_TS``), or rejected with a
 kind and a reason.  A new pipeline over a store that already holds data first ignores events up to the
 latest stored finest bucket, until a newer one arrives (seed 000's recovery rule): a replayed source
@@ -28,8 +28,8 @@ from pyspark.sql import functions as F
 
 from tiltframe.engine.buckets import bucket_start
 from tiltframe.engine.events import ARRIVAL_PART, EVENT_TS, REASON
-from tiltframe.spec.lateness import LateMode, Lateness
-from tiltframe.spec.model import AttrType
+from tiltframe.model.lateness import LateMode, Lateness
+from tiltframe.model.streams import AttrType
 from tiltframe.store.base import PipelineState, RecordKind
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.timeutil.parse import format_ts

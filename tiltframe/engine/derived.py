@@ -15,8 +15,8 @@ from pyspark.sql import functions as F
 
 from tiltframe.engine.events import ARRIVAL_PART, FIELD, PRIOR_PROBLEM, PRIOR_RAW, RAW, REASON, VALUE, type_events
 from tiltframe.engine.expressions import to_column
-from tiltframe.spec.expressions import Attr
-from tiltframe.spec.model import AppSpec
+from tiltframe.model.app import AppSpec
+from tiltframe.model.expressions import Attr
 
 __all__ = ["derive"]
 

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from tiltframe.engine.event_time import event_time_ms, instant_text, integral_long
-from tiltframe.spec.model import Attribute, AttrType, StreamDef
+from tiltframe.model.streams import Attribute, AttrType, StreamDef
 from tiltframe.timeutil.parse import FORMATS
 
 REASON = "_reject_reason"

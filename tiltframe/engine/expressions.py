@@ -10,8 +10,8 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from tiltframe.functions import scalars
-from tiltframe.spec.expressions import Attr, Binary, Call, Expr, Literal, Unary
-from tiltframe.spec.model import AttrType, StreamDef
+from tiltframe.model.expressions import Attr, Binary, Call, Expr, Literal, Unary
+from tiltframe.model.streams import AttrType, StreamDef
 from tiltframe.store.layout import expression_type
 
 

@@ -22,7 +22,7 @@ from tiltframe.engine.file_manifest import FileManifest
 from tiltframe.engine.file_reads import FileProblem, read_files, root_cause
 from tiltframe.engine.hadoop_paths import Location
 from tiltframe.errors import DataError, TiltframeError
-from tiltframe.spec.model import StreamDef
+from tiltframe.model.streams import StreamDef
 
 logger = logging.getLogger(__name__)
 

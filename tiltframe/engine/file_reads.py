@@ -28,7 +28,7 @@ from pyspark.sql import types as T
 from tiltframe.engine.events import ARRIVAL_PART, CORRUPT
 from tiltframe.engine.filesystems import local_path
 from tiltframe.engine.hadoop_paths import hadoop_head
-from tiltframe.spec.model import StreamDef
+from tiltframe.model.streams import StreamDef
 
 logger = logging.getLogger(__name__)
 

@@ -25,8 +25,9 @@ from tiltframe.engine.pipeline import AggregationPipeline, file_records, invalid
 from tiltframe.engine.reports import BatchReport, PipelineTotals
 from tiltframe.engine.sources import FORMATS, FileInput, checked, visible_files
 from tiltframe.errors import UsageError
-from tiltframe.spec.model import AppSpec, StreamDef
-from tiltframe.spec.tables import TableSpec
+from tiltframe.model.app import AppSpec
+from tiltframe.model.streams import StreamDef
+from tiltframe.model.tables import TableSpec
 from tiltframe.store.base import BatchStats, Store
 from tiltframe.store.frames import ARROW_TYPES
 from tiltframe.store.layout import AggregationLayout

@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from tiltframe.engine.buckets import bucket_start
 from tiltframe.engine.events import EVENT_TS, REASON
 from tiltframe.engine.expressions import to_column
-from tiltframe.functions.registry import Build
+from tiltframe.functions.states import Build
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.timeutil.parse import format_ts
 

@@ -21,9 +21,10 @@ from tiltframe.engine.events import EVENT_TS, REASON, SPARK_TYPES
 from tiltframe.engine.expressions import to_column
 from tiltframe.engine.overflow import ansi_enabled, checked_sum
 from tiltframe.functions import ddsketch
-from tiltframe.functions.registry import EVENT_ORDER, AggregateFunction, Build, Merge
-from tiltframe.spec.durations import Granularity, nests_in, rollup_source
-from tiltframe.spec.model import AttrType
+from tiltframe.functions.registry import EVENT_ORDER, AggregateFunction
+from tiltframe.functions.states import Build, Merge
+from tiltframe.model.durations import Granularity, nests_in, rollup_source
+from tiltframe.model.streams import AttrType
 from tiltframe.store.layout import (
     AGG_ARRIVAL_BATCH,
     AGG_ARRIVAL_SEQ,

@@ -33,7 +33,7 @@ from tiltframe.engine.reports import BatchReport, PipelineTotals, log_batch
 from tiltframe.engine.staged_writes import enabled as staging_enabled
 from tiltframe.engine.staged_writes import stage
 from tiltframe.errors import DataError, StoreError
-from tiltframe.spec.durations import Granularity
+from tiltframe.model.durations import Granularity
 from tiltframe.store.base import (
     REJECTED_COLUMNS,
     REJECTED_TIMES,

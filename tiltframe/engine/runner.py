@@ -40,10 +40,11 @@ from tiltframe.engine.sinks import ConsoleSink, Sink
 from tiltframe.engine.sources import FileInput, list_stream, read_stream
 from tiltframe.engine.stream_queries import StreamRows, StreamTotals, apply_stream_query, consumed_streams
 from tiltframe.errors import UsageError, unknown
+from tiltframe.lang.checks.app import check_runnable
+from tiltframe.model.app import AppSpec
+from tiltframe.model.expressions import attributes_of
+from tiltframe.model.queries import RetrievalQuery
 from tiltframe.retrieval.retrieve import retrieve
-from tiltframe.spec.expressions import attributes_of
-from tiltframe.spec.model import AppSpec, RetrievalQuery
-from tiltframe.spec.validate import check_runnable
 from tiltframe.store.compaction import Compactor
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.purge import Purger
@@ -336,7 +337,7 @@ class _RetrievalBatch:
         self.run, self.query, self.layout, self.store, self.out = run, query, layout, store, out
         stream = run.app.stream(query.request_stream or "")
         self.stream = stream
-        # The query is resolved (spec.validate_retrieval): a request attribute carries the request's reference.
+        # The query is resolved (lang.checks.retrieval): a request attribute carries the request's reference.
         clauses = (
             *query.within, query.per, *([query.on] if query.on else []), *(i.expr for i in query.select or ()),
             *query.group_by, *([query.having] if query.having else []), *(o.expr for o in query.order_by),

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from tiltframe.engine.markers import write_marker
 from tiltframe.errors import UsageError
-from tiltframe.spec.model import AggregationSpec
+from tiltframe.model.aggregations import AggregationSpec
 
 SHARD_ENV = "TILTFRAME_SHARD_ID"
 CONFIG_ENV = "TILTFRAME_CONFIG"

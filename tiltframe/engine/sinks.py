@@ -254,7 +254,7 @@ class StoreTableSink:
     """
 
     def __init__(self, url: str | Path, table: str) -> None:
-        from tiltframe.spec.model import StoreSpec
+        from tiltframe.model.aggregations import StoreSpec
         from tiltframe.store.urls import store_target
 
         if not table or "." in table:
@@ -401,7 +401,7 @@ class StoreTableSink:
 def _engine(target: Path | sa.URL) -> Engine:
     """The store's engine conventions: ``sqlite_engine`` for a file (WAL, busy timeout), and for a server a
     pooled engine that checks connections first and writes in READ COMMITTED."""
-    from tiltframe.store.sql import sqlite_engine
+    from tiltframe.store.sql_connections import sqlite_engine
 
     if isinstance(target, Path):
         target.parent.mkdir(parents=True, exist_ok=True)

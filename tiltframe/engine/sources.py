@@ -24,7 +24,7 @@ from tiltframe.engine.events import CORRUPT, SPARK_TYPES
 from tiltframe.engine.file_reads import csv_header, parquet_schema, text_schema, with_arrival_part
 from tiltframe.engine.filesystems import Folder, open_folder
 from tiltframe.errors import UsageError
-from tiltframe.spec.model import StreamDef
+from tiltframe.model.streams import StreamDef
 
 logger = logging.getLogger(__name__)
 

@@ -21,8 +21,9 @@ from pyspark.sql import DataFrame
 from tiltframe.engine.derived import derive
 from tiltframe.engine.events import FIELD, RAW, REASON, VALUE, type_events
 from tiltframe.engine.sinks import JsonLinesSink, Sink
+from tiltframe.model.app import AppSpec
+from tiltframe.model.queries import StreamQuery
 from tiltframe.retrieval.evaluate import evaluate_column, holds
-from tiltframe.spec.model import AppSpec, StreamQuery
 
 __all__ = ["StreamRows", "StreamTotals", "apply_stream_query", "consumed_streams"]
 

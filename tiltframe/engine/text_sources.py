@@ -18,7 +18,7 @@ from pyspark.sql import types as T
 from tiltframe.engine.events import CORRUPT
 from tiltframe.engine.file_reads import text_schema
 from tiltframe.errors import UsageError, unknown
-from tiltframe.spec.model import StreamDef
+from tiltframe.model.streams import StreamDef
 
 TEXT_FORMATS = ("json", "csv")
 

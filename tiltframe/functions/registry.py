@@ -4,7 +4,7 @@ An aggregate is a partial state (one or more columns), a way to build each state
 merge rule for two partial states, and a finalize step.  Builds and merges are named *primitives*
 (``sum``, ``min``, ``max``, earliest/latest event, sketch unions, ...): the Spark engine, the store's
 upsert and the retrieval merge each translate a primitive once (``tiltframe.engine.partials``,
-``tiltframe.store.sql``, ``tiltframe.retrieval.merge``), so the math of a function is written here and
+``tiltframe.store.merges``, ``tiltframe.store.pandas_merges``), so the math of a function is written here and
 only here.
 
 Finalize and ``combine`` functions (the pairwise merge of states that merge together, such as Chan's
@@ -14,7 +14,6 @@ pandas Series, Spark Columns and SQLAlchemy expressions.
 
 from __future__ import annotations
 
-import enum
 import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -22,55 +21,9 @@ from decimal import Decimal
 from typing import Any, Protocol
 
 from tiltframe.errors import DefinitionError, unknown
-from tiltframe.spec.model import AttrType
-
-
-class Build(enum.Enum):
-    """How a state column is computed from the events of one bucket."""
-
-    SUM = "sum"
-    COUNT = "count"
-    MIN = "min"
-    MAX = "max"
-    #: Mean of the non-null values (Spark's ``avg``).
-    MEAN = "mean"
-    #: Sum of squared deviations from the mean (``var_pop * count``; Spark computes it stably).
-    M2 = "m2"
-    #: A field (``State.field``) of the earliest or latest non-null event by (event time, arrival).
-    EARLIEST = "earliest"
-    LATEST = "latest"
-    #: Apache DataSketches HLL sketch (Spark's ``hll_sketch_agg``), KLL doubles sketch
-    #: (``kll_sketch_agg_double``), and tiltframe's DDSketch (``tiltframe.functions.ddsketch``).
-    HLL = "hll"
-    KLL = "kll"
-    DDS = "dds"
-    #: The non-null values themselves, as a list (Spark's ``collect_list``).
-    COLLECT = "collect"
-
-
-class Merge(enum.Enum):
-    """How two partial values of one state column combine (associative and commutative)."""
-
-    SUM = "sum"
-    MIN = "min"
-    MAX = "max"
-    #: The states of one aggregate merge together through its ``combine`` function (Chan's formula for
-    #: moments, the earlier or later event for first/last).
-    COMBINE = "combine"
-    #: The states of one aggregate with this merge are the fields of one event (``State.field``: ts,
-    #: batch, seq, value); the merge keeps those of the earliest or the latest event by (ts, batch, seq).
-    EARLIEST = "earliest"
-    LATEST = "latest"
-    #: Sketch unions; the states are binaries merged by the sketch library outside a database.
-    HLL = "hll_union"
-    KLL = "kll_merge"
-    DDS = "dds_merge"
-    #: Lists concatenated.
-    CONCAT = "concat"
-
-    @property
-    def is_sketch(self) -> bool:
-        return self in (Merge.HLL, Merge.KLL, Merge.DDS)
+from tiltframe.functions import sketches
+from tiltframe.functions.states import Build, Merge
+from tiltframe.model.streams import AttrType
 
 
 class Ops(Protocol):
@@ -419,8 +372,6 @@ def _sketch_quantiles(suffix: str, reader: str) -> Callable[[StateValues, Ops, M
     """One output per quantile, from a single read of each row's sketch."""
 
     def finalize(s: StateValues, ops: Ops, settings: Mapping[str, Any]) -> tuple[Any, ...]:
-        from tiltframe.functions import sketches
-
         read, qs = getattr(sketches, reader), settings["quantiles"]
         estimates = ops.apply(lambda b: read(b, qs), s[suffix])
         return tuple(ops.apply(operator.itemgetter(i), estimates) for i in range(len(qs)))
@@ -441,9 +392,7 @@ def _quantile_sketch(
 
 
 def _hll_estimate(s: StateValues, ops: Ops, _: Mapping[str, Any]) -> Any:
-    from tiltframe.functions.sketches import hll_estimate
-
-    return ops.apply(hll_estimate, s["HLL"])
+    return ops.apply(sketches.hll_estimate, s["HLL"])
 
 
 register(

@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 
 from tiltframe.errors import DefinitionError, unknown
-from tiltframe.spec.expressions import Call, Expr, Literal, output_name
-from tiltframe.spec.model import AttrType
+from tiltframe.model.expressions import Call, Expr, Literal, output_name
+from tiltframe.model.streams import AttrType
 
 if TYPE_CHECKING:
     from pyspark.sql import Column

@@ -15,7 +15,7 @@ import datasketches as ds
 import numpy as np
 
 from tiltframe.functions import ddsketch
-from tiltframe.functions.registry import Merge
+from tiltframe.functions.states import Merge
 
 Binary = bytes | None
 

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from tiltframe.http.status import PipelineStatus
-    from tiltframe.spec.model import AppSpec
+    from tiltframe.model.app import AppSpec
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from tiltframe.store.layout import AggregationLayout
 from tiltframe.timeutil.parse import iso_ts
 
 if TYPE_CHECKING:
-    from tiltframe.spec.model import AppSpec
+    from tiltframe.model.app import AppSpec
     from tiltframe.store.base import AggregationInfo
 
 #: Result types a chart can draw.

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from tiltframe.errors import DefinitionError, QueryError, StoreError, TiltframeError, unknown
 from tiltframe.http.catalog import aggregation_document, continuous_documents, measures, table_documents
 from tiltframe.lang.parser import parse_retrieval, parse_table_query
+from tiltframe.model.durations import Granularity
 from tiltframe.retrieval.retrieve import retrieve
-from tiltframe.spec.durations import Granularity
 from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.store.registry import StoreRegistry
 from tiltframe.timeutil.parse import iso_ts, parse_timestamp, within_range
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from tiltframe.http.metrics import Metrics
-    from tiltframe.spec.model import AppSpec
+    from tiltframe.model.app import AppSpec
     from tiltframe.store.base import AggregationInfo, Store
 
 #: Query texts kept parsed per server.

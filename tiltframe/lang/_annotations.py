@@ -11,14 +11,13 @@ annotations accepted and ignored there are kept raw on the spec (``explain`` sho
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from tiltframe.errors import DefinitionError, did_you_mean
-from tiltframe.lang.vocabulary import check_annotations
-from tiltframe.spec.durations import parse_length
-from tiltframe.spec.expressions import Pos
-from tiltframe.spec.model import Annotation, PurgeSpec, StoreSpec
+from tiltframe.lang.vocabulary import RawAnnotation, check_annotations
+from tiltframe.model.aggregations import PurgeSpec, StoreSpec
+from tiltframe.model.durations import parse_length
+from tiltframe.model.expressions import Pos
 
 #: The ``@store(type=...)`` values tiltframe opens (``store.urls``); Siddhi's others (mongodb, redis, ...)
 #: parse, and ``check_runnable`` refuses them as not supported yet.
@@ -26,37 +25,6 @@ STORE_TYPES = ("rdbms", "sqlite")
 
 #: Builds a positioned error; given by the tree walker, which knows the text for the caret snippet.
 ErrorFactory = Callable[[str, Pos | None], DefinitionError]
-
-
-@dataclass(frozen=True, slots=True)
-class RawAnnotation:
-    """An annotation and the annotations nested in it (``@purge(..., @retentionPeriod(...))``).
-
-    :class:`Annotation` holds only key/value elements, so nested annotations travel beside it.
-    """
-
-    annotation: Annotation
-    nested: tuple[RawAnnotation, ...] = ()
-    #: Where each element of ``annotation.elements`` was written (empty for annotations made in Python).
-    element_pos: tuple[Pos, ...] = ()
-
-    @property
-    def title(self) -> str:
-        return f"@{self.annotation.name}"
-
-    @property
-    def pos(self) -> Pos | None:
-        return self.annotation.pos
-
-    def first_value(self) -> str | None:
-        return self.annotation.elements[0][1] if self.annotation.elements else None
-
-    def pos_of(self, key: str) -> Pos | None:
-        """Where element ``key`` (any case) was written; the annotation's position when unknown."""
-        for i, (k, _) in enumerate(self.annotation.elements):
-            if k is not None and k.lower() == key.lower() and i < len(self.element_pos):
-                return self.element_pos[i]
-        return self.pos
 
 
 def flag(raw: RawAnnotation, value: str | None, error: ErrorFactory, *, default: bool = True) -> bool:

@@ -1,4 +1,4 @@
-"""Turn lark parse trees into the frozen spec dataclasses of :mod:`tiltframe.spec.model`.
+"""Turn lark parse trees into the frozen spec dataclasses of :mod:`tiltframe.model.app`.
 
 Kept apart from :mod:`tiltframe.lang.parser` (grammar loading and syntax errors) so that each module does
 one job: this one knows the tree shapes of ``grammar.lark`` and the meaning of each clause.  Errors found
@@ -14,11 +14,12 @@ from lark import Token, Tree
 
 from tiltframe.errors import DefinitionError, unknown
 from tiltframe.functions import registry
-from tiltframe.lang._annotations import RawAnnotation, aggregation_options, stream_options
-from tiltframe.lang.vocabulary import check_annotations
-from tiltframe.spec.continuous import ContinuousQuery
-from tiltframe.spec.durations import Granularity, unit_named, unit_range
-from tiltframe.spec.expressions import (
+from tiltframe.lang._annotations import aggregation_options, stream_options
+from tiltframe.lang.syntax import snippet
+from tiltframe.lang.vocabulary import RawAnnotation, check_annotations
+from tiltframe.model.aggregations import AggregateItem, AggregationSpec, ExpressionItem, KeyItem, SelectItem
+from tiltframe.model.durations import Granularity, unit_named, unit_range
+from tiltframe.model.expressions import (
     Attr,
     Binary,
     Call,
@@ -30,23 +31,10 @@ from tiltframe.spec.expressions import (
     calls_of,
     constant_value,
 )
-from tiltframe.spec.model import (
-    AggregateItem,
-    AggregationSpec,
-    Annotation,
-    AppSpec,
-    Attribute,
-    AttrType,
-    ExpressionItem,
-    KeyItem,
-    RetrievalQuery,
-    SelectItem,
-    StreamDef,
-    StreamQuery,
-)
+from tiltframe.model.streams import Annotation, Attribute, AttrType, StreamDef
 
 if TYPE_CHECKING:  # tables build on this module
-    from tiltframe.spec.tables import TableSpec
+    from tiltframe.model.tables import TableSpec
 
 ParseTree = Tree[Token]
 Node = ParseTree | Token
@@ -55,15 +43,6 @@ _BINARY_OPS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "mod": "%", "and_
 _INT_MAX = 2**31 - 1
 _LONG_MAX = 2**63 - 1
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r"}
-
-
-def snippet(text: str, line: int, column: int) -> str:
-    """The source line with a caret under ``column``, like compilers print it."""
-    lines = text.splitlines() or [""]
-    source = lines[line - 1] if 0 < line <= len(lines) else ""
-    gutter = f"{line:>4} | "
-    caret = " " * len(source[: max(column - 1, 0)].expandtabs()) + "^"
-    return f"{gutter}{source.expandtabs()}\n{' ' * (len(gutter) - 2)}| {caret}"
 
 
 class SpecBuilder:
@@ -96,70 +75,6 @@ class SpecBuilder:
     def source_of(self, node: ParseTree) -> str:
         """The text a node was parsed from, as the user wrote it (for messages)."""
         return " ".join(self.text[node.meta.start_pos : node.meta.end_pos].split())
-
-    # --- whole texts ------------------------------------------------------------------------------------
-
-    def app(self, tree: ParseTree) -> AppSpec:
-        app_annotations: list[Annotation] = []
-        streams: list[StreamDef] = []
-        aggregations: list[AggregationSpec] = []
-        queries: list[RetrievalQuery] = []
-        continuous: list[ContinuousQuery] = []
-        stream_queries: list[StreamQuery] = []
-        for child in _present(_kids(tree)):
-            if child.data == "app_annotation":
-                raw = self.annotation(child)
-                check_annotations([raw], "app", "the app", self.error)
-                app_annotations.append(raw.annotation)
-                continue
-            annotations = [self.annotation(a) for a in _kids(child)[:-1]]
-            body = _kids(child)[-1]
-            if body.data == "stream_def":
-                streams.append(self.stream_def(body, annotations))
-                self.known_streams.add(streams[-1].name)
-            elif body.data == "aggregation_def":
-                aggregations.append(self.aggregation_def(body, annotations))
-                self.known_aggregations.add(aggregations[-1].name)
-            elif body.data == "continuous_query":
-                continuous.append(self.continuous_query(body, annotations))
-            elif body.data == "table_def":
-                from tiltframe.lang._tables import build_table  # it builds on this module
-
-                self.tables.append(build_table(self, body, annotations))
-            else:
-                query = self.query(body, annotations)
-                if isinstance(query, StreamQuery):
-                    stream_queries.append(query)
-                else:
-                    queries.append(query)
-        by_name = {a.name.lower(): a for a in app_annotations}
-        return AppSpec(
-            streams=tuple(streams),
-            aggregations=tuple(aggregations),
-            queries=tuple(queries),
-            name=by_name["app:name"].get(None) if "app:name" in by_name else None,
-            timezone=by_name["app:timezone"].get(None) if "app:timezone" in by_name else None,
-            annotations=tuple(app_annotations),
-            continuous=tuple(continuous),
-            stream_queries=tuple(stream_queries),
-        )
-
-    def query_text(self, tree: ParseTree) -> RetrievalQuery:
-        *annotations, body = _present(_kids(tree))
-        self.one_query = True
-        query = self.query(body, [self.annotation(a) for a in annotations])
-        assert isinstance(query, RetrievalQuery)  # a stream query is refused alone (_retrieval._stream_query)
-        return query
-
-    def continuous_text(self, tree: ParseTree) -> ContinuousQuery:
-        *annotations, body = _present(_kids(tree))
-        return self.continuous_query(body, [self.annotation(a) for a in annotations])
-
-    def continuous_query(self, tree: ParseTree, annotations: list[RawAnnotation]) -> ContinuousQuery:
-        """Hand the captured ``SELECT ...`` text to the SQL grammar, at its place in the whole text."""
-        from tiltframe.lang.sql_parser import build_continuous  # it builds on this module
-
-        return build_continuous(_kids(tree)[0], self.text, annotations)
 
     # --- annotations ------------------------------------------------------------------------------------
 
@@ -326,13 +241,6 @@ class SpecBuilder:
                 raise self.error(msg, pos)
             seen[granularity] = word
         return tuple(sorted(seen, key=lambda g: g.sort_key))
-
-    # --- retrieval queries ------------------------------------------------------------------------------
-
-    def query(self, tree: ParseTree, annotations: list[RawAnnotation]) -> RetrievalQuery | StreamQuery:
-        from tiltframe.lang._retrieval import build_query  # it builds on this module
-
-        return build_query(self, tree, annotations)
 
     # --- expressions ------------------------------------------------------------------------------------
 

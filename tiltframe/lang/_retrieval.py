@@ -3,7 +3,7 @@
 Kept apart from :mod:`tiltframe.lang._build` so that each module stays one job: this one knows the clauses of
 ``query`` in ``grammar.lark`` (``from``, ``join``, ``on``, ``within``/``per``, ``select``, ``group by``,
 ``having``, ``order by``, ``limit``, ``offset``, ``insert into``).  Which attribute belongs to which side is
-decided later, by :mod:`tiltframe.spec.validate_retrieval`, which knows the app.  A query Siddhi accepts but
+decided later, by :mod:`tiltframe.lang.checks.retrieval`, which knows the app.  A query Siddhi accepts but
 tiltframe cannot answer yet (a plain stream query, a filter or window on a stream) is refused here with a
 :class:`~tiltframe.errors.NotSupportedYet` at the construct.
 """
@@ -13,11 +13,10 @@ from __future__ import annotations
 from lark import Token
 
 from tiltframe.errors import DefinitionError, NotSupportedYet
-from tiltframe.lang._annotations import RawAnnotation
 from tiltframe.lang._build import ParseTree, SpecBuilder, _kids, _present, _str_or_none, snippet
-from tiltframe.lang.vocabulary import check_annotations
-from tiltframe.spec.expressions import Pos
-from tiltframe.spec.model import OrderItem, OutputItem, RetrievalQuery, StreamQuery
+from tiltframe.lang.vocabulary import RawAnnotation, check_annotations
+from tiltframe.model.expressions import Pos
+from tiltframe.model.queries import OrderItem, OutputItem, RetrievalQuery, StreamQuery
 
 __all__ = ["build_query"]
 

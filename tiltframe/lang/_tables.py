@@ -15,14 +15,15 @@ import re
 from lark import Lark, UnexpectedInput
 
 from tiltframe.errors import did_you_mean
-from tiltframe.lang._annotations import RawAnnotation, store_spec
+from tiltframe.lang._annotations import store_spec
 from tiltframe.lang._build import ParseTree, SpecBuilder, _kids
-from tiltframe.lang.parser import Vocabulary, build_lark, syntax_error
 from tiltframe.lang.sql_parser import SQL, SqlBuilder
-from tiltframe.lang.vocabulary import check_annotations
-from tiltframe.spec.expressions import Attr, Pos
-from tiltframe.spec.model import AggregateItem, OrderItem, StoreSpec
-from tiltframe.spec.tables import DEFAULT_WORKERS, Measure, Preaggregation, TableQuery, TableSpec
+from tiltframe.lang.syntax import Vocabulary, build_lark, syntax_error
+from tiltframe.lang.vocabulary import RawAnnotation, check_annotations
+from tiltframe.model.aggregations import AggregateItem, StoreSpec
+from tiltframe.model.expressions import Attr, Pos
+from tiltframe.model.queries import OrderItem
+from tiltframe.model.tables import DEFAULT_WORKERS, Measure, Preaggregation, TableQuery, TableSpec
 
 __all__ = ["TABLE_SQL", "build_table", "build_table_query"]
 

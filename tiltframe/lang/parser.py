@@ -1,11 +1,11 @@
-"""Parse SiddhiQL app texts, retrieval queries and continuous queries into the spec model.
+"""Parse SiddhiQL app texts, retrieval queries and continuous queries into the validated model.
 
-The grammar lives in ``grammar.lark`` (LALR, contextual lexer); :mod:`tiltframe.lang._build` turns trees
-into spec dataclasses.  A continuous query (``SELECT ...``) is one terminal of that grammar, handed on to
-:mod:`tiltframe.lang.sql_parser`.  This module owns the translation of lark's exceptions into
-:class:`~tiltframe.errors.DefinitionError` for both grammars (a :class:`Vocabulary` each): every message
-names what was found and what was expected in words (never lark terminal names), with the line, column
-and a caret snippet.
+The grammar lives in ``grammar.lark`` (LALR, contextual lexer); :class:`AppBuilder` walks its trees into
+model dataclasses, each statement through the module that builds its kind (:mod:`tiltframe.lang._build`
+for definitions, ``_retrieval`` for queries, ``_tables`` for tables).  A continuous query (``SELECT ...``)
+is one terminal of that grammar, handed on to :mod:`tiltframe.lang.sql_parser`.  Syntax errors are put in
+words by :mod:`tiltframe.lang.syntax`, with SiddhiQL's words (``SIDDHI``); then :mod:`tiltframe.lang.checks`
+validates what was built.
 
 Example:
     >>> q = parse_query('from TradeAggregation within "2018-01-** **:**:**" per "days" select *')
@@ -16,24 +16,26 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import difflib
 import functools
-import os
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from importlib import resources
+from collections.abc import Collection, Iterator
 
-from lark import Lark, Token, Tree, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
-from lark.lark import PostLex
-from lark.lexer import PatternStr
+from lark import Lark, Token, Tree, UnexpectedInput
 
-from tiltframe.errors import DefinitionError, NotSupportedYet
-from tiltframe.lang._build import SpecBuilder, snippet
-from tiltframe.spec.continuous import ContinuousQuery
-from tiltframe.spec.expressions import Expr
-from tiltframe.spec.model import AppSpec, RetrievalQuery
-from tiltframe.spec.tables import TableQuery
-from tiltframe.spec.validate import validate_app
+from tiltframe.errors import DefinitionError
+from tiltframe.lang._build import ParseTree, SpecBuilder, _kids, _present
+from tiltframe.lang._retrieval import build_query
+from tiltframe.lang._tables import build_table, build_table_query
+from tiltframe.lang.checks.app import validate_app
+from tiltframe.lang.sql_parser import build_continuous
+from tiltframe.lang.syntax import Vocabulary, build_lark, snippet, syntax_error
+from tiltframe.lang.vocabulary import RawAnnotation, check_annotations
+from tiltframe.model.aggregations import AggregationSpec
+from tiltframe.model.app import AppSpec
+from tiltframe.model.continuous import ContinuousQuery
+from tiltframe.model.expressions import Expr
+from tiltframe.model.queries import RetrievalQuery, StreamQuery
+from tiltframe.model.streams import Annotation, StreamDef
+from tiltframe.model.tables import TableQuery
 
 __all__ = [
     "parse_app",
@@ -83,19 +85,6 @@ _NAME_IN_CLAUSE = {
 }
 
 
-class NamesEverywhere(PostLex):
-    """Offer IDENTIFIER to the lexer in every parser state.
-
-    Keywords are then recognised only as whole words (lark turns an IDENTIFIER spelled like an acceptable
-    keyword into that keyword), and a misspelt keyword reads as a name the error message can correct.
-    """
-
-    always_accept = ("IDENTIFIER",)
-
-    def process(self, stream: Iterator[Token]) -> Iterator[Token]:
-        return stream
-
-
 def _siddhi_name_phrase(clause: str | None, stack: list[object]) -> str | None:
     """A name inside ``define stream``: an attribute, or after one its type."""
     top = getattr(stack[-1], "type", None) if stack else None
@@ -119,91 +108,9 @@ def _siddhi_unsupported(word: str, expected: set[str]) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class Vocabulary:
-    """How one grammar's terminals and clauses read in error messages.
-
-    The SiddhiQL grammar and the streaming SQL grammar (:mod:`tiltframe.lang.sql_parser`) share the
-    translation of lark's exceptions below; each brings its own words.
-    """
-
-    #: The grammar's (cached) parser: its terminals give the keyword spellings.
-    lark: Callable[[], Lark]
-    terminal_words: Mapping[str, str]
-    expression_start: frozenset[str]
-    operators: frozenset[str]
-    #: Terminals that begin a statement, folded into ``statement_phrase`` when all are expected.
-    statement_start: frozenset[str]
-    statement_phrase: str
-    #: Terminal names (or lower-case words read as names) that begin a statement, and characters that do:
-    #: found where a statement goes on, the ';' before them is missing.
-    statement_words: frozenset[str]
-    expression_in_clause: Mapping[str, str]
-    name_in_clause: Mapping[str, str]
-    #: A better phrase for an expected name in a clause, or None for ``name_in_clause``.
-    name_phrase: Callable[[str | None, list[object]], str | None] = lambda _clause, _stack: None
-    statement_chars: str = ""
-    comparison_hint: str = "compare with '==' (a single '=' only appears in annotations)"
-    #: The message for a name (lower case) that starts a clause this release does not support, given the
-    #: terminals expected there; None for an ordinary syntax error.
-    unsupported: Callable[[str, set[str]], str | None] = lambda _word, _expected: None
-
-    @property
-    def clause_keywords(self) -> frozenset[str]:
-        return frozenset(self.expression_in_clause) | frozenset(self.name_in_clause)
-
-    @functools.cached_property
-    def keywords(self) -> dict[str, str]:
-        """Keyword spelling (lower case) -> terminal name, for words the lexer read as names."""
-        return {
-            t.pattern.value: t.name
-            for t in self.lark().terminals
-            if isinstance(t.pattern, PatternStr) and t.pattern.value.isalpha()
-        }
-
-
 @functools.cache
 def _lark() -> Lark:
     return build_lark("grammar.lark", ["app", "query_text", "continuous_text", "expr"])
-
-
-def build_lark(grammar_file: str, start: list[str]) -> Lark:
-    """A parser for a grammar of this package, as both languages use them: LALR(1) with the contextual
-    lexer (keywords reserved only where they can appear), positions kept, names offered everywhere.
-
-    Building the LALR tables takes one to two seconds, which every command would pay before reading a
-    line; lark keeps them in a cache file (``parser_cache``) that it checks against the grammar, its
-    options and its own version, so a changed grammar or an upgrade builds them again."""
-    grammar = resources.files("tiltframe.lang").joinpath(grammar_file).read_text(encoding="utf-8")
-    return Lark(
-        grammar,
-        parser="lalr",
-        lexer="contextual",
-        start=start,
-        propagate_positions=True,
-        maybe_placeholders=True,
-        postlex=NamesEverywhere(),
-        cache=parser_cache(f"{grammar_file}-{'-'.join(start)}") or False,
-    )
-
-
-def parser_cache(name: str) -> str | None:
-    """The file lark keeps a built parser in: ``$TILTFRAME_CACHE_DIR``, else ``$XDG_CACHE_HOME/tiltframe``
-    or ``~/.cache/tiltframe``, made for the current user only; ``None`` (no cache) where that folder
-    cannot be made or written, or when ``TILTFRAME_CACHE_DIR`` is empty."""
-    where = os.environ.get("TILTFRAME_CACHE_DIR")
-    if where is None:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        where = os.path.join(base, "tiltframe")
-    if not where:
-        return None
-    try:
-        os.makedirs(where, mode=0o700, exist_ok=True)
-    except OSError:
-        return None
-    if not os.access(where, os.W_OK | os.X_OK):
-        return None
-    return os.path.join(where, f"lark-{name}.pickle")
 
 
 SIDDHI = Vocabulary(
@@ -221,18 +128,88 @@ SIDDHI = Vocabulary(
 )
 
 
+class AppBuilder(SpecBuilder):
+    """The builder of whole SiddhiQL texts: each statement handed to the module that builds its kind
+    (``_retrieval`` for queries, ``sql_parser`` for continuous queries, ``_tables`` for tables)."""
+
+    # --- whole texts ------------------------------------------------------------------------------------
+
+    def app(self, tree: ParseTree) -> AppSpec:
+        app_annotations: list[Annotation] = []
+        streams: list[StreamDef] = []
+        aggregations: list[AggregationSpec] = []
+        queries: list[RetrievalQuery] = []
+        continuous: list[ContinuousQuery] = []
+        stream_queries: list[StreamQuery] = []
+        for child in _present(_kids(tree)):
+            if child.data == "app_annotation":
+                raw = self.annotation(child)
+                check_annotations([raw], "app", "the app", self.error)
+                app_annotations.append(raw.annotation)
+                continue
+            annotations = [self.annotation(a) for a in _kids(child)[:-1]]
+            body = _kids(child)[-1]
+            if body.data == "stream_def":
+                streams.append(self.stream_def(body, annotations))
+                self.known_streams.add(streams[-1].name)
+            elif body.data == "aggregation_def":
+                aggregations.append(self.aggregation_def(body, annotations))
+                self.known_aggregations.add(aggregations[-1].name)
+            elif body.data == "continuous_query":
+                continuous.append(self.continuous_query(body, annotations))
+            elif body.data == "table_def":
+                self.tables.append(build_table(self, body, annotations))
+            else:
+                query = self.query(body, annotations)
+                if isinstance(query, StreamQuery):
+                    stream_queries.append(query)
+                else:
+                    queries.append(query)
+        by_name = {a.name.lower(): a for a in app_annotations}
+        return AppSpec(
+            streams=tuple(streams),
+            aggregations=tuple(aggregations),
+            queries=tuple(queries),
+            name=by_name["app:name"].get(None) if "app:name" in by_name else None,
+            timezone=by_name["app:timezone"].get(None) if "app:timezone" in by_name else None,
+            annotations=tuple(app_annotations),
+            continuous=tuple(continuous),
+            stream_queries=tuple(stream_queries),
+        )
+
+    def query_text(self, tree: ParseTree) -> RetrievalQuery:
+        *annotations, body = _present(_kids(tree))
+        self.one_query = True
+        query = self.query(body, [self.annotation(a) for a in annotations])
+        assert isinstance(query, RetrievalQuery)  # a stream query is refused alone (_retrieval._stream_query)
+        return query
+
+    def continuous_text(self, tree: ParseTree) -> ContinuousQuery:
+        *annotations, body = _present(_kids(tree))
+        return self.continuous_query(body, [self.annotation(a) for a in annotations])
+
+    def continuous_query(self, tree: ParseTree, annotations: list[RawAnnotation]) -> ContinuousQuery:
+        """Hand the captured ``SELECT ...`` text to the SQL grammar, at its place in the whole text."""
+        return build_continuous(_kids(tree)[0], self.text, annotations)
+
+    # --- retrieval queries ------------------------------------------------------------------------------
+
+    def query(self, tree: ParseTree, annotations: list[RawAnnotation]) -> RetrievalQuery | StreamQuery:
+        return build_query(self, tree, annotations)
+
+
 def parse_app(text: str) -> AppSpec:
     """Parse a whole app (statements separated by ``;``) and validate its cross-references.
 
     Raises:
         DefinitionError: at the line and column of the first problem.
     """
-    builder = SpecBuilder(text)
+    builder = AppBuilder(text)
     tree = _parse(text, "app")
     with _snippets(text):
         app = builder.app(tree)
         if builder.tables:
-            from tiltframe.spec.validate_tables import with_tables
+            from tiltframe.lang.checks.tables import with_tables
 
             app = with_tables(app, builder.tables)
         return validate_app(app)
@@ -252,8 +229,7 @@ def parse_table_query(text: str, app: AppSpec) -> TableQuery:
     Raises:
         DefinitionError: a syntax error or an invalid reference, at its line and column.
     """
-    from tiltframe.lang._tables import build_table_query
-    from tiltframe.spec.validate_table_query import validate_table_query
+    from tiltframe.lang.checks.table_query import validate_table_query
 
     with _snippets(text):
         return validate_table_query(app, build_table_query(text))
@@ -267,7 +243,7 @@ def parse_query(text: str, *, aggregations: Collection[str] = ()) -> RetrievalQu
         aggregations: names of known aggregations, used to tell which side of a ``join`` is the
             aggregation; without them the right side is taken, as in Siddhi's examples.
     """
-    builder = SpecBuilder(text, aggregations)
+    builder = AppBuilder(text, aggregations)
     tree = _parse(text, "query_text")
     with _snippets(text):
         return builder.query_text(tree)
@@ -275,14 +251,14 @@ def parse_query(text: str, *, aggregations: Collection[str] = ()) -> RetrievalQu
 
 def parse_retrieval(text: str, app: AppSpec) -> RetrievalQuery:
     """Parse one retrieval query and validate it against ``app``: every attribute resolved to the request
-    stream or the aggregation (``spec.validate_retrieval``), as an app file's query would be.
+    stream or the aggregation (``lang.checks.retrieval``), as an app file's query would be.
 
     Raises:
         DefinitionError: a syntax error or an invalid reference, at its line and column with a caret snippet.
     """
-    from tiltframe.spec.validate_retrieval import validate_query
+    from tiltframe.lang.checks.retrieval import validate_query
 
-    builder = SpecBuilder(text, [a.name for a in app.aggregations])
+    builder = AppBuilder(text, [a.name for a in app.aggregations])
     builder.known_streams = {s.name for s in app.streams}
     tree = _parse(text, "query_text")
     with _snippets(text):
@@ -302,9 +278,9 @@ def parse_continuous(text: str, app: AppSpec) -> ContinuousQuery:
     Raises:
         DefinitionError: a syntax error or an invalid reference, at its line and column.
     """
-    from tiltframe.spec.validate_continuous import validate_continuous
+    from tiltframe.lang.checks.continuous import validate_continuous
 
-    builder = SpecBuilder(text)
+    builder = AppBuilder(text)
     tree = _parse(text, "continuous_text")
     with _snippets(text):
         return validate_continuous(app, builder.continuous_text(tree))
@@ -315,7 +291,7 @@ def parse_sql(text: str) -> ContinuousQuery:
 
     For tools that show a query without an app (and for tests); the engine reads only validated queries.
     """
-    builder = SpecBuilder(text)
+    builder = AppBuilder(text)
     tree = _parse(text, "continuous_text")
     with _snippets(text):
         return builder.continuous_text(tree)
@@ -330,7 +306,7 @@ def parse_expression(text: str) -> Expr:
     Raises:
         DefinitionError: a syntax error or an unknown function, with line, column and a caret snippet.
     """
-    builder = SpecBuilder(text)
+    builder = AppBuilder(text)
     tree = _parse(text, "expr")
     with _snippets(text):
         return builder.checked_expr(tree)
@@ -361,154 +337,3 @@ def _parse(text: str, start: str) -> Tree[Token]:
         return _lark().parse(text, start=start)
     except UnexpectedInput as exc:
         raise syntax_error(text, exc, SIDDHI) from None
-
-
-def _positioned(message: str, hint: str, line: int, column: int, text: str) -> DefinitionError:
-    """``<message> at line L, column C; <hint>`` with a caret snippet.
-
-    DefinitionError appends the position after the whole message; syntax errors read better with the
-    expectation after it, so the position is written here and set on the error afterwards.
-    """
-    error = DefinitionError(
-        f"{message} at line {line}, column {column}; {hint}", snippet=snippet(text, line, column)
-    )
-    error.line, error.column = line, column
-    return error
-
-
-def syntax_error(text: str, exc: UnexpectedInput, vocab: Vocabulary) -> DefinitionError:
-    """lark's exception as a DefinitionError in words; ``text`` draws the caret snippet."""
-    if isinstance(exc, UnexpectedToken):
-        return _unexpected_token(text, exc, vocab)
-    line, column = exc.line, exc.column
-    if isinstance(exc, UnexpectedCharacters):
-        char, offset = exc.char, exc.pos_in_stream or 0
-        if char in "'\"":
-            hint = f"close it with {char} on the same line"
-            return _positioned("unterminated string", hint, line, column, text)
-        if text.startswith("/*", offset):
-            return _positioned("unterminated comment", "close it with */", line, column, text)
-        if char in vocab.statement_chars:
-            return _positioned("unexpected '@'", "expected ';' to end the statement before it", line, column, text)
-        expected = _describe_expected(_expected_of(exc, set(exc.allowed or ())), [], vocab)
-        return _positioned(f"unexpected character {char!r}", f"expected {expected}", line, column, text)
-    return _positioned(
-        "unexpected end of the text", "the text stops in the middle of a statement", line, column, text
-    )
-
-
-def _expected_of(exc: UnexpectedInput, fallback: set[str]) -> set[str]:
-    """The terminals the parser accepts where it stopped (lark's own sets include LALR look-aheads)."""
-    parser = getattr(exc, "interactive_parser", None)
-    if parser is None:
-        return fallback
-    try:
-        return set(parser.accepts())
-    except UnexpectedInput:  # pragma: no cover - accepts() replays the parser; keep lark's own guess
-        return fallback
-
-
-def _unexpected_token(text: str, exc: UnexpectedToken, vocab: Vocabulary) -> DefinitionError:
-    token: Token = exc.token
-    if token.type == "SLASH" and text.startswith("/*", token.start_pos or 0):
-        return _positioned(
-            "unterminated comment", "close it with */", token.line or 1, token.column or 1, text
-        )
-    stack: list[object] = list(getattr(exc.state, "value_stack", []) or [])
-    expected = _expected_of(exc, set(exc.expected))
-    if token.type == "$END":
-        line, column = token.end_line or exc.line, token.end_column or exc.column
-    else:
-        line, column = token.line or exc.line, token.column or exc.column
-    word = str(token).lower()
-    unsupported = vocab.unsupported(word, expected) if token.type == "IDENTIFIER" else None
-    if unsupported:
-        return NotSupportedYet(unsupported, line=line, column=column, snippet=snippet(text, line, column))
-    kind = vocab.keywords.get(word, token.type) if token.type == "IDENTIFIER" else token.type
-    hint = f"expected {_describe_expected(expected, stack, vocab)}"
-    if (kind in vocab.statement_words or word in vocab.statement_words) and "SEMICOLON" in expected:
-        hint = "expected ';' to end the statement before it"
-    elif str(token) == "=" and "COMPARATOR" in expected:
-        hint = vocab.comparison_hint
-    elif kind == "IDENTIFIER":
-        hint += _did_you_mean(str(token), expected, vocab)
-    found = f"'{token}'" if kind != token.type else _describe_found(token)
-    return _positioned(f"unexpected {found}", hint, line, column, text)
-
-
-def _did_you_mean(word: str, expected: set[str], vocab: Vocabulary) -> str:
-    """Suggest the keyword a misspelt word was probably meant to be (``lmit`` -> ``limit``)."""
-    spellings = [value for value, name in vocab.keywords.items() if name in expected]
-    close = difflib.get_close_matches(word.lower(), spellings, n=1, cutoff=0.7)
-    return f" — did you mean '{close[0]}'?" if close else ""
-
-
-def _describe_found(token: Token) -> str:
-    if token.type == "$END":
-        return "end of the text"
-    if token.type == "IDENTIFIER":
-        return f"name '{token}'"
-    if token.type == "STRING":
-        return f"string {token}"
-    if token.type == "NUMBER":
-        return f"number {token}"
-    if token.type == "INTERVAL":
-        return f"interval {token}"
-    if token.type in ("ANNOTATION_NAME", "APP_ANNOTATION_NAME"):
-        return f"annotation {token}"
-    return f"'{token}'"
-
-
-def _clause(stack: Iterable[object], vocab: Vocabulary) -> str | None:
-    """The nearest clause keyword on the parser's stack: tells what the missing piece is called."""
-    items = list(stack)
-    clauses = vocab.clause_keywords
-    for i in range(len(items) - 1, -1, -1):
-        item = items[i]
-        if isinstance(item, Token) and item.type in clauses:
-            before = items[i - 1] if i > 0 else None
-            if item.type == "BY" and isinstance(before, Token) and before.type in ("ORDER", "GROUP"):
-                return before.type
-            return item.type
-    return None
-
-
-def _describe_expected(expected: set[str], stack: list[object], vocab: Vocabulary) -> str:
-    """Terminal names in words, with expression starts and operators folded into one phrase each."""
-    expected = set(expected)  # narrowed below; the caller keeps its own set
-    clause = _clause(stack, vocab)
-    phrases: list[str] = []
-    if {"IDENTIFIER", "STRING", "NUMBER"} <= expected:
-        phrases.append(vocab.expression_in_clause.get(clause or "", "an expression"))
-        expected -= vocab.expression_start
-        if "STAR" in expected and clause == "SELECT":
-            phrases.append("'*'")
-            expected.discard("STAR")
-    if {"PLUS", "STAR", "COMPARATOR"} <= expected or {"AND", "OR"} <= expected:
-        phrases.append("an operator")
-        expected -= vocab.operators
-    if vocab.statement_start and expected >= vocab.statement_start:
-        phrases.append(vocab.statement_phrase)
-        expected -= vocab.statement_start | {"APP_ANNOTATION_NAME"}
-    if "IDENTIFIER" in expected:
-        expected.discard("IDENTIFIER")
-        phrases.append(_name_phrase(clause, stack, vocab))
-    terminals = vocab.lark().get_terminal
-    for name in sorted(expected, key=lambda n: (n == "$END", n)):
-        if name in vocab.terminal_words:
-            phrases.append(vocab.terminal_words[name])
-            continue
-        try:
-            phrases.append(f"'{terminals(name).pattern.value}'")
-        except KeyError:  # pragma: no cover - every terminal of the grammar has a pattern
-            phrases.append(name.lower())
-    if not phrases:
-        return "something else"
-    return phrases[0] if len(phrases) == 1 else f"{', '.join(phrases[:-1])} or {phrases[-1]}"
-
-
-def _name_phrase(clause: str | None, stack: list[object], vocab: Vocabulary) -> str:
-    top = getattr(stack[-1], "type", None) if stack else None
-    if top in ("AS", "STREAM", "AGGREGATION", "TABLE"):
-        return "a name"
-    return vocab.name_phrase(clause, stack) or vocab.name_in_clause.get(clause or "", "a name")

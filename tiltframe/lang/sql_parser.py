@@ -3,11 +3,11 @@
 The grammar lives in ``sql.lark``.  An app file's SiddhiQL grammar captures a ``SELECT ...`` statement as one
 terminal and hands its text here (:func:`build_continuous`) together with the whole file, so line, column
 and caret snippet of every error point into the file.  Syntax errors go through the same translation as
-SiddhiQL's (:func:`tiltframe.lang.parser.syntax_error`), with this grammar's words.
+SiddhiQL's (:func:`tiltframe.lang.syntax.syntax_error`), with this grammar's words.
 
 This module checks what the text alone decides: window calls and their arguments, intervals, the order of
 the EMIT clauses and that only one policy is given.  Names are checked against the app's streams by
-:func:`tiltframe.spec.validate_continuous.validate_continuous`.
+:func:`tiltframe.lang.checks.continuous.validate_continuous`.
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ from typing import Any
 from lark import Lark, Token, Tree, UnexpectedInput
 
 from tiltframe.errors import unknown
-from tiltframe.lang._annotations import RawAnnotation, continuous_options
+from tiltframe.lang._annotations import continuous_options
 from tiltframe.lang._build import ParseTree, SpecBuilder, _kids, _present
-from tiltframe.lang.parser import Vocabulary, build_lark, syntax_error
-from tiltframe.spec.continuous import (
+from tiltframe.lang.syntax import Vocabulary, build_lark, syntax_error
+from tiltframe.lang.vocabulary import RawAnnotation
+from tiltframe.model.continuous import (
     TILT_INTERVAL,
     TILT_SIZE,
     ContinuousQuery,
@@ -36,8 +37,8 @@ from tiltframe.spec.continuous import (
     Window,
     WindowKind,
 )
-from tiltframe.spec.expressions import Binary, Call, Expr, Pos, Unary, constant_value
-from tiltframe.spec.model import Annotation
+from tiltframe.model.expressions import Binary, Call, Expr, Pos, Unary, constant_value
+from tiltframe.model.streams import Annotation
 
 __all__ = ["INTERVAL_UNITS", "build_continuous"]
 

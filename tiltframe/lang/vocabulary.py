@@ -19,18 +19,47 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from tiltframe.errors import DefinitionError, did_you_mean
-from tiltframe.spec.durations import UNIT_NAMES
-from tiltframe.spec.expressions import Pos
+from tiltframe.model.durations import UNIT_NAMES
+from tiltframe.model.expressions import Pos
+from tiltframe.model.streams import Annotation
 
-if TYPE_CHECKING:  # _annotations builds on this module
-    from tiltframe.lang._annotations import RawAnnotation
-
-__all__ = ["NESTED", "PLACES", "Rule", "check_annotations", "rule_of"]
+__all__ = ["NESTED", "PLACES", "RawAnnotation", "Rule", "check_annotations", "rule_of"]
 
 ErrorFactory = Callable[[str, Pos | None], DefinitionError]
+
+
+@dataclass(frozen=True, slots=True)
+class RawAnnotation:
+    """An annotation and the annotations nested in it (``@purge(..., @retentionPeriod(...))``).
+
+    :class:`Annotation` holds only key/value elements, so nested annotations travel beside it.
+    """
+
+    annotation: Annotation
+    nested: tuple[RawAnnotation, ...] = ()
+    #: Where each element of ``annotation.elements`` was written (empty for annotations made in Python).
+    element_pos: tuple[Pos, ...] = ()
+
+    @property
+    def title(self) -> str:
+        return f"@{self.annotation.name}"
+
+    @property
+    def pos(self) -> Pos | None:
+        return self.annotation.pos
+
+    def first_value(self) -> str | None:
+        return self.annotation.elements[0][1] if self.annotation.elements else None
+
+    def pos_of(self, key: str) -> Pos | None:
+        """Where element ``key`` (any case) was written; the annotation's position when unknown."""
+        for i, (k, _) in enumerate(self.annotation.elements):
+            if k is not None and k.lower() == key.lower() and i < len(self.element_pos):
+                return self.element_pos[i]
+        return self.pos
+
 
 
 @dataclass(frozen=True, slots=True)

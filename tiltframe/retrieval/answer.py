@@ -3,7 +3,7 @@ aggregates, having, order by, limit and offset, in pandas.
 
 The rows come finalized and filtered by ``on`` (:mod:`tiltframe.retrieval.retrieve`), one row per bucket and
 key: a retrieval's answer is small next to the events it summarises, and each request is answered on its
-own.  Attributes arrive resolved by validation (``spec.validate_retrieval``): a request attribute is one
+own.  Attributes arrive resolved by validation (``lang.checks.retrieval``): a request attribute is one
 value for the whole request, an aggregation attribute a column of the rows, and an unqualified name in
 ``having`` or ``order by`` a selected column.
 
@@ -23,11 +23,13 @@ import pandas as pd
 
 from tiltframe.errors import QueryError
 from tiltframe.functions import registry
-from tiltframe.retrieval.evaluate import as_column, compute, is_request_attr, numbered, request_value
-from tiltframe.spec.expressions import Attr, Call, Expr, output_name
-from tiltframe.spec.model import AggregateItem, ExpressionItem, KeyItem, RetrievalQuery
-from tiltframe.spec.validate_retrieval import aggregate_calls, is_grouped
+from tiltframe.lang.checks.retrieval import aggregate_calls, is_grouped
+from tiltframe.model.aggregations import AggregateItem, ExpressionItem, KeyItem
+from tiltframe.model.expressions import Attr, Call, Expr, output_name
+from tiltframe.model.queries import RetrievalQuery
+from tiltframe.retrieval.evaluate import as_column, compute, is_request_attr, request_value
 from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
+from tiltframe.store.pandas_merges import numbered
 from tiltframe.timeutil.columns import AGG_TIME
 
 __all__ = ["all_columns", "answer"]

@@ -14,8 +14,8 @@ import pandas as pd
 
 from tiltframe.errors import QueryError
 from tiltframe.functions import scalars
-from tiltframe.spec.expressions import Attr, Binary, Call, Expr, Literal, Unary
-from tiltframe.spec.model import RetrievalQuery
+from tiltframe.model.expressions import Attr, Binary, Call, Expr, Literal, Unary
+from tiltframe.model.queries import RetrievalQuery
 
 _OPS = {
     "+": lambda a, b: a + b,
@@ -35,7 +35,7 @@ _OPS = {
 
 def is_request_attr(attr: Attr, query: RetrievalQuery | None) -> bool:
     """Whether ``attr`` names the request event's attribute: qualified by the request stream's alias or
-    name (validation qualifies every attribute of a retrieval, ``spec.validate_retrieval``)."""
+    name (validation qualifies every attribute of a retrieval, ``lang.checks.retrieval``)."""
     if query is None or not query.request_stream or attr.qualifier is None:
         return False
     return attr.qualifier in (query.request_alias, query.request_stream)
@@ -119,10 +119,6 @@ def holds(
     return value.astype("boolean").fillna(False).to_numpy(dtype=bool)
 
 
-def numbered(frame: pd.DataFrame) -> bool:
-    """Rows indexed 0..n-1 already (a store's read), so that resetting the index would only copy them."""
-    index = frame.index
-    return isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1
 
 
 def _integral(value: Any) -> bool:

@@ -15,15 +15,15 @@ from typing import Any
 import pandas as pd
 
 from tiltframe.errors import DefinitionError, QueryError
+from tiltframe.model.durations import Granularity
+from tiltframe.model.expressions import Attr, Expr, Literal, attributes_of
+from tiltframe.model.queries import RetrievalQuery
 from tiltframe.retrieval.answer import answer
 from tiltframe.retrieval.evaluate import holds, is_request_attr
-from tiltframe.retrieval.merge import finalize, merge_rows
 from tiltframe.retrieval.pushdown import pinned_keys
-from tiltframe.spec.durations import Granularity
-from tiltframe.spec.expressions import Attr, Expr, Literal, attributes_of
-from tiltframe.spec.model import RetrievalQuery
 from tiltframe.store.base import Store
 from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
+from tiltframe.store.pandas_merges import finalize, merge_rows
 from tiltframe.timeutil.columns import AGG_TIME, aware_times
 from tiltframe.timeutil.parse import within_range
 

@@ -2,13 +2,13 @@
 
 A table is stored as the partial rows of its one-level rollup: up to ``workers`` rows per interval and
 dimension values, plus one row per row inserted without pre-aggregation.  A validated
-:class:`~tiltframe.spec.tables.TableQuery` says everything needed: WHERE selects the partial rows (it
+:class:`~tiltframe.model.tables.TableQuery` says everything needed: WHERE selects the partial rows (it
 reads only the time column and dimensions, which every partial row has), the rows are merged by the
 query's keys, and outputs, HAVING, ORDER BY and LIMIT are evaluated over the merged rows in pandas.
 
 The merge runs in the store's GROUP BY where that gives the same rows
 (:mod:`tiltframe.retrieval.select_pushdown`); otherwise the partial rows are read, filtered by WHERE and
-merged in pandas with the registry's merges (:mod:`tiltframe.retrieval.merge`, through a layout whose
+merged in pandas with the registry's merges (:mod:`tiltframe.store.pandas_merges`, through a layout whose
 group-by is the query's keys).
 """
 
@@ -20,18 +20,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tiltframe.engine.continuous.states import SEQ, TS, arg_column, build_states
 from tiltframe.errors import StoreError
-from tiltframe.functions.registry import Build
+from tiltframe.functions.measures import measure_types
+from tiltframe.functions.states import Build
+from tiltframe.model.aggregations import AggregateItem, AggregationSpec, KeyItem
+from tiltframe.model.app import AppSpec
+from tiltframe.model.durations import Granularity, Unit
+from tiltframe.model.expressions import Attr, Binary, Expr, Literal
+from tiltframe.model.streams import AttrType
+from tiltframe.model.tables import WORKER_COLUMN, TableQuery, TableSpec
 from tiltframe.retrieval.evaluate import evaluate_column, holds
-from tiltframe.retrieval.merge import finalize, merge_rows
+from tiltframe.retrieval.pandas_states import SEQ, TS, arg_column, build_states
 from tiltframe.retrieval.select_pushdown import merged_in_store
-from tiltframe.spec.durations import Granularity, Unit
-from tiltframe.spec.expressions import Attr, Binary, Expr, Literal
-from tiltframe.spec.model import AggregateItem, AggregationSpec, AppSpec, AttrType, KeyItem
-from tiltframe.spec.tables import WORKER_COLUMN, TableQuery, TableSpec
 from tiltframe.store.base import Store
 from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, SHARD_ID, AggregationLayout
+from tiltframe.store.pandas_merges import finalize, merge_rows
 from tiltframe.store.raw_rows import read_raw_rows, unfolded_raw_rows
 
 __all__ = ["select"]
@@ -131,7 +134,7 @@ def _merged_frame(
         final = final.sort_values(sort, kind="stable")
     final = final.reset_index(drop=True)
     columns: dict[str, Any] = {k: final[AGG_TIMESTAMP if k == time_column else k] for k in query.keys}
-    measures = table.measure_types()
+    measures = measure_types(table)
     columns.update({c: final[c] for c in final.columns if c in measures})
     return pd.DataFrame(columns, index=final.index)
 
@@ -159,7 +162,7 @@ def _partial_frame(rows: pd.DataFrame, layout: AggregationLayout, table: TableSp
     final = finalize(rows, layout)
     columns: dict[str, Any] = {time_column: final[AGG_TIMESTAMP], WORKER_COLUMN: rows[SHARD_ID]}
     columns.update({d: final[d] for d in layout.spec.group_by})
-    columns.update({name: final[name] for name in table.measure_types()})
+    columns.update({name: final[name] for name in measure_types(table)})
     return pd.DataFrame(columns, index=final.index)
 
 

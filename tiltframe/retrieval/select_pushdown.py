@@ -16,10 +16,10 @@ from collections.abc import Mapping
 
 import pandas as pd
 
+from tiltframe.model.expressions import Attr, Binary, Expr, Literal, Unary
+from tiltframe.model.streams import AttrType
+from tiltframe.model.tables import TableQuery
 from tiltframe.retrieval.pushdown import conjuncts
-from tiltframe.spec.expressions import Attr, Binary, Expr, Literal, Unary
-from tiltframe.spec.model import AttrType
-from tiltframe.spec.tables import TableQuery
 from tiltframe.store.base import KeyTerm, Store
 from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.store.merged_reads import COMPARISONS, EXACT_KEYS, ORDERING, merges_in_sql

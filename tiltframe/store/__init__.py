@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tiltframe.spec.model import StoreSpec
+from tiltframe.model.aggregations import StoreSpec
 from tiltframe.store.base import Store
 from tiltframe.store.sql import SqlStore
 from tiltframe.store.urls import store_target

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
-    from tiltframe.spec.durations import Granularity
+    from tiltframe.model.durations import Granularity
     from tiltframe.store.layout import AggregationLayout
 
 class RecordKind(enum.StrEnum):

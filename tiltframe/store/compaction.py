@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from tiltframe.spec.durations import Granularity, Unit
+from tiltframe.model.durations import Granularity, Unit
 from tiltframe.store.base import Store
 from tiltframe.store.layout import AggregationLayout
 

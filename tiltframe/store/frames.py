@@ -12,7 +12,7 @@ import pyarrow as pa
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from tiltframe.spec.model import AttrType
+from tiltframe.model.streams import AttrType
 
 #: The dtype pandas itself gives a column of Python strings (``str`` in pandas 3, ``object`` before).
 STR_DTYPE = pd.Series(["x"]).dtype

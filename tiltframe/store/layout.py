@@ -31,11 +31,14 @@ from functools import cached_property
 from typing import Any
 
 from tiltframe.functions import scalars
-from tiltframe.functions.registry import AggregateFunction, Merge, Ops, State, get
-from tiltframe.spec.durations import Granularity
-from tiltframe.spec.expressions import Attr, Binary, Call, Expr, Literal, Unary
-from tiltframe.spec.model import AggregateItem, AggregationSpec, AppSpec, AttrType, StreamDef
-from tiltframe.spec.tables import TableSpec
+from tiltframe.functions.registry import AggregateFunction, Ops, State, get
+from tiltframe.functions.states import Merge
+from tiltframe.model.aggregations import AggregateItem, AggregationSpec
+from tiltframe.model.app import AppSpec
+from tiltframe.model.durations import Granularity
+from tiltframe.model.expressions import Attr, Binary, Call, Expr, Literal, Unary
+from tiltframe.model.streams import AttrType, StreamDef
+from tiltframe.model.tables import TableSpec
 
 AGG_TIMESTAMP = "AGG_TIMESTAMP"
 AGG_EVENT_TIMESTAMP = "AGG_EVENT_TIMESTAMP"
@@ -50,12 +53,12 @@ RESERVED_PREFIX = "AGG_"
 #: deployment that partitions by default, so no stream or item may take any of these names).
 FIXED_COLUMNS = (AGG_TIMESTAMP, AGG_EVENT_TIMESTAMP, AGG_ARRIVAL_BATCH, AGG_ARRIVAL_SEQ, AGG_COUNT, SHARD_ID)
 
-# --- names in the store, checked by ``spec.validate_names`` before anything is created ------------------
+# --- names in the store, checked by ``lang.checks.names`` before anything is created ------------------
 
-#: The store's bookkeeping tables (``store.sql`` creates them; a test keeps the two lists equal).
+#: The store's bookkeeping tables (``store.schema`` defines them; a test keeps the two lists equal).
 BOOKKEEPING_TABLES = ("TILTFRAME_AGGREGATIONS", "TILTFRAME_BATCHES", "TILTFRAME_REJECTED", "TILTFRAME_PURGES",
                       "TILTFRAME_TABLES")
-#: Suffix of the view of final values beside each table (``TradeAggregation_DAYS_FINAL``, ``store.sql``).
+#: Suffix of the view of final values beside each table (``TradeAggregation_DAYS_FINAL``, ``store.views``).
 VIEW_SUFFIX = "_FINAL"
 #: Suffix of the name a pre-aggregated table's rows wait under while it is rebuilt (``store.table_changes``;
 #: SQLite's ``__before_shards`` is left out, as SQLite takes names of any length).

@@ -33,8 +33,8 @@ import pandas as pd
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from tiltframe.functions.registry import Merge
-from tiltframe.spec.model import AttrType
+from tiltframe.functions.states import Merge
+from tiltframe.model.streams import AttrType
 from tiltframe.store.base import KeyTerm
 from tiltframe.store.frames import fetch_compiled, typed_frame
 from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout, KeyColumn, StateColumn

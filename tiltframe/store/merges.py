@@ -15,8 +15,9 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from tiltframe.errors import StoreError
-from tiltframe.functions.registry import EVENT_ORDER, Merge
-from tiltframe.spec.model import AttrType
+from tiltframe.functions.registry import EVENT_ORDER
+from tiltframe.functions.states import Merge
+from tiltframe.model.streams import AttrType
 from tiltframe.store.layout import AGG_ARRIVAL_BATCH, AGG_ARRIVAL_SEQ, AGG_EVENT_TIMESTAMP, AggregationLayout
 from tiltframe.store.mysql import is_mysql
 
@@ -120,7 +121,7 @@ def _pick_event(old: sa.Table, new: Any, order: list[str], values: list[str], *,
 
 
 def _merge(kind: Merge, old: Any, new: Any) -> Any:
-    if kind.is_sketch:  # merged before the upsert (``SqlStore._merge_sketches``): the new value is the union
+    if kind.is_sketch:  # merged before the upsert (``upserts.merge_sketches``): the new value is the union
         return sa.func.coalesce(new, old)
     if kind is Merge.SUM:
         return sa.func.coalesce(old + new, old, new)

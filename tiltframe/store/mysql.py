@@ -27,7 +27,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection
 
-from tiltframe.spec.model import AttrType
+from tiltframe.model.streams import AttrType
 from tiltframe.store.layout import SHARD_ID, AggregationLayout
 
 MYSQL_DIALECTS = frozenset({"mysql", "mariadb"})

@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from tiltframe.errors import StoreError
-from tiltframe.spec.model import AttrType
+from tiltframe.model.streams import AttrType
 from tiltframe.store.frames import fetch_all, typed_frame
 from tiltframe.store.layout import AGG_TIMESTAMP, SHARD_ID, AggregationLayout
 from tiltframe.store.merges import sum_states

@@ -1,4 +1,4 @@
-"""Purging by retention: when it is due, and what it deletes (policy in ``tiltframe.spec.retention``).
+"""Purging by retention: when it is due, and what it deletes (policy in ``tiltframe.model.retention``).
 
 The pipeline asks :meth:`Purger.maybe_purge` after each committed batch, and ``tiltframe purge APP`` calls
 :meth:`Purger.purge` at once.  The interval runs on the wall clock from the last purge recorded in the
@@ -13,8 +13,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tiltframe.spec.durations import Granularity
-from tiltframe.spec.retention import Retention
+from tiltframe.model.durations import Granularity
+from tiltframe.model.retention import Retention
 from tiltframe.store.base import Store
 from tiltframe.store.layout import AggregationLayout
 

@@ -15,7 +15,7 @@ import pyarrow as pa
 import sqlalchemy as sa
 
 from tiltframe.errors import StoreError
-from tiltframe.spec.tables import TableSpec
+from tiltframe.model.tables import TableSpec
 from tiltframe.store.base import Store
 from tiltframe.store.frames import fetch_all, typed_frame
 from tiltframe.store.layout import AggregationLayout

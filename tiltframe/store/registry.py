@@ -6,7 +6,7 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 
-from tiltframe.spec.model import AggregationSpec, StoreSpec
+from tiltframe.model.aggregations import AggregationSpec, StoreSpec
 from tiltframe.store.base import Store
 
 

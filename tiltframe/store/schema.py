@@ -12,8 +12,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
-from tiltframe.spec.durations import Granularity
-from tiltframe.spec.model import AttrType
+from tiltframe.model.durations import Granularity
+from tiltframe.model.streams import AttrType
 from tiltframe.store.base import REJECTED_COLUMNS, REJECTED_TIMES
 from tiltframe.store.layout import SHARD_ID, AggregationLayout
 from tiltframe.store.mysql import KEY_HASH, StoredText, hashes_keys, is_mysql, primary_key

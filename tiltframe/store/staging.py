@@ -26,7 +26,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
 from tiltframe.errors import StoreError
-from tiltframe.spec.model import AttrType
+from tiltframe.model.streams import AttrType
 from tiltframe.store import mysql
 from tiltframe.store.base import StagingTarget
 from tiltframe.store.frames import ARROW_TYPES, fetch_all, typed_frame
@@ -60,7 +60,7 @@ def staging_name(layout: AggregationLayout) -> str:
 
 def qualifies(layout: AggregationLayout) -> bool:
     """Whether ``layout``'s batches can be staged: sketch states are merged with the stored ones on the
-    driver (``SqlStore._merge_sketches``), shards' rows carry the deployment's shard id, added there, and
+    driver (``upserts.merge_sketches``), shards' rows carry the deployment's shard id, added there, and
     CSV holds no binary or list column."""
     return (not layout.partitioned and not any(s.merge.is_sketch for s in layout.states)
             and not any(t in (AttrType.BINARY, AttrType.ARRAY) for t in layout.stored_column_types.values()))

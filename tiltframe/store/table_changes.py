@@ -1,7 +1,7 @@
 """A changed definition of a pre-aggregated table, followed by its stored rows (EventQL sections 4.2, 4.7).
 
 The store records each table's definition beside its registration.  When a later definition differs,
-:func:`tiltframe.spec.table_changes.plan_change` says what changes and refuses what the stored rows cannot
+:func:`tiltframe.model.table_changes.plan_change` says what changes and refuses what the stored rows cannot
 follow; this module makes the tables match it in the store's schema transaction:
 
 - a measure added: its columns are NULL in the rows stored before ("no value" for those intervals);
@@ -19,7 +19,8 @@ would need a value for the rows stored before.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -27,31 +28,31 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from tiltframe.errors import StoreError
-from tiltframe.spec.table_changes import ConfigChange, plan_change
-from tiltframe.spec.tables import TableSpec
+from tiltframe.model.durations import Granularity
+from tiltframe.model.table_changes import ConfigChange, plan_change
+from tiltframe.model.tables import TableSpec
 from tiltframe.store.frames import fetch_all, typed_frame
 from tiltframe.store.layout import AGG_COUNT, SHARD_ID, AggregationLayout
 from tiltframe.store.mysql import KEY_HASH, key_hash_sql
-
-if TYPE_CHECKING:
-    from tiltframe.store.sql import SqlStore
+from tiltframe.store.pandas_merges import merge_rows
+from tiltframe.store.table_rebuilds import rebuild_table
+from tiltframe.store.upserts import COMPACTED, prepare_rows, upsert_rows
+from tiltframe.store.views import view_name
 
 #: Where a table's rows wait while it is rebuilt.
 ASIDE_SUFFIX = "__old"
 
 
 def follow_change(
-    store: SqlStore, conn: Connection, layout: AggregationLayout, stored: TableSpec, zone: str
+    conn: Connection, layout: AggregationLayout, tables: Mapping[Granularity, sa.Table], stored: TableSpec, zone: str
 ) -> ConfigChange:
-    """Rebuild the tables of ``stored`` (recorded with time zone ``zone``) for ``layout``'s table; returns
+    """Rebuild the tables of ``stored`` (recorded with time zone ``zone``) as ``layout``'s ``tables``; returns
     the change applied.  The caller records the new definition and registration in the same transaction.
 
     Raises:
         DefinitionError: a change the stored rows cannot follow (``plan_change``).
         StoreError: a dimension added, or the time zone changed, over stored rows.
     """
-    from tiltframe.store.sql import rebuild_table, view_name
-
     assert layout.table is not None
     old = AggregationLayout.of_table(stored, zone)
     present = set(sa.inspect(conn).get_table_names())
@@ -79,14 +80,14 @@ def follow_change(
     dropped = {s.name for s in old.states if s.name != AGG_COUNT and s.item.alias in removed}
     old_types = old.stored_column_types
     keep = [c for c in layout.stored_column_types if c in old_types and c not in dropped]
-    for g, table in store._tables(layout).items():
+    for g, table in tables.items():
         if sources[g] is None:
             continue
 
         def fill(aside: str, table: sa.Table = table) -> None:
             rows = sa.table(aside, *(sa.column(c) for c in keep))
             if change.removed_dimensions:
-                _merge_over_removed(store, conn, layout, table, rows, {c: old_types[c] for c in keep})
+                _merge_over_removed(conn, layout, table, rows, {c: old_types[c] for c in keep})
             elif KEY_HASH in table.c:  # MySQL: the digest of the string keys, as the merge computes it
                 digest = key_hash_sql(layout, rows.c).label(KEY_HASH)
                 conn.execute(sa.insert(table).from_select([*keep, KEY_HASH], sa.select(*rows.c, digest)))
@@ -105,16 +106,13 @@ def _source(name: str, present: set[str]) -> str | None:
 
 
 def _merge_over_removed(
-    store: SqlStore, conn: Connection, layout: AggregationLayout, table: sa.Table, rows: Any, types: dict[str, Any]
+    conn: Connection, layout: AggregationLayout, table: sa.Table, rows: Any, types: dict[str, Any]
 ) -> None:
     """The stored rows merged per interval and the remaining dimensions, under the compacted shard."""
-    from tiltframe.retrieval.merge import merge_rows
-    from tiltframe.store.sql import COMPACTED, prepare_rows
-
     frame = typed_frame(fetch_all(conn, sa.select(*rows.c)), types).drop(columns=[SHARD_ID])
     for name in layout.column_types:
         if name not in frame.columns:  # a measure added: no value for the rows stored before
             frame[name] = pd.Series([None] * len(frame), dtype=object)
     merged = merge_rows(frame, layout)
     data = pa.Table.from_pandas(merged[list(layout.column_types)], preserve_index=False)
-    store._merge_rows(conn, layout, table, prepare_rows(layout, data, COMPACTED))
+    upsert_rows(conn, layout, table, prepare_rows(layout, data, COMPACTED))

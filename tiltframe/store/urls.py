@@ -16,7 +16,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import sqlalchemy as sa
 
 from tiltframe.errors import DefinitionError, NotSupportedYet
-from tiltframe.spec.model import StoreSpec
+from tiltframe.model.aggregations import StoreSpec
 
 #: URL schemes (after an optional ``jdbc:``) and the SQLAlchemy driver each one uses.
 SERVER_DRIVERS = {

@@ -18,8 +18,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection
 
-from tiltframe.functions.registry import Merge
-from tiltframe.spec.durations import Granularity
+from tiltframe.functions.states import Merge
+from tiltframe.model.durations import Granularity
 from tiltframe.store.layout import AGG_COUNT, AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout
 from tiltframe.store.merges import SqlOps
 from tiltframe.timeutil.columns import AGG_TIME

@@ -34,7 +34,7 @@ from tiltframe.engine.continuous.columns import (
     StepParts,
     is_empty,
 )
-from tiltframe.engine.continuous.states import TS, build_states
+from tiltframe.retrieval.pandas_states import TS, build_states
 from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP
 
 #: The order of flags at one event time (starting events first, ending ones last), and back: the same

@@ -33,16 +33,16 @@ from tiltframe.engine.continuous.columns import (
     version_outputs,
 )
 from tiltframe.functions.scalars import json_value
-from tiltframe.retrieval.evaluate import evaluate, holds
-from tiltframe.retrieval.merge import finalize
-from tiltframe.spec.continuous import (
+from tiltframe.model.continuous import (
     EMIT_VERSION,
     WINDOW_END,
     WINDOW_START,
     EmitPolicy,
     WindowKind,
 )
+from tiltframe.retrieval.evaluate import evaluate, holds
 from tiltframe.store.layout import AGG_COUNT, AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP
+from tiltframe.store.pandas_merges import finalize
 
 
 class Emission(StepParts):

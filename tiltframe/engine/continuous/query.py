@@ -45,16 +45,17 @@ from tiltframe.engine.continuous.columns import (
     version_outputs,
 )
 from tiltframe.engine.continuous.processor import ContinuousProcessor
-from tiltframe.engine.continuous.states import TS, arg_column, array_elements, layout_for, output_types
 from tiltframe.engine.events import EVENT_TS, SPARK_TYPES, type_events
 from tiltframe.engine.events import RAW as TYPED_RAW
 from tiltframe.engine.events import REASON as TYPED_REASON
 from tiltframe.engine.expressions import to_column
 from tiltframe.engine.hadoop_paths import Location
 from tiltframe.engine.sinks import JsonLinesSink, Sink, readable_times
-from tiltframe.spec.continuous import WINDOW_COLUMNS, ContinuousQuery, WindowKind
-from tiltframe.spec.expressions import Attr
-from tiltframe.spec.model import AppSpec, AttrType
+from tiltframe.model.app import AppSpec
+from tiltframe.model.continuous import WINDOW_COLUMNS, ContinuousQuery, WindowKind
+from tiltframe.model.expressions import Attr
+from tiltframe.model.streams import AttrType
+from tiltframe.retrieval.pandas_states import TS, arg_column, array_elements, layout_for, output_types
 
 BUCKET = "tf_bucket"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"

@@ -22,8 +22,8 @@ from tiltframe.engine.continuous.columns import (
     WS,
     is_empty,
 )
-from tiltframe.engine.continuous.states import TS, build_states
-from tiltframe.spec.continuous import WindowKind
+from tiltframe.model.continuous import WindowKind
+from tiltframe.retrieval.pandas_states import TS, build_states
 from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP
 
 

@@ -34,11 +34,11 @@ from tiltframe.engine.continuous.columns import (
 )
 from tiltframe.engine.continuous.emission import Emission
 from tiltframe.engine.continuous.sessions import Sessions
-from tiltframe.engine.continuous.states import SEQ, TS, build_states
 from tiltframe.engine.continuous.tilt import Tilt
-from tiltframe.retrieval.merge import merge_rows
-from tiltframe.spec.continuous import EmitPolicy, WindowKind
+from tiltframe.model.continuous import EmitPolicy, WindowKind
+from tiltframe.retrieval.pandas_states import SEQ, TS, build_states
 from tiltframe.store.layout import AGG_COUNT, AGG_TIMESTAMP
+from tiltframe.store.pandas_merges import merge_rows
 
 
 class Step(Sessions, Emission, Tilt):

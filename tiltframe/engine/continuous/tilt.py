@@ -25,10 +25,10 @@ import numpy as np
 import pandas as pd
 
 from tiltframe.engine.continuous.columns import ROW, WE, WS, StepParts, is_empty
-from tiltframe.engine.continuous.states import SEQ, TS, build_states
-from tiltframe.retrieval.merge import merge_rows
-from tiltframe.spec.continuous import TILT_SIZE
+from tiltframe.model.continuous import TILT_SIZE
+from tiltframe.retrieval.pandas_states import SEQ, TS, build_states
 from tiltframe.store.layout import AGG_TIMESTAMP
+from tiltframe.store.pandas_merges import merge_rows
 
 LEVEL = "_level"
 COUNTED = "_counted"  # size windows: inputs counted since the last emission

@@ -1,0 +1,299 @@
+"""The engine of a SQL store and its transactions: SQLite's file and pragmas, the servers' isolation, the
+locks that keep writers of one aggregation (and schema changes) apart, and failures as ``StoreError``."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Self
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from tiltframe.errors import StoreError
+from tiltframe.model.durations import Granularity
+from tiltframe.store import mysql
+from tiltframe.store.base import (
+    Capabilities,
+)
+from tiltframe.store.layout import AggregationLayout
+from tiltframe.store.merged_reads import MergedReads
+from tiltframe.store.read_plans import ReadPlans
+from tiltframe.store.schema import (
+    AGGREGATIONS,
+    AGGREGATIONS_TABLE,
+    BATCHES,
+    REJECTED,
+    level_tables,
+)
+from tiltframe.store.sqlite_read import change_token, check_unchanged, kept, open_reader, stale
+
+logger = logging.getLogger(__name__)
+
+BUSY_TIMEOUT_MS = 30_000
+
+MAX_IDENTIFIER_LENGTH = {"sqlite": 1024, "postgresql": 63, "mysql": 64, "mariadb": 64}
+
+
+def sqlite_engine(path: Path, *, read_only: bool) -> Engine:
+    """Engine on one SQLite file: WAL so readers never block the writer and see committed batches only.
+
+    A read-only engine opens the file with ``mode=ro`` and ``query_only``, creates no file (immutable
+    while no writer is active: ``sqlite_read``) and never runs a pragma that writes.  pysqlite's implicit
+    transactions are switched off (``isolation_level=None``); the ``begin`` hook emits ``BEGIN`` itself,
+    ``BEGIN IMMEDIATE`` for writes so that the replay check and the merge see one state of the database.
+    """
+
+    def connect() -> sqlite3.Connection:
+        timeout = BUSY_TIMEOUT_MS / 1000
+        if read_only:  # creates no file, even on a read-only disk (sqlite_read)
+            conn = open_reader(path, timeout)
+            conn.execute("PRAGMA query_only = ON")
+        else:
+            conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA page_size = 16384")  # takes effect only on a new file; faster merges
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        return conn
+
+    # A reader decides at each transaction whether the file is read as immutable: a kept connection serves
+    # it only while not stale, and one on the WAL path is closed when given back (sqlite_read).
+    pool = {"pool_size": 4, "max_overflow": -1} if read_only else {}
+    engine = sa.create_engine(f"sqlite:///{path.resolve()}", creator=connect, **pool)
+    if read_only:
+        sa.event.listen(engine, "commit", lambda conn: check_unchanged(conn.connection.dbapi_connection))
+        sa.event.listen(engine, "checkout", _refuse_stale)
+        sa.event.listen(engine, "checkin", _close_unless_valid)
+
+    @sa.event.listens_for(engine, "begin")
+    def _begin(conn: Connection) -> None:
+        conn.exec_driver_sql(conn.get_execution_options().get("tiltframe_begin", "BEGIN"))
+
+    return engine
+
+
+def _refuse_stale(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+    if stale(dbapi_connection):
+        raise sa.exc.DisconnectionError  # the pool opens a new connection in its place
+
+
+def _close_unless_valid(dbapi_connection: Any, record: Any) -> None:
+    if dbapi_connection is not None and not kept(dbapi_connection):
+        record.invalidate()
+
+
+class SqlConnections:
+    """The store's engine and its transactions: what every part of :class:`~tiltframe.store.sql.SqlStore`
+    reads and writes through."""
+
+    def __init__(self, engine: Engine, *, read_only: bool = False, path: Path | None = None) -> None:
+        self._engine = engine
+        self._read_only = read_only
+        self._path = path
+        self.url = engine.url.render_as_string(hide_password=True)
+        dialect = engine.dialect.name
+        self.capabilities = Capabilities(max_identifier_length=MAX_IDENTIFIER_LENGTH.get(dialect, 63),
+                                         staged_writes=(dialect == "postgresql" or mysql.is_mysql(dialect))
+                                         and not read_only)
+        self._tables_cache: dict[tuple[str, str, bool], dict[Granularity, sa.Table]] = {}
+        self._ready: set[tuple[str, str, bool]] = set()
+        self._plans = ReadPlans(engine.dialect)
+        self._merged = MergedReads(self._plans)
+        # Tables seen to exist, so that a read does not ask the catalog each time; forgotten by every write
+        # transaction (which may drop one) and by a failed read (another process may have dropped one).
+        self._present: set[str] = set()
+        self._staging_ready: set[tuple[str, str]] = set()
+
+
+    def __repr__(self) -> str:
+        return f"SqlStore({self.url!r}{', read_only=True' if self._read_only else ''})"
+
+
+    def change_token(self) -> object | None:
+        """A value that changes whenever anything is committed to the store, for readers that keep answers
+        (``http.reader``): the embedded store's (``sqlite_read.change_token``); None for a server, whose
+        answers are not kept."""
+        return None if self._path is None else change_token(self._path)
+
+
+    def __enter__(self) -> Self:
+        return self
+
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+
+    def _tables(self, layout: AggregationLayout) -> dict[Granularity, sa.Table]:
+        key = (layout.name, layout.spec_hash, layout.partitioned)
+        if key not in self._tables_cache:
+            self._tables_cache[key] = level_tables(layout, self._engine.dialect.name)
+        return self._tables_cache[key]
+
+
+    def _check_same_spec(self, layout: AggregationLayout, row: sa.Row[Any], *, recorded: bool = True) -> None:
+        """Refuse stored tables of another definition; a table's recorded definition can be followed."""
+        if row.spec_hash == layout.spec_hash:
+            return
+        if layout.table is not None and recorded:
+            msg = (f"the stored table {layout.name} in {self.url} was made for a different definition of it; the "
+                   f"change is applied by the next insert into it, or now by: tiltframe migrate APP")
+            raise StoreError(msg)
+        tables = ", ".join(f"{layout.name}_{s}" for s in row.granularities.split(",") if s)
+        msg = (
+            f"the stored tables of aggregation {layout.name} in {self.url} were made for a different "
+            f"definition of {layout.name} (stored spec hash {row.spec_hash}, this definition "
+            f"{layout.spec_hash}); a change to its stream, select list, group by, durations or time zone "
+            f"changes what the tables hold. Use another data directory or store, or drop the tables "
+            f"{tables} and delete the {layout.name} rows of {AGGREGATIONS}, {BATCHES} and {REJECTED}"
+        )
+        raise StoreError(msg)
+
+
+    @contextmanager
+    def write_transaction(self, action: str, *, schema: bool = False) -> Iterator[Connection]:
+        """One write transaction for tables of other kinds (``store.raw_rows``), its failures a ``StoreError``
+        naming ``action`` and the store; ``schema`` for one that changes the schema (excluding every other
+        schema change)."""
+        self._require_writable()
+        with self._failures(action), self._write(schema=schema) as conn:
+            yield conn
+
+
+    @contextmanager
+    def read_transaction(self, action: str) -> Iterator[Connection | None]:
+        """One read transaction (None when the embedded store's file does not exist yet), its failures a
+        ``StoreError`` naming ``action`` and the store."""
+        with self._failures(action):
+            if not self._exists():
+                yield None
+                return
+            with self._engine.connect() as conn, conn.begin():
+                yield conn
+
+
+    @contextmanager
+    def _failures(self, action: str) -> Iterator[None]:
+        dbapi_error: type[Exception] = getattr(self._engine.dialect.loaded_dbapi, "Error", sqlite3.Error)
+        try:
+            yield
+        except (sa.exc.SQLAlchemyError, dbapi_error) as e:
+            self._present.clear()
+            cause = getattr(e, "orig", None) or e
+            raise StoreError(f"could not {action} in {self.url}: {cause}") from e
+
+
+    def _require_writable(self) -> None:
+        if self._read_only:
+            msg = f"the store {self.url} was opened read-only"
+            raise StoreError(msg)
+
+
+    def _exists(self) -> bool:
+        return self._path is None or self._path.exists()
+
+
+    @contextmanager
+    def _write(self, layout: AggregationLayout | None = None, *, schema: bool = False) -> Iterator[Connection]:
+        """One write transaction that commits on success; with ``layout``, it also excludes every other
+        write transaction of that aggregation (batch writes and purges) until it ends; with ``schema``,
+        every other schema change of the store (pipelines of several shards start at once, and
+        ``CREATE TABLE IF NOT EXISTS`` is no guard against a concurrent one on PostgreSQL).
+
+        SQLite's ``BEGIN IMMEDIATE`` takes the database's one write lock at once.  A server connection
+        writes in READ COMMITTED (so that once the lock is held, it reads what the transaction before
+        it committed) and locks the aggregation's row of the registry table.
+        """
+        self._present.clear()  # a write may drop a table
+        conn = self._engine.connect()
+        if conn.dialect.name == "sqlite":
+            conn = conn.execution_options(tiltframe_begin="BEGIN IMMEDIATE")
+        else:
+            conn = conn.execution_options(isolation_level="READ COMMITTED")
+        with conn, _schema_lock(conn, held=schema), conn.begin():
+            if layout is not None and conn.dialect.name != "sqlite":
+                a = AGGREGATIONS_TABLE.c
+                conn.execute(sa.select(a.name).where(a.name == layout.name).with_for_update())
+            yield conn
+
+
+    def _has_table(self, conn: Connection, name: str) -> bool:
+        """Whether table ``name`` exists, asking the catalog only until it has been seen."""
+        if name in self._present:
+            return True
+        found = sa.inspect(conn).has_table(name)
+        if found:
+            self._present.add(name)
+        return found
+
+
+    @contextmanager
+    def _read(self, layout: AggregationLayout) -> Iterator[tuple[Connection, sa.Row[Any]]]:
+        """One read transaction (one snapshot) of a store that holds ``layout``, and its registration."""
+        no_data = f"no data for aggregation {layout.name} in {self.url}; run the app first"
+        if not self._exists():
+            raise StoreError(no_data)
+        with self._engine.connect() as conn, conn.begin():
+            if not self._has_table(conn, AGGREGATIONS):
+                raise StoreError(no_data)
+            row = conn.execute(sa.select(AGGREGATIONS_TABLE).where(AGGREGATIONS_TABLE.c.name == layout.name)).first()
+            if row is None:
+                raise StoreError(no_data)
+            self._check_same_spec(layout, row)
+            yield conn, row
+
+
+    @contextmanager
+    def _errors(self, action: str, layout: AggregationLayout) -> Iterator[None]:
+        """Database failures become a ``StoreError`` naming the store and the aggregation."""
+        with self._failures(f"{action} aggregation {layout.name}"):
+            yield
+
+
+
+_SCHEMA_LOCK = "CONCAT('tiltframe.schema.', MD5(DATABASE()))"  # MySQL's named locks span databases
+_SCHEMA_LOCK_KEY = 0x7469_6C74  # PostgreSQL advisory locks take a number
+_SCHEMA_LOCK_WAIT_S = 300
+
+
+@contextmanager
+def _schema_lock(conn: Connection, *, held: bool) -> Iterator[None]:
+    """Hold the store-wide schema lock of a server database around one transaction of ``conn``.
+
+    PostgreSQL takes a session-level advisory lock (released after the transaction, which the caller
+    opens inside); MySQL's DDL commits by itself, so its named lock spans the whole sequence.  SQLite
+    needs none: ``BEGIN IMMEDIATE`` already excludes every other writer.
+    """
+    dialect = conn.dialect.name
+    if not held or dialect == "sqlite":
+        yield
+        return
+    if dialect == "postgresql":
+        conn.exec_driver_sql(f"SELECT pg_advisory_lock({_SCHEMA_LOCK_KEY})")
+        conn.commit()
+        release = f"SELECT pg_advisory_unlock({_SCHEMA_LOCK_KEY})"
+    else:
+        got = conn.exec_driver_sql(f"SELECT GET_LOCK({_SCHEMA_LOCK}, {_SCHEMA_LOCK_WAIT_S})").scalar()
+        conn.commit()
+        if got != 1:
+            msg = f"another process held the schema lock of the store for {_SCHEMA_LOCK_WAIT_S} s"
+            raise StoreError(msg)
+        release = f"SELECT RELEASE_LOCK({_SCHEMA_LOCK})"
+    try:
+        yield
+    finally:
+        try:
+            if conn.in_transaction():
+                conn.rollback()
+            conn.exec_driver_sql(release)
+            conn.commit()
+        except sa.exc.DBAPIError:
+            conn.invalidate()  # a pooled session must not keep the lock; closing it releases it

@@ -1,0 +1,209 @@
+"""The level tables of an aggregation in a SQL store: made and registered, checked against the definition
+that made them, followed when a pre-aggregated table's definition changes, given shards, dropped."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from tiltframe.errors import DefinitionError, StoreError
+from tiltframe.model.tables import TableSpec
+from tiltframe.store import commits, mysql, staging
+from tiltframe.store.commits import now_ms
+from tiltframe.store.layout import SHARD_ID, AggregationLayout
+from tiltframe.store.retries import retried
+from tiltframe.store.schema import (
+    AGGREGATIONS,
+    AGGREGATIONS_TABLE,
+    BATCHES,
+    SHARED,
+    TABLES_TABLE,
+    level_tables,
+)
+from tiltframe.store.sql_connections import SqlConnections
+from tiltframe.store.table_changes import follow_change
+from tiltframe.store.table_rebuilds import alter_with_shard, copy_with_shard, primary_key
+from tiltframe.store.views import replace_view, view_name
+
+logger = logging.getLogger(__name__)
+
+class SqlSchema(SqlConnections):
+    """The tables of an aggregation: made, checked against its definition, changed, dropped."""
+
+    def _check_identifiers(self, layout: AggregationLayout) -> None:
+        limit = self.capabilities.max_identifier_length
+        names = (*(n for g in layout.spec.granularities for n in (layout.table_name(g), view_name(layout, g))),
+                 *layout.column_types)
+        for name in names:
+            if len(name) > limit:
+                msg = (f"the name {name!r} of aggregation {layout.name} is {len(name)} characters long, "
+                       f"but {self._engine.dialect.name} allows at most {limit}; use a shorter name")
+                raise DefinitionError(msg)
+
+
+    @retried
+    def ensure_schema(self, layout: AggregationLayout) -> tuple[str, ...]:
+        """Create the tables of ``layout`` and register it, or check that the stored ones match its spec.
+
+        A pre-aggregated table whose definition changed is rebuilt to follow it
+        (:mod:`tiltframe.store.table_changes`); returns what changed, in words (nothing otherwise).
+        """
+        key = (layout.name, layout.spec_hash, layout.partitioned)
+        if key in self._ready:
+            return ()
+        self._require_writable()
+        self._check_identifiers(layout)
+        notes: tuple[str, ...] = ()
+        with self._errors("prepare the tables of", layout), self._write(schema=True) as conn:
+            SHARED.create_all(conn, checkfirst=True)
+            self._check_shared_tables(conn)
+            a = AGGREGATIONS_TABLE.c
+            row = conn.execute(sa.select(AGGREGATIONS_TABLE).where(a.name == layout.name)).first()
+            registration = {"spec_hash": layout.spec_hash, "zone": layout.zone,
+                            "granularities": ",".join(g.table_suffix for g in layout.spec.granularities)}
+            if row is None:
+                conn.execute(sa.insert(AGGREGATIONS_TABLE).values(name=layout.name, created_at=now_ms(),
+                                                                  **registration))
+            elif row.spec_hash != layout.spec_hash and layout.table is not None:
+                notes = self._follow_table_change(conn, layout, row)
+                conn.execute(sa.update(AGGREGATIONS_TABLE).where(a.name == layout.name).values(**registration))
+            else:
+                self._check_same_spec(layout, row)
+            if mysql.hashes_keys(layout, conn.dialect):  # tables made before AGG_KEY_HASH keep their keys
+                earlier = mysql.earlier_keys(conn, layout.table_name(layout.spec.finest), layout)
+                if earlier:
+                    logger.warning("%s", earlier)
+                self._tables_cache[key] = level_tables(layout, conn.dialect.name, hashed=None if earlier is None
+                                                       else False)
+            for g, table in self._tables(layout).items():
+                table.create(conn, checkfirst=True)
+                self._check_partitioning(conn, layout, table)
+                replace_view(conn, layout, table, g)
+            if layout.table is not None:
+                self._record_definition(conn, layout.table)
+        self._ready.add(key)
+        return notes
+
+
+    def _follow_table_change(self, conn: Connection, layout: AggregationLayout, row: sa.Row[Any]) -> tuple[str, ...]:
+        text = conn.execute(sa.select(TABLES_TABLE.c.definition).where(TABLES_TABLE.c.name == layout.name)).scalar()
+        if text is None:  # registered before definitions were recorded: nothing to compare with
+            self._check_same_spec(layout, row, recorded=False)
+        return follow_change(conn, layout, self._tables(layout), TableSpec.from_json(text), row.zone).notes
+
+
+    @staticmethod
+    def _record_definition(conn: Connection, table: TableSpec) -> None:
+        t = TABLES_TABLE.c
+        values = {"definition": table.to_json(), "updated_at": now_ms()}
+        if conn.execute(sa.update(TABLES_TABLE).where(t.name == table.name).values(**values)).rowcount == 0:
+            conn.execute(sa.insert(TABLES_TABLE).values(name=table.name, **values))
+
+
+    def _check_partitioning(self, conn: Connection, layout: AggregationLayout, table: sa.Table) -> None:
+        """Tables made before ``@PartitionById`` lack ``SHARD_ID``: point to ``tiltframe migrate``, never
+        write rows that would merge with another shard's."""
+        has_shards = SHARD_ID in primary_key(conn, table.name)
+        if has_shards == layout.partitioned:
+            return
+        if layout.partitioned:
+            msg = (f"aggregation {layout.name} is partitioned by shard (@PartitionById), but its table "
+                   f"{table.name} in {self.url} was created without a {SHARD_ID} column; upgrade the tables "
+                   f"once with: tiltframe migrate APP --shard-id ID (ID: the shard that wrote the existing rows)")
+        else:
+            msg = (f"the tables of aggregation {layout.name} in {self.url} are partitioned by shard ({table.name} "
+                   f"has a {SHARD_ID} column), but this deployment does not partition {layout.name}; add "
+                   f"@PartitionById to the aggregation and give a shard id")
+        raise StoreError(msg)
+
+
+    def _check_shared_tables(self, conn: Connection) -> None:
+        """A store made by an earlier tiltframe lacks columns; say so instead of failing mid-batch."""
+        inspector = sa.inspect(conn)
+        for table in SHARED.sorted_tables:
+            have = {c["name"] for c in inspector.get_columns(table.name)}
+            missing = [c.name for c in table.columns if c.name not in have]
+            if missing:
+                msg = (f"the store {self.url} was made by an earlier version of tiltframe: table {table.name} "
+                       f"lacks the columns {', '.join(missing)}; use a new data directory or store")
+                raise StoreError(msg)
+
+
+    def reset(self, layout: AggregationLayout, shard_id: str | None = None) -> None:
+        """Drop everything the store holds of ``layout`` (a rebuild): its commit records, recorded events and
+        purge marks first, then its tables and views, made anew by the next ``ensure_schema``.  The
+        registration and a pre-aggregated table's recorded definition stay.
+
+        A database that commits each DDL statement (MySQL) may stop in between; the records go first so that
+        such a store holds no batch of any pipeline and the next start says so.  A partitioned aggregation
+        whose tables hold another shard's rows is refused: those rows are not this pipeline's to drop.
+        """
+        self._require_writable()
+        if not self._exists():
+            return
+        with self._errors("rebuild", layout), self._write(layout, schema=True) as conn:
+            present = set(sa.inspect(conn).get_table_names())
+            if BATCHES not in present:
+                return
+            tables = {g: t for g, t in self._tables(layout).items() if t.name in present}
+            finest = tables.get(layout.spec.finest)
+            if layout.partitioned and shard_id is not None and finest is not None:
+                others = conn.execute(sa.select(finest.c[SHARD_ID]).where(finest.c[SHARD_ID] != shard_id)
+                                      .limit(1)).scalar()
+                if others is not None:
+                    msg = (f"cannot rebuild aggregation {layout.name}: its tables in {self.url} also hold rows of "
+                           f"shard {others!r}, which a rebuild of shard {shard_id!r} must not drop; stop every "
+                           f"shard's pipeline, then rebuild them all (each with --rebuild)")
+                    raise StoreError(msg)
+            commits.forget(conn, layout)
+            if conn.dialect.name == "postgresql":
+                staging.drop_staging(conn, layout)
+                self._staging_ready.discard((layout.name, layout.spec_hash))
+            quote = conn.dialect.identifier_preparer.quote  # MySQL commits the deletes before its first DROP
+            for g, table in tables.items():
+                conn.exec_driver_sql(f"DROP VIEW IF EXISTS {quote(view_name(layout, g))}")
+                table.drop(conn)
+        self._ready.discard((layout.name, layout.spec_hash, layout.partitioned))
+        self._tables_cache.pop((layout.name, layout.spec_hash, layout.partitioned), None)
+
+
+    def add_shards(self, layout: AggregationLayout, shard_id: str) -> list[str]:
+        """Give the tables of a partitioned ``layout`` that were made without shards a ``SHARD_ID`` key
+        column, their rows becoming ``shard_id``'s; returns the tables changed (none on a second run).
+
+        SQLite cannot change a primary key, so its tables are copied into new ones in one transaction.
+        PostgreSQL changes them in place in one transaction.  MySQL commits each DDL statement, so every
+        step is checked before it is taken and an interrupted migration completes when run again.
+        """
+        if not layout.partitioned:
+            msg = f"aggregation {layout.name} is not partitioned by shard; there is nothing to migrate"
+            raise StoreError(msg)
+        self._require_writable()
+        if not self._exists():
+            return []
+        changed: list[str] = []
+        with self._errors("migrate", layout), self._write(layout, schema=True) as conn:
+            inspector = sa.inspect(conn)
+            if not inspector.has_table(AGGREGATIONS):
+                return []
+            row = conn.execute(sa.select(AGGREGATIONS_TABLE).where(AGGREGATIONS_TABLE.c.name == layout.name)).first()
+            if row is None:
+                return []
+            self._check_same_spec(layout, row)
+            present = set(inspector.get_table_names())
+            quote = conn.dialect.identifier_preparer.quote
+            for g, table in self._tables(layout).items():
+                if table.name not in present or SHARD_ID in primary_key(conn, table.name):
+                    continue
+                conn.exec_driver_sql(f"DROP VIEW IF EXISTS {quote(view_name(layout, g))}")
+                if conn.dialect.name == "sqlite":
+                    copy_with_shard(conn, layout, table, shard_id)
+                else:
+                    alter_with_shard(conn, layout, table, shard_id)
+                replace_view(conn, layout, table, g)
+                changed.append(table.name)
+        return changed
+
