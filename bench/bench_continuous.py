@@ -276,7 +276,8 @@ class TiltframeSide:
         self.rows = Collector(case)
         self.run = ContinuousRun(app, app.continuous_query(case.name), events,
                                  CallbackSink(lambda _stream, rows: self.rows.add(rows)), data_dir=work, spark=spark,
-                                 name=case.name, follow=follow, trigger_interval=trigger)
+                                 name=case.name, follow=follow,
+                                 trigger_ms=round(_seconds(trigger) * 1000))
 
     def start(self) -> None:
         self.run.start()

@@ -129,7 +129,7 @@ def start(
         on_bad_file=on_bad_file,
         rebuild=rebuild,
         checkpoint_dir=checkpoint_dir,
-        trigger_interval=f"{max(1, round(trigger_seconds * 1000))} milliseconds",
+        trigger_ms=max(1, round(trigger_seconds * 1000)),
     )
     return run_.start()
 

@@ -55,7 +55,7 @@ class Live:
             spark=spark,
             name=self.query.name or folder.name,
             manual_clock=True,
-            trigger_interval="20 milliseconds",
+            trigger_ms=20,
             buckets=2,
         )
         self.run.advance(now)

@@ -454,3 +454,9 @@ def test_sink_for_errors_hide_passwords() -> None:
     with pytest.raises(UsageError) as e:
         sink_for("store:mongodb://u:secret@h/db#t")
     assert "secret" not in str(e.value)
+    with pytest.raises(UsageError) as e:  # a JDBC password option, and a URL the store refuses
+        sink_for("store:jdbc:postgresql://h/?user=u&password=secret#t")
+    assert "secret" not in str(e.value) and "password=***" in str(e.value) and "one database" in str(e.value)
+    with pytest.raises(UsageError) as e:
+        sink_for("store:jdbc:mysql://u:secret@h/db")
+    assert "secret" not in str(e.value) and "u:***@h" in str(e.value)

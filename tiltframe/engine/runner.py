@@ -90,7 +90,7 @@ class Run:
         on_batch: Callable[[BatchReport], None] | None = None,
         max_files_per_trigger: int | None = None,
         max_bytes_per_trigger: int | None = None,
-        trigger_interval: str = "1 second",
+        trigger_ms: int = 1000,
         stores: StoreRegistry | None = None,
         deployment: Deployment | None = None,
         on_bad_file: str = "skip",
@@ -122,7 +122,7 @@ class Run:
         self.spark = spark or get_session()
         check_checkpoint_root(self.checkpoint_root)
         self.follow = follow
-        self.trigger_interval = trigger_interval
+        self.trigger_ms = trigger_ms
         self.outputs = dict(outputs or {})
         self.on_batch = on_batch
         self.stores = stores or StoreRegistry(self.data_dir)
@@ -166,7 +166,7 @@ class Run:
             name = app.continuous_name(i)
             events = self._events(source, cq.stream, cq.window.time_attribute)
             handle = ContinuousRun(app, cq, events, self.outputs.get(name) or ConsoleSink(), data_dir=self.data_dir,
-                                   spark=self.spark, name=name, follow=follow, trigger_interval=trigger_interval,
+                                   spark=self.spark, name=name, follow=follow, trigger_ms=self.trigger_ms,
                                    checkpoint_root=self.checkpoint_root)
             self.continuous.append(handle)
             self.result.continuous[name] = handle.totals
@@ -235,7 +235,7 @@ class Run:
         writer = df.writeStream.queryName(name).option("checkpointLocation", str(checkpoint))
         writer = writer.foreachBatch(said_where(name, fn))  # a failure names the query and the batch
         if self.follow:
-            writer = writer.trigger(processingTime=self.trigger_interval)
+            writer = writer.trigger(processingTime=f"{self.trigger_ms} milliseconds")
         else:
             writer = writer.trigger(availableNow=True)
         self._queries.append(writer.start())

@@ -31,6 +31,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from tiltframe.errors import DefinitionError, StoreError, UsageError, did_you_mean
 from tiltframe.functions.scalars import json_value
+from tiltframe.store.urls import hide_password
 from tiltframe.timeutil.columns import aware_times, readable_frame
 
 
@@ -164,12 +165,6 @@ STREAM_COLUMN = "_stream"
 BATCH_COLUMN = "_batch_id"
 #: Rows turned into Python objects and sent per ``executemany`` (bounds memory on big batches).
 INSERT_CHUNK_ROWS = 10_000
-_PASSWORD = re.compile(r"(://[^/:@\s]*:)[^@/\s]*@")
-
-
-def _hide_password(text: str) -> str:
-    """``text`` with the password of any ``scheme://user:password@host`` URL in it masked."""
-    return _PASSWORD.sub(r"\1***@", text)
 
 
 def _sql_type(name: str, values: pd.Series) -> sa.types.TypeEngine[Any]:
@@ -264,7 +259,7 @@ class StoreTableSink:
         try:  # "sqlite": a bare path is a file; URLs with a scheme are still servers or sqlite:///
             target = store_target(StoreSpec("sqlite", str(url)))
         except DefinitionError as e:
-            msg = _hide_password(f"cannot write output table {table} to {str(url)!r}: {e.message}")
+            msg = f"cannot write output table {table} to {hide_password(str(url))!r}: {e.message}"
             raise UsageError(msg) from None
         self._engine = _engine(target)
         self.url = self._engine.url.render_as_string(hide_password=True)
@@ -394,7 +389,7 @@ class StoreTableSink:
             yield
         except sa.exc.SQLAlchemyError as e:
             cause = getattr(e, "orig", None) or e
-            msg = _hide_password(f"could not {action} output table {self.table_name} in {self.url}: {cause}")
+            msg = f"could not {action} output table {self.table_name} in {self.url}: {cause}"
             raise StoreError(msg) from e
 
 
@@ -508,4 +503,8 @@ def sink_for(target: str) -> Sink:
 
 
 def _bad_target(target: str, problem: str) -> str:
-    return _hide_password(f"output target '{target}': {problem}; expected one of: {TARGET_FORMS}")
+    match = _SCHEME.match(target.strip())
+    if match is not None:  # a URL's password is never shown (the #TABLE of store:URL#TABLE stays as written)
+        url, hash_, table = target.strip()[match.end():].partition("#")
+        target = match.group(0) + hide_password(url) + hash_ + table
+    return f"output target '{target}': {problem}; expected one of: {TARGET_FORMS}"

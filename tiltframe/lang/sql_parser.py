@@ -37,13 +37,16 @@ from tiltframe.model.continuous import (
     Window,
     WindowKind,
 )
+from tiltframe.model.durations import Unit
 from tiltframe.model.expressions import Binary, Call, Expr, Pos, Unary, constant_value
 from tiltframe.model.streams import Annotation
 
 __all__ = ["INTERVAL_UNITS", "build_continuous"]
 
 #: Units of ``<n><unit>`` intervals, in milliseconds (seed 003: ms, s, m, h, d).
-INTERVAL_UNITS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+#: The units of an interval (``5s``, ``2m``), Timeplus's spelling of the lengths ``model.durations`` defines.
+INTERVAL_UNITS = {"ms": 1, **{word: unit.fixed_ms for word, unit in (("s", Unit.SECONDS), ("m", Unit.MINUTES),
+                                                                    ("h", Unit.HOURS), ("d", Unit.DAYS))}}
 _EVENT_UNITS = ("event", "events")
 _INTERVAL = re.compile(r"([0-9]+(?:\.[0-9]+)?)([A-Za-z]+)")
 _SQL_COMPARATORS = {"=": "==", "<>": "!="}

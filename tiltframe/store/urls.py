@@ -72,11 +72,12 @@ def _server_url(spec: StoreSpec, url: str) -> sa.URL:
     scheme = parts.scheme.lower().split("+", 1)[0]
     if scheme not in SERVER_DRIVERS:
         known = "jdbc:postgresql://, jdbc:mysql://, jdbc:mariadb:// or jdbc:sqlite:"
-        msg = f"@store(jdbc.url='{url}'): unknown database '{parts.scheme}'; expected {known}"
+        msg = f"@store(jdbc.url='{hide_password(url)}'): unknown database '{parts.scheme}'; expected {known}"
         raise NotSupportedYet(msg)
     database = unquote(parts.path.lstrip("/"))
     if not database or "/" in database:
-        msg = f"@store(jdbc.url='{url}') must name one database, as in jdbc:{scheme}://host:port/DATABASE"
+        msg = (f"@store(jdbc.url='{hide_password(url)}') must name one database, as in "
+               f"jdbc:{scheme}://host:port/DATABASE")
         raise DefinitionError(msg)
     options = dict(parse_qsl(parts.query))
     user = expand_env(spec.username, "username") or options.pop("user", None) or unquote(parts.username or "")
@@ -87,7 +88,7 @@ def _server_url(spec: StoreSpec, url: str) -> sa.URL:
     try:
         port = parts.port
     except ValueError:
-        msg = f"@store(jdbc.url='{url}'): the port is not a number"
+        msg = f"@store(jdbc.url='{hide_password(url)}'): the port is not a number"
         raise DefinitionError(msg) from None
     canonical = "postgresql" if scheme == "postgres" else scheme
     return sa.URL.create(
@@ -107,6 +108,23 @@ def _sqlite_file(rest: str, url: str) -> Path:
     if rest.lower().startswith("file:"):
         rest = rest[len("file:"):]
     if not rest or rest == ":memory:":
-        msg = f"@store(jdbc.url='{url}') must name a database file (an in-memory database would be lost)"
+        msg = (f"@store(jdbc.url='{hide_password(url)}') must name a database file (an in-memory database "
+               f"would be lost)")
         raise DefinitionError(msg)
     return Path(rest)
+
+
+def hide_password(url: str) -> str:
+    """``url`` fit for a message or a log: SQLAlchemy renders it with its password masked
+    (``URL.render_as_string(hide_password=True)``), given as ``user:password@`` or as a JDBC ``password=``
+    option.  Text that is no URL (an SQLite path) comes back as it is."""
+    jdbc = url[:5].lower() == "jdbc:"
+    try:
+        parsed = sa.engine.make_url(url[5:] if jdbc else url)
+    except sa.exc.ArgumentError:
+        return url
+    if "password" in parsed.query:
+        parsed = parsed.update_query_dict({"password": "***"})
+    shown = parsed.render_as_string(hide_password=True).replace("password=%2A%2A%2A", "password=***")
+    return ("jdbc:" + shown) if jdbc else shown
+

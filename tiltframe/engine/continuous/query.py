@@ -123,7 +123,7 @@ class ContinuousRun:
         spark: SparkSession,
         name: str,
         follow: bool = False,
-        trigger_interval: str = "1 second",
+        trigger_ms: int = 1000,
         buckets: int | None = None,
         manual_clock: bool = False,
         checkpoint_root: Location | None = None,
@@ -131,7 +131,7 @@ class ContinuousRun:
         self.app, self.query, self.name, self.spark = app, query, name, spark
         self.sink = readable_times(sink, window_outputs(app, query), app.timezone or "UTC")
         self.follow, self.manual_clock = follow, manual_clock
-        self.trigger_interval = trigger_interval
+        self.trigger_ms = trigger_ms
         self.dir = Path(data_dir) / "continuous" / query_id(app, query)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.clock = self.dir / "clock.json"
@@ -248,14 +248,14 @@ class ContinuousRun:
     def _trigger(self) -> str:
         """The run's trigger interval, shortened to the query's shortest EMIT interval (PERIODIC, WITH BATCH,
         TIMEOUT) when that is longer than a second: its rows would otherwise wait for the next micro-batch."""
-        ms = round(_seconds(self.trigger_interval) * 1000)
+        ms = self.trigger_ms
         intervals = self._intervals()
         if intervals:
             ms = min(ms, max(1000, min(intervals)))
         return f"{max(1, ms)} milliseconds"
 
     def _tick(self) -> None:
-        step = max(0.1, min([_seconds(self.trigger_interval), *(ms / 1000 for ms in self._intervals())]))
+        step = max(0.1, min(self.trigger_ms, *self._intervals()) / 1000)
         while not self._stop.wait(step):
             write_clock(self.clock, now=_wall_ms())
 
@@ -392,6 +392,3 @@ def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _seconds(interval: str) -> float:
-    number, unit = interval.split()
-    return float(number) * {"millisecond": 0.001, "second": 1.0, "minute": 60.0}[unit.rstrip("s")]
