@@ -121,7 +121,7 @@ def hide_password(url: str) -> str:
     jdbc = url[:5].lower() == "jdbc:"
     try:
         parsed = sa.engine.make_url(url[5:] if jdbc else url)
-    except sa.exc.ArgumentError:
+    except (sa.exc.ArgumentError, ValueError):  # no URL, or one SQLAlchemy cannot read (a port that is no number)
         return url
     if "password" in parsed.query:
         parsed = parsed.update_query_dict({"password": "***"})
