@@ -225,3 +225,30 @@ SELECT device, count(*) AS n, window_end FROM tumble(m, 5s) GROUP BY device, win
     assert got.to_dict("records") == want.sort_values(["window_end", "device"]).to_dict("records")
     [state] = [p for p in mounted.local.iterdir() if p.name.startswith("continuous-per5")]
     assert (state / "state").is_dir() and (state / "offsets").is_dir()
+
+
+def test_relative_paths_are_this_processs_after_it_changed_directory(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spark resolves a relative path against the JVM's working directory, which stays where the process
+    started; tiltframe gives Spark absolute paths, so a run after ``os.chdir`` (a notebook's ``%cd``) reads
+    its inputs and keeps its checkpoints and store where Python's relative paths say, and a second run
+    continues from them."""
+    import os
+
+    jvm_dir = Path(os.getcwd())
+    before = set(jvm_dir.iterdir())
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "in").mkdir()
+    events = pd.DataFrame({"symbol": ["A", "B", "A"], "quantity": [1, 2, 3], "ts": [1_000, 2_000, 3_000]})
+    events.to_csv(tmp_path / "in" / "a.csv", index=False)
+    app = tf.load_app(APP)
+    first = tf.run(app, {"Trades": "in"}, data_dir="data", spark=spark)
+    (tmp_path / "in" / "b.csv").write_text("symbol,quantity,ts\nB,5,4000\n")
+    second = tf.run(app, {"Trades": "in"}, data_dir="data", spark=spark)
+    assert first.aggregations["Totals"].events_read == 3  # nothing read twice:
+    assert second.aggregations["Totals"].events_read == 1
+    got = tf.query(app, 'from Totals within 0L, 10000L per "days" select symbol, total', data_dir="data")
+    assert dict(zip(got["symbol"], got["total"], strict=True)) == {"A": 4, "B": 7}
+    assert (tmp_path / "data" / "checkpoints").is_dir()
+    assert set(jvm_dir.iterdir()) == before, "the run wrote into the JVM's working directory"

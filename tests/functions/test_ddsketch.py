@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType
 
 from tiltframe.functions import ddsketch as dd
+from tiltframe.functions import ddsketch_spark as dds
 
 ALPHAS = (0.01, 0.05)
 QS = (0.0, 0.001, 0.01, 0.05, 0.1, 0.25, 0.3, 0.5, 0.7, 0.75, 0.9, 0.95, 0.99, 0.999, 1.0)
@@ -83,7 +84,7 @@ def built(spark: SparkSession, data: dict[str, np.ndarray]) -> dict[str, dict[st
         df.groupBy("g")
         .agg(
             F.sum("x").alias("total"),
-            *[dd.build(F.col("x"), a).alias(f"s{i}") for i, a in enumerate(ALPHAS)],
+            *[dds.build(F.col("x"), a).alias(f"s{i}") for i, a in enumerate(ALPHAS)],
             F.count("x").alias("n"),
         )
         .collect()
@@ -120,7 +121,7 @@ def test_quantiles_within_relative_accuracy(built: dict, data: dict[str, np.ndar
 
 def test_state_format(spark: SparkSession) -> None:
     df = table(spark, [(1.0,), (2.0,), (2.0,), (-5.0,), (0.0,), (None,), (float("nan"),)], "x double")
-    state = bytes(df.agg(dd.build(F.col("x"), 0.01).alias("s")).first()["s"])
+    state = bytes(df.agg(dds.build(F.col("x"), 0.01).alias("s")).first()["s"])
     obj = json.loads(state.decode("utf-8"))
     assert list(obj) == ["alpha", "zero", "pos", "neg"]
     lg = math.log(101 / 99)
@@ -137,7 +138,7 @@ def test_state_format(spark: SparkSession) -> None:
 
 def test_empty_store_and_thresholds(spark: SparkSession) -> None:
     rows = [(v,) for v in (3.0, 1e-301, -1e-310, 0.0, -0.0, float("inf"), float("-inf"), 1e-300)]
-    state = bytes(table(spark, rows, "x double").agg(dd.build(F.col("x"), 0.05)).first()[0])
+    state = bytes(table(spark, rows, "x double").agg(dds.build(F.col("x"), 0.05)).first()[0])
     obj = json.loads(state)
     assert obj["neg"] == {} and obj["zero"] == 4 and sum(obj["pos"].values()) == 2  # infinities are ignored
     assert b'"neg":{}' in state
@@ -146,7 +147,7 @@ def test_empty_store_and_thresholds(spark: SparkSession) -> None:
 def test_integer_and_decimal_columns(spark: SparkSession) -> None:
     df = spark.range(1, 101).select("id", F.col("id").cast("int"), F.col("id").cast("decimal(10,2)"))
     df = df.toDF("a", "b", "c")
-    row = df.agg(*[dd.build(F.col(c), 0.01).alias(c) for c in "abc"]).first()
+    row = df.agg(*[dds.build(F.col(c), 0.01).alias(c) for c in "abc"]).first()
     assert bytes(row["a"]) == bytes(row["b"]) == bytes(row["c"])
     (median,) = dd.quantiles(bytes(row["a"]), [0.5])
     assert rel_error(median, 50.0) <= 0.01
@@ -158,12 +159,12 @@ def test_nulls(spark: SparkSession) -> None:
         [("none", None), ("none", None), ("nan", float("nan")), ("one", 4.0), ("one", None)],
         "g string, x double",
     )
-    states = {r["g"]: r["s"] for r in df.groupBy("g").agg(dd.build(F.col("x"), 0.01).alias("s")).collect()}
+    states = {r["g"]: r["s"] for r in df.groupBy("g").agg(dds.build(F.col("x"), 0.01).alias("s")).collect()}
     assert states["none"] is None and states["nan"] is None
     one = bytes(states["one"])
     assert dd.count(one) == 1
     parts = table(spark, [("a", None), ("a", None), ("b", None), ("b", one)], "g string, s binary")
-    merged = {r["g"]: r["m"] for r in parts.groupBy("g").agg(dd.merge_agg(F.col("s")).alias("m")).collect()}
+    merged = {r["g"]: r["m"] for r in parts.groupBy("g").agg(dds.merge_agg(F.col("s")).alias("m")).collect()}
     assert merged["a"] is None and bytes(merged["b"]) == one
     assert dd.merge(None, None) is None and dd.merge(None, one) == one and dd.merge(one, None) == one
     assert dd.quantiles(None, [0.0, 0.5]) == [None, None] and dd.count(None) == 0
@@ -182,10 +183,10 @@ def test_merge_equals_direct_build(
     partial = (
         df.unionByName(nulls)
         .groupBy("g", "part")
-        .agg(*[dd.build(F.col("x"), a).alias(name) for name, a in zip(names, ALPHAS, strict=True)])
+        .agg(*[dds.build(F.col("x"), a).alias(name) for name, a in zip(names, ALPHAS, strict=True)])
         .cache()
     )
-    merged = {r["g"]: r for r in partial.groupBy("g").agg(*[dd.merge_agg(F.col(c)).alias(c) for c in names]).collect()}
+    merged = {r["g"]: r for r in partial.groupBy("g").agg(*[dds.merge_agg(F.col(c)).alias(c) for c in names]).collect()}
     by_group: dict[str, list] = {}
     for r in partial.collect():
         by_group.setdefault(r["g"], []).append(r)
@@ -207,7 +208,7 @@ def test_python_written_states_merge_in_spark(spark: SparkSession) -> None:
     a = b'{"alpha":0.05,"zero":2,"pos":{"3":1,"-40":5},"neg":{}}'
     b = b'{"alpha":0.05,"zero":0,"pos":{"3":2,"10":1},"neg":{"1":4}}'
     df = table(spark, [(a,), (b,), (None,)], "s binary")
-    in_spark = bytes(df.agg(dd.merge_agg(F.col("s"))).first()[0])
+    in_spark = bytes(df.agg(dds.merge_agg(F.col("s"))).first()[0])
     assert in_spark == b'{"alpha":0.05,"zero":2,"pos":{"-40":5,"3":3,"10":1},"neg":{"1":4}}'
     assert dd.merge(a, b) == in_spark
     assert dd.count(in_spark) == 15
@@ -215,15 +216,15 @@ def test_python_written_states_merge_in_spark(spark: SparkSession) -> None:
 
 def test_different_alpha_or_corrupt_state_refused(spark: SparkSession) -> None:
     df = table(spark, [(1.0,), (10.0,)], "x double")
-    a, b = (bytes(df.agg(dd.build(F.col("x"), alpha)).first()[0]) for alpha in ALPHAS)
+    a, b = (bytes(df.agg(dds.build(F.col("x"), alpha)).first()[0]) for alpha in ALPHAS)
     with pytest.raises(ValueError, match=r"0\.01 and 0\.05"):
         dd.merge(a, b)
     mixed = table(spark, [(a,), (b,)], "s binary")
     with pytest.raises(Exception, match="different relative accuracy"):
-        mixed.agg(dd.merge_agg(F.col("s"))).collect()
+        mixed.agg(dds.merge_agg(F.col("s"))).collect()
     corrupt = table(spark, [(a,), (b'{"zero":1}',)], "s binary")
     with pytest.raises(Exception, match="not a ddsketch state"):
-        corrupt.agg(dd.merge_agg(F.col("s"))).collect()
+        corrupt.agg(dds.merge_agg(F.col("s"))).collect()
 
 
 @pytest.fixture(params=["true", "false"])
@@ -237,15 +238,15 @@ def ansi(spark: SparkSession, request: pytest.FixtureRequest) -> Iterator[str]:
 def test_ansi_modes(spark: SparkSession, ansi: str) -> None:
     rows = [(g, v) for g in range(3) for v in ([None] if g == 0 else [1.5 * g, -2.0, 0.0, 1e300, -7e-299])]
     df = table(spark, rows, "g int, x double")
-    states = df.groupBy("g").agg(dd.build(F.col("x"), 0.01).alias("s"), F.count("x").alias("n"))
-    merged = states.agg(dd.merge_agg(F.col("s")).alias("m"), F.sum("n").alias("n")).first()
+    states = df.groupBy("g").agg(dds.build(F.col("x"), 0.01).alias("s"), F.count("x").alias("n"))
+    merged = states.agg(dds.merge_agg(F.col("s")).alias("m"), F.sum("n").alias("n")).first()
     assert dd.count(bytes(merged["m"])) == merged["n"] == 10
 
 
 def test_bad_arguments(spark: SparkSession) -> None:
     for alpha in (0.0, 1.0, -0.1, float("nan"), 1e-9):
         with pytest.raises(ValueError):
-            dd.build(F.col("x"), alpha)
+            dds.build(F.col("x"), alpha)
     state = b'{"alpha":0.01,"zero":1,"pos":{},"neg":{}}'
     with pytest.raises(ValueError):
         dd.quantiles(state, [1.5])

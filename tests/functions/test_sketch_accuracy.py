@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 import tiltframe as tf
 from tests.oracle import run_batches
 from tests.servers import app_with_store, fresh_database
-from tiltframe.functions import ddsketch
+from tiltframe.functions import ddsketch, ddsketch_spark
 from tiltframe.functions.sketches import hll_estimate, kll_quantiles
 
 QUANTILES = (0.5, 0.9, 0.99)
@@ -67,7 +67,7 @@ def direct_sketches(spark, events: pd.DataFrame, length: int) -> pd.DataFrame:
     rows = df.groupBy(bucket, "symbol").agg(
         F.hll_sketch_agg(F.col("quantity").cast("long"), 12).alias("hll"),
         F.kll_sketch_agg_double("price", 200).alias("kll"),
-        ddsketch.build(F.col("price"), ALPHA).alias("dds"),
+        ddsketch_spark.build(F.col("price"), ALPHA).alias("dds"),
     ).toPandas()
     return rows.set_index(["AGG_TIMESTAMP", "symbol"])
 

@@ -595,8 +595,11 @@ def test_app_exposes_its_continuous_queries_by_name() -> None:
     )
     assert app.continuous_query("per_device").keys == ("device",)
     assert app.continuous[1].name is None
+    assert app.continuous_query("continuous1") is app.continuous[1]  # an unnamed query by its place
     with pytest.raises(DefinitionError, match="unknown continuous query 'per_devise' — did you mean 'per_device'"):
         app.continuous_query("per_devise")
+    with pytest.raises(DefinitionError, match="'continuous0'"):  # the named query has its name only
+        app.continuous_query("continuous0")
 
 
 def test_an_invalid_continuous_query_fails_the_app_at_its_line() -> None:

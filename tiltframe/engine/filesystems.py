@@ -96,8 +96,11 @@ def open_folder(spark: SparkSession, path: str, what: str) -> Folder:
     not a directory."""
     jvm = spark._jvm
     assert jvm is not None
+    # A relative local path is Python's working directory's, which Hadoop would not see (it resolves against
+    # the JVM's, and the two part when the process changes directory).
+    where = path if scheme_of(path) or os.path.isabs(path) else os.path.abspath(path)
     try:
-        jpath = jvm.org.apache.hadoop.fs.Path(path)
+        jpath = jvm.org.apache.hadoop.fs.Path(where)
         fs = jpath.getFileSystem(spark._jsc.hadoopConfiguration())
         qualified = fs.makeQualified(jpath)
         status = fs.getFileStatus(qualified) if fs.exists(qualified) else None
@@ -120,14 +123,14 @@ def checkpoint_root(value: str | Path | None, data_dir: Path) -> Location:
     URI a :class:`HadoopPath`, reached through Spark once it runs (``check_checkpoint_root``)."""
     raw = value if value is not None else os.environ.get(CHECKPOINT_DIR_ENV) or None
     if raw is None:
-        return data_dir / "checkpoints"
+        return data_dir.absolute() / "checkpoints"
     local = raw if isinstance(raw, Path) else local_path(raw)
     if local is None:
         return HadoopPath(str(raw))
     if local.exists() and not local.is_dir():
         msg = f"checkpoint directory '{raw}' is a file, not a directory"
         raise UsageError(msg)
-    return local
+    return local.absolute()  # never resolved by Spark against the JVM's working directory
 
 
 def check_checkpoint_root(root: Location) -> None:

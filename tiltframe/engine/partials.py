@@ -20,7 +20,7 @@ from tiltframe.engine.buckets import bucket_start
 from tiltframe.engine.events import EVENT_TS, REASON, SPARK_TYPES
 from tiltframe.engine.expressions import to_column
 from tiltframe.engine.overflow import ansi_enabled, checked_sum
-from tiltframe.functions import ddsketch
+from tiltframe.functions import ddsketch_spark
 from tiltframe.functions.registry import EVENT_ORDER, AggregateFunction
 from tiltframe.functions.states import Build, Merge
 from tiltframe.model.durations import Granularity, nests_in, rollup_source
@@ -45,7 +45,7 @@ _TARGET = "_tiltframe_target"
 
 _BUILD = {Build.SUM: F.sum, Build.MIN: F.min, Build.MAX: F.max, Build.MEAN: F.avg}
 _MERGE = {Merge.SUM: F.sum, Merge.MIN: F.min, Merge.MAX: F.max, Merge.KLL: F.kll_merge_agg_double,
-          Merge.HLL: lambda c: F.hll_union_agg(c, True), Merge.DDS: ddsketch.merge_agg}
+          Merge.HLL: lambda c: F.hll_union_agg(c, True), Merge.DDS: ddsketch_spark.merge_agg}
 
 
 class SparkOps:
@@ -100,7 +100,7 @@ def _build(state: StateColumn, layout: AggregationLayout, batch_id: int, ansi: b
     if build is Build.KLL:
         return F.kll_sketch_agg_double(arg.cast("double"), settings["k"])
     if build is Build.DDS:
-        return ddsketch.build(arg.cast("double"), settings["relative_accuracy"])
+        return ddsketch_spark.build(arg.cast("double"), settings["relative_accuracy"])
     msg = f"no Spark build for {build}"
     raise ValueError(msg)
 

@@ -116,7 +116,9 @@ class Run:
                    f"{app.root_stream(name)}, whose events it is made from")
             raise UsageError(msg)
         self.app = app
-        self.data_dir = Path(data_dir)
+        # Absolute with Python's working directory: Spark would resolve a relative one against the JVM's,
+        # which differs once the process has changed directory (a notebook's %cd).
+        self.data_dir = Path(data_dir).absolute()
         #: Where the aggregations' and retrieval joins' checkpoints live (``--checkpoint-dir``).
         self.checkpoint_root = checkpoint_root(checkpoint_dir, self.data_dir)
         self.spark = spark or get_session()

@@ -81,11 +81,13 @@ class AppSpec:
         return name
 
     def continuous_query(self, name: str) -> ContinuousQuery:
-        """The continuous query named ``name`` (by ``@info(name=...)``), with a 'did you mean' otherwise."""
-        for q in self.continuous:
-            if q.name == name:
-                return q
-        raise DefinitionError(unknown("continuous query", name, [q.name for q in self.continuous if q.name]))
+        """The continuous query called ``name``: its ``@info(name=...)``, or ``continuous<i>`` for an unnamed
+        one (``continuous_name``, as sinks, the run's summary and the HTTP API call it); a 'did you mean'
+        otherwise."""
+        names = [self.continuous_name(i) for i in range(len(self.continuous))]
+        if name in names:
+            return self.continuous[names.index(name)]
+        raise DefinitionError(unknown("continuous query", name, names))
 
     def continuous_name(self, index: int) -> str:
         """A continuous query's name: its ``@info(name=...)``, else ``continuous<i>`` (0-based, text order)."""

@@ -132,7 +132,7 @@ class ContinuousRun:
         self.sink = readable_times(sink, window_outputs(app, query), app.timezone or "UTC")
         self.follow, self.manual_clock = follow, manual_clock
         self.trigger_ms = trigger_ms
-        self.dir = Path(data_dir) / "continuous" / query_id(app, query)
+        self.dir = Path(data_dir).absolute() / "continuous" / query_id(app, query)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.clock = self.dir / "clock.json"
         self.checkpoint = checkpoint_location(self.dir, checkpoint_root)
