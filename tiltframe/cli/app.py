@@ -16,7 +16,8 @@ from rich.table import Table
 
 from tiltframe import api
 from tiltframe.cli import logs
-from tiltframe.cli.errors import TiltframeGroup, handle_errors
+from tiltframe.cli.errors import handle_errors
+from tiltframe.cli.group import TiltframeGroup, configure_logging
 from tiltframe.cli.inspection import info_document, print_info
 from tiltframe.cli.options import (
     AppArg,
@@ -31,13 +32,14 @@ from tiltframe.cli.options import (
 from tiltframe.cli.output import result_table, stderr_console, stdout_console
 from tiltframe.cli.running import run
 from tiltframe.cli.serving import serve
-from tiltframe.errors import UsageError, unknown
+from tiltframe.errors import UsageError
 from tiltframe.retrieval.formats import csv_text, records, to_json
 from tiltframe.timeutil.parse import format_ts
 
 app = typer.Typer(
     name="tiltframe",
-    help="Incremental, multi-granularity rollups of event streams on Apache Spark (SiddhiQL aggregations).",
+    help="Incremental, multi-granularity rollups of event streams on Apache Spark (SiddhiQL aggregations).\n\n"
+    "The global options --debug, -v/--verbose and --log-format may also follow the command.",
     cls=TiltframeGroup,
     no_args_is_help=True,
     add_completion=False,
@@ -67,7 +69,7 @@ def _main(
         typer.Option(
             "--verbose", "-v",
             help="Log what tiltframe does (INFO) and Spark's log (WARN) on stderr instead of "
-            "<data-dir>/logs/spark.log; may also follow the command.",
+            "<data-dir>/logs/spark.log.",
         ),
     ] = False,
     log_format: Annotated[
@@ -79,10 +81,8 @@ def _main(
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
     ] = False,
 ) -> None:
-    """Define rollups in SiddhiQL, stream events through Spark into per-granularity tables, query them."""
-    if log_format not in logs.FORMATS:
-        raise typer.BadParameter(unknown("log format", log_format, logs.FORMATS), param_hint="--log-format")
-    logs.configure(debug=debug, verbose=verbose, log_format=log_format)
+    """The global options (each command takes them too: :mod:`tiltframe.cli.group`)."""
+    configure_logging(debug, verbose, log_format)
 
 
 # --- run, serve ----------------------------------------------------------------------------------------
