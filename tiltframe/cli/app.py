@@ -29,11 +29,12 @@ from tiltframe.cli.options import (
     check_format,
     resolve_data_dir,
 )
-from tiltframe.cli.output import result_table, stderr_console, stdout_console
+from tiltframe.cli.output import stderr_console, stdout_console
+from tiltframe.cli.querying import query
 from tiltframe.cli.running import run
 from tiltframe.cli.serving import serve
 from tiltframe.errors import UsageError
-from tiltframe.retrieval.formats import csv_text, records, to_json
+from tiltframe.retrieval.formats import to_json
 from tiltframe.timeutil.parse import format_ts
 
 app = typer.Typer(
@@ -95,42 +96,7 @@ app.command()(serve)
 # --- query --------------------------------------------------------------------------------------------
 
 
-@app.command()
-def query(
-    app_file: AppArg,
-    text: Annotated[
-        str,
-        typer.Argument(
-            metavar="QUERY",
-            help='A retrieval: from Agg within "2024-01-** **:**:**" per "days" select AGG_TIMESTAMP, total; '
-            "or SELECT ... FROM <table> over a pre-aggregated table",
-        ),
-    ],
-    fmt: Annotated[str, typer.Option("--format", help="table, csv or json (one JSON array).")] = "table",
-    data_dir: DataDirOpt = None,
-) -> None:
-    """Answer an on-demand retrieval from the store (no Spark needed)."""
-    with handle_errors():
-        check_format(fmt, ("table", "csv", "json"))
-        spec = api.load_app(app_file)
-        directory = resolve_data_dir(data_dir)
-    with handle_errors("query"):
-        from tiltframe.lang import parse_retrieval
-
-        zone = spec.timezone or "UTC"
-        if text.lstrip()[:6].lower() == "select":  # SQL over a pre-aggregated table
-            frame = api.select(spec, text, data_dir=directory)
-        else:
-            q = parse_retrieval(text, spec)  # sides resolved: unqualified names, stream queries refused
-            frame = api.query(spec, q, data_dir=directory)
-            zone = spec.zone_of(spec.aggregation(q.aggregation))
-        if fmt == "json":
-            typer.echo(to_json(records(frame)))
-        elif fmt == "csv":
-            typer.echo(csv_text(frame), nl=False)
-        else:
-            stdout_console().print(result_table(frame, zone=zone))
-            stderr_console().print(f"{len(frame):,} rows", style="dim")
+app.command()(query)
 
 
 # --- inspect ------------------------------------------------------------------------------------------

@@ -26,13 +26,19 @@ def stderr_console() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+def _pandas_na() -> object:
+    """pandas' missing value (of nullable integer columns), once pandas is imported (nothing is NA before)."""
+    return getattr(sys.modules.get("pandas"), "NA", None)
+
+
 def ts_or_none(ms: int | None) -> str | None:
     return format_ts(ms) if ms is not None else None
 
 
 def cell(value: Any) -> str:
-    """A value as a table cell: blank for null, floats in short form but always with a point."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    """A value as a table cell: blank for null (None, NaN, pandas' NA), floats in short form but always with
+    a point."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is _pandas_na():
         return ""
     if isinstance(value, float):
         text = f"{value:.10g}"
