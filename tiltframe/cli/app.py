@@ -33,6 +33,7 @@ from tiltframe.cli.output import stderr_console, stdout_console
 from tiltframe.cli.querying import query
 from tiltframe.cli.running import run
 from tiltframe.cli.serving import serve
+from tiltframe.cli.validating import validate
 from tiltframe.errors import UsageError
 from tiltframe.retrieval.formats import to_json
 from tiltframe.timeutil.parse import format_ts
@@ -255,54 +256,7 @@ def migrate(app_file: AppArg, data_dir: DataDirOpt = None, shard_id: ShardOpt = 
 # --- validate -----------------------------------------------------------------------------------------
 
 
-@app.command()
-def validate(app_file: AppArg) -> None:
-    """Parse and check an app (and that this release can run it); list its streams, aggregations, queries."""
-    with handle_errors(str(app_file)):
-        spec = api.load_app(app_file)
-        from tiltframe.lang.checks.app import check_runnable
-        from tiltframe.store.layout import AggregationLayout
-
-        check_runnable(spec)
-    out = stdout_console()
-    out.print(f"[green]ok[/]: {app_file}")
-    streams = Table(title="streams", title_justify="left")
-    streams.add_column("stream")
-    streams.add_column("attributes")
-    streams.add_column("events")
-    for s in spec.streams:
-        writer = spec.writer_of(s.name)
-        made = "input" if writer is None else f"from {writer.source}" + (f"[{writer.where}]" if writer.where else "")
-        streams.add_row(s.name, ", ".join(f"{a.name} {a.type.value}" for a in s.attributes), made)
-    out.print(streams)
-    aggs = Table(title="aggregations", title_justify="left")
-    for c in ("aggregation", "from", "group by", "by", "every", "tables"):
-        aggs.add_column(c)
-    for agg in spec.aggregations:
-        layout = AggregationLayout.of(spec, agg.name)
-        aggs.add_row(
-            agg.name,
-            agg.source,
-            ", ".join(agg.group_by) or "-",
-            agg.time_attribute or "arrival time",
-            ", ".join(str(g) for g in agg.granularities),
-            "\n".join(layout.table_name(g) for g in agg.granularities),
-        )
-    out.print(aggs)
-    if spec.queries:
-        queries = Table(title="queries", title_justify="left")
-        for c in ("#", "from", "aggregation", "within", "per", "insert into"):
-            queries.add_column(c)
-        for i, q in enumerate(spec.queries):
-            queries.add_row(
-                str(i),
-                q.request_stream or "(on demand)",
-                q.aggregation,
-                ", ".join(str(w) for w in q.within),
-                str(q.per),
-                q.insert_into or "-",
-            )
-        out.print(queries)
+app.command()(validate)
 
 
 # --- demo ---------------------------------------------------------------------------------------------
