@@ -112,7 +112,7 @@ def query(
             frame = api.query(spec, q, data_dir=directory)
             zone = spec.zone_of(spec.aggregation(q.aggregation))
         if fmt == "table":
-            stdout_console().print(result_table(frame, zone=zone))
+            stdout_console(wide=True).print(result_table(frame, zone=zone))
             stderr_console().print(f"{len(frame):,} rows", style="dim")
             return
         if fmt == "parquet":
