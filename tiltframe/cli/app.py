@@ -34,7 +34,7 @@ from tiltframe.cli.querying import query
 from tiltframe.cli.running import run
 from tiltframe.cli.serving import serve
 from tiltframe.cli.validating import validate
-from tiltframe.errors import UsageError
+from tiltframe.errors import UsageError, unknown
 from tiltframe.retrieval.formats import to_json
 from tiltframe.timeutil.parse import format_ts
 
@@ -106,36 +106,44 @@ app.command()(query)
 @app.command()
 def inspect(
     app_file: AppArg,
+    aggregation: Annotated[
+        str | None, typer.Option("--aggregation", "-a", metavar="NAME", help="Inspect only this aggregation.")
+    ] = None,
     data_dir: DataDirOpt = None,
     checkpoint_dir: CheckpointDirOpt = None,
-    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+    fmt: Annotated[str, typer.Option("--format", metavar="table|json", help="table, or json (one array).")] = "table",
     rejected_rows: Annotated[
         int, typer.Option("--rejected", min=0, help="How many of the latest rejected events to show.")
     ] = 5,
 ) -> None:
-    """Show each aggregation's tables, row counts, time range, event counts and latest rejected events."""
+    """Show each aggregation's tables, row counts, time range, event counts and latest rejected events
+    (or only one aggregation's, with --aggregation).
+
+    Piped or redirected, the tables are laid out for $COLUMNS columns, else 100."""
     with handle_errors():
         check_format(fmt, ("table", "json"))
         spec = api.load_app(app_file)
+        names = [a.name for a in spec.aggregations]
+        if aggregation is not None and aggregation not in names:
+            msg = f"--aggregation: {unknown('aggregation', aggregation, names)}"
+            raise UsageError(msg)
+        aggs = [a for a in spec.aggregations if aggregation in (None, a.name)]
         directory = resolve_data_dir(data_dir)
-        infos = api.inspect(spec, data_dir=directory)
-        rejected = {
-            agg.name: api.rejected(spec, agg.name, data_dir=directory, limit=rejected_rows)
-            for agg in spec.aggregations
-        }
+        infos = api.inspect(spec, aggregation, data_dir=directory)
+        rejected = {agg.name: api.rejected(spec, agg.name, data_dir=directory, limit=rejected_rows) for agg in aggs}
         from tiltframe.engine.filesystems import checkpoint_root
         from tiltframe.engine.hadoop_paths import HadoopPath
 
         if isinstance(checkpoint_root(checkpoint_dir, directory), HadoopPath):  # read through Spark
             logs.start_spark(None, directory)
-        changed = api.changed_files(spec, data_dir=directory, checkpoint_dir=checkpoint_dir)
+        changed = api.changed_files(spec, aggregation, data_dir=directory, checkpoint_dir=checkpoint_dir)
         if fmt == "json":
             docs = [info_document(spec, agg, info, rejected[agg.name], directory, changed[agg.name])
-                    for agg, info in zip(spec.aggregations, infos, strict=True)]
+                    for agg, info in zip(aggs, infos, strict=True)]
             typer.echo(to_json(docs))
             return
         out = stdout_console()
-        for agg, info in zip(spec.aggregations, infos, strict=True):
+        for agg, info in zip(aggs, infos, strict=True):
             print_info(out, spec, agg, info, rejected[agg.name], directory, changed[agg.name])
 
 
