@@ -27,6 +27,7 @@ from tiltframe.cli.options import (
     ShardOpt,
     check_config_file,
     check_format,
+    check_name,
     resolve_data_dir,
 )
 from tiltframe.cli.output import stderr_console, stdout_console
@@ -34,7 +35,7 @@ from tiltframe.cli.querying import query
 from tiltframe.cli.running import run
 from tiltframe.cli.serving import serve
 from tiltframe.cli.validating import validate
-from tiltframe.errors import UsageError, unknown
+from tiltframe.errors import UsageError
 from tiltframe.retrieval.formats import to_json
 from tiltframe.timeutil.parse import format_ts
 
@@ -123,10 +124,7 @@ def inspect(
     with handle_errors():
         check_format(fmt, ("table", "json"))
         spec = api.load_app(app_file)
-        names = [a.name for a in spec.aggregations]
-        if aggregation is not None and aggregation not in names:
-            msg = f"--aggregation: {unknown('aggregation', aggregation, names)}"
-            raise UsageError(msg)
+        check_name("--aggregation", "aggregation", aggregation, [a.name for a in spec.aggregations])
         aggs = [a for a in spec.aggregations if aggregation in (None, a.name)]
         directory = resolve_data_dir(data_dir)
         infos = api.inspect(spec, aggregation, data_dir=directory)
@@ -154,13 +152,14 @@ def inspect(
 def purge(
     app_file: AppArg,
     aggregation: Annotated[
-        str | None, typer.Option("--aggregation", "-a", help="Purge only this aggregation.")
+        str | None, typer.Option("--aggregation", "-a", metavar="NAME", help="Purge only this aggregation.")
     ] = None,
     data_dir: DataDirOpt = None,
 ) -> None:
     """Purge now what the retention periods no longer keep (measured from the latest event time)."""
     with handle_errors():
         spec = api.load_app(app_file)
+        check_name("--aggregation", "aggregation", aggregation, [a.name for a in spec.aggregations])
         results = api.purge(spec, aggregation, data_dir=resolve_data_dir(data_dir))
     from tiltframe.store.layout import AggregationLayout
 
@@ -192,8 +191,10 @@ def purge(
 @app.command()
 def insert(
     app_file: AppArg,
-    table: Annotated[str, typer.Argument(help="The table to insert into (define table ...).")],
-    path: Annotated[Path, typer.Argument(help="A .csv, .json/.jsonl or .parquet file, or a folder of them.")],
+    table: Annotated[str, typer.Argument(metavar="TABLE", help="The table to insert into (define table ...).")],
+    path: Annotated[
+        Path, typer.Argument(metavar="PATH", help="A .csv, .json/.jsonl or .parquet file, or a folder of them.")
+    ],
     data_dir: DataDirOpt = None,
     no_preaggregation: Annotated[
         bool, typer.Option("--no-preaggregation", help="Store each row as it is (EventQL's INSERT_NOPREAGGR).")
@@ -203,7 +204,7 @@ def insert(
     """Insert rows into a pre-aggregated table: spread over its workers and pre-aggregated per interval."""
     with handle_errors():
         spec = api.load_app(app_file)
-        spec.table(table)
+        check_name("TABLE", "table", table, [t.name for t in spec.tables])
         if not path.exists():
             msg = f"'{path}' does not exist (give a .csv, .json/.jsonl or .parquet file, or a folder of them)"
             raise UsageError(msg)
@@ -217,13 +218,16 @@ def insert(
 @app.command()
 def compact(
     app_file: AppArg,
-    table: Annotated[str | None, typer.Option("--table", "-t", help="Compact only this table.")] = None,
+    table: Annotated[
+        str | None, typer.Option("--table", "-t", metavar="NAME", help="Compact only this table.")
+    ] = None,
     data_dir: DataDirOpt = None,
 ) -> None:
     """Merge the partial rows (one per worker or bypassed row) of the closed intervals of pre-aggregated
     tables into one row per interval and dimension values; queries answer the same."""
     with handle_errors():
         spec = api.load_app(app_file)
+        check_name("--table", "table", table, [t.name for t in spec.tables])
         removed = api.compact(spec, table, data_dir=resolve_data_dir(data_dir))
     out = stdout_console()
     if not removed:

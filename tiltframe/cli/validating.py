@@ -151,7 +151,7 @@ def validate(
     fmt: Annotated[
         str,
         typer.Option("--format", metavar="text|json",
-                     help="text (tables), or json: one document (its keys: tiltframe.cli.validating.app_document)."),
+                     help="text (tables), or json (one document; its keys below)."),
     ] = "text",
 ) -> None:
     """Parse and check an app (and that this release can run it); list its streams, aggregations (with
