@@ -105,10 +105,11 @@ def app_document(spec: AppSpec, app_file: Path) -> dict[str, Any]:
             "aggregations": aggregations, "queries": queries, "continuous": continuous, "tables": defined}
 
 
-def _table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> Table:
+def _table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]], whole: int = 1) -> Table:
+    """A table whose first ``whole`` columns (names) are never wrapped; the others wrap to fit."""
     table = Table(title=title, title_justify="left")
-    for c in columns:
-        table.add_column(c, overflow="fold")
+    for i, c in enumerate(columns):
+        table.add_column(c, overflow="fold", no_wrap=i < whole)
     for row in rows:
         table.add_row(*row)
     return table
@@ -119,31 +120,36 @@ def _names(values: list[str] | None) -> str:
 
 
 def print_document(out: Console, doc: dict[str, Any]) -> None:
-    """The document as tables: one per kind of definition the app has (streams and aggregations always)."""
+    """The document as tables: one per kind of definition the app has (streams and aggregations always).
+    Names come first and are kept whole; the descriptions after them wrap to fit the width."""
     out.print(f"[green]ok[/]: {doc['app']}")
     out.print(_table("streams", ("stream", "attributes", "events"), [
         (s["name"], ", ".join(f"{a['name']} {a['type']}" for a in s["attributes"]),
          "input" if s["from"] is None else f"from {s['from']}" + (f"[{s['where']}]" if s["where"] else ""))
         for s in doc["streams"]]))
-    out.print(_table("aggregations", ("aggregation", "from", "group by", "by", "every", "tables"), [
-        (a["name"], a["from"], _names(a["group_by"]), a["time"] or "arrival time",
-         ", ".join(level["per"] for level in a["levels"]), "\n".join(level["table"] for level in a["levels"]))
-        for a in doc["aggregations"]]))
+    out.print(_table("aggregations", ("aggregation", "tables", "every", "from", "group by", "by"), [
+        (a["name"], "\n".join(level["table"] for level in a["levels"]),
+         "\n".join(level["per"] for level in a["levels"]), a["from"], _names(a["group_by"]),
+         a["time"] or "arrival time")
+        for a in doc["aggregations"]], whole=4))
     if doc["queries"]:
-        out.print(_table("retrieval queries", ("#", "name", "from", "aggregation", "within", "per", "insert into"), [
-            (str(q["index"]), q["name"] or "-", q["from"] or "(on demand)", q["aggregation"], " to ".join(q["within"]),
-             q["per"], q["insert_into"] or "-")
-            for q in doc["queries"]]))
+        named = any(q["name"] for q in doc["queries"])
+        out.print(_table("retrieval queries", ("#", *(("name",) if named else ()), "aggregation", "per", "within",
+                                               "from", "insert into"), [
+            (str(q["index"]), *((q["name"] or "-",) if named else ()), q["aggregation"], q["per"],
+             "\nto ".join(q["within"]), q["from"] or "(on demand)", q["insert_into"] or "-")
+            for q in doc["queries"]], whole=4 + named))
     if doc["continuous"]:
-        out.print(_table("continuous queries", ("name", "stream", "window", "group by", "emit", "columns"), [
-            (c["name"], c["stream"], c["window"], _names(c["group_by"]), c["emit"] or "-", _names(c["outputs"]))
-            for c in doc["continuous"]]))
+        out.print(_table("continuous queries", ("name", "stream", "window", "emit", "group by", "columns"), [
+            (c["name"], c["stream"], c["window"], c["emit"] or "-", _names(c["group_by"]), _names(c["outputs"]))
+            for c in doc["continuous"]], whole=3))
     if doc["tables"]:
-        out.print(_table("tables", ("table", "columns", "time", "pre-aggregated", "dimensions", "measures"), [
-            (t["name"], ", ".join(f"{c['name']} {c['type']}" for c in t["columns"]), t["time_column"] or "-",
-             f"per {t['per']}, {t['workers']} workers" if t["preaggregated"] else "no (raw rows)",
-             _names(t["dimensions"]), "\n".join(t["measures"] or ["-"]))
-            for t in doc["tables"]]))
+        out.print(_table("tables", ("table", "time", "kind", "dimensions", "measures", "columns"), [
+            (t["name"], t["time_column"] or "-",
+             f"pre-aggregated per {t['per']}, {t['workers']} workers" if t["preaggregated"] else "raw rows",
+             _names(t["dimensions"]), "\n".join(t["measures"] or ["-"]),
+             ", ".join(f"{c['name']} {c['type']}" for c in t["columns"]))
+            for t in doc["tables"]], whole=2))
 
 
 def validate(
