@@ -264,23 +264,26 @@ def query(
     return result
 
 
-def inspect(app: AppSpec, *, data_dir: str | Path | None = None) -> list[AggregationInfo]:
-    """Tables, row counts per granularity, time range, and event counts of every aggregation."""
+def inspect(
+    app: AppSpec, aggregation: str | None = None, *, data_dir: str | Path | None = None
+) -> list[AggregationInfo]:
+    """Tables, row counts per granularity, time range, and event counts of every aggregation (or the one
+    named)."""
+    aggs = (app.aggregation(aggregation),) if aggregation is not None else app.aggregations
     stores = StoreRegistry(data_dir or default_data_dir(), read_only=True, share_files=True)
     try:
-        return [
-            stores.for_aggregation(agg).info(AggregationLayout.of(app, agg.name)) for agg in app.aggregations
-        ]
+        return [stores.for_aggregation(agg).info(AggregationLayout.of(app, agg.name)) for agg in aggs]
     finally:
         stores.close()
 
 
 def changed_files(
-    app: AppSpec, *, data_dir: str | Path | None = None, checkpoint_dir: str | Path | None = None
+    app: AppSpec, aggregation: str | None = None, *, data_dir: str | Path | None = None,
+    checkpoint_dir: str | Path | None = None,
 ) -> dict[str, list[ChangedFile]]:
-    """Input files that grew, changed or went away after a batch read them, per aggregation: what was
-    read of each and what is there now (docs/bad-input.md).  Checkpoints on a Hadoop file system are read
-    through Spark (a local session starts when none runs)."""
+    """Input files that grew, changed or went away after a batch read them, per aggregation (every one, or
+    the one named): what was read of each and what is there now (docs/bad-input.md).  Checkpoints on a
+    Hadoop file system are read through Spark (a local session starts when none runs)."""
     from tiltframe.engine.file_manifest import FileManifest
     from tiltframe.engine.filesystems import check_checkpoint_root, checkpoint_root
     from tiltframe.engine.hadoop_paths import HadoopPath
@@ -293,8 +296,9 @@ def changed_files(
 
         get_session()
         check_checkpoint_root(checkpoints)
+    aggs = (app.aggregation(aggregation),) if aggregation is not None else app.aggregations
     return {agg.name: FileManifest(folder_of(root, AggregationLayout.of(app, agg.name), checkpoints)).changed()
-            for agg in app.aggregations}
+            for agg in aggs}
 
 
 def purge(

@@ -95,7 +95,7 @@ KINDS: dict[str, tuple[Callable[[Files], list[str]], int, str]] = {
         lambda f: ["run", f.app, "--max-files-per-trigger", "ten"], 2, "Invalid value for '--max-files-per-trigger'"),
     "unknown --format": (
         lambda f: ["query", f.app, DAYS, "--format", "xml", "-d", f.data], 2,
-        "--format: unknown format 'xml' (expected one of: csv, json, table)"),
+        "--format: unknown format 'xml' (expected one of: csv, json, jsonl, parquet, table)"),
     "--input without =": (
         lambda f: ["run", f.app, "--input", f.inbox], 2, "--input '{root}/in': expected STREAM=VALUE"),
     "--input names an unknown stream": (

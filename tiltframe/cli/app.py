@@ -16,7 +16,8 @@ from rich.table import Table
 
 from tiltframe import api
 from tiltframe.cli import logs
-from tiltframe.cli.errors import TiltframeGroup, handle_errors
+from tiltframe.cli.errors import handle_errors
+from tiltframe.cli.group import TiltframeGroup, configure_logging
 from tiltframe.cli.inspection import info_document, print_info
 from tiltframe.cli.options import (
     AppArg,
@@ -26,18 +27,22 @@ from tiltframe.cli.options import (
     ShardOpt,
     check_config_file,
     check_format,
+    check_name,
     resolve_data_dir,
 )
-from tiltframe.cli.output import result_table, stderr_console, stdout_console
+from tiltframe.cli.output import stderr_console, stdout_console
+from tiltframe.cli.querying import query
 from tiltframe.cli.running import run
 from tiltframe.cli.serving import serve
-from tiltframe.errors import UsageError, unknown
-from tiltframe.retrieval.formats import csv_text, records, to_json
+from tiltframe.cli.validating import validate
+from tiltframe.errors import UsageError
+from tiltframe.retrieval.formats import to_json
 from tiltframe.timeutil.parse import format_ts
 
 app = typer.Typer(
     name="tiltframe",
-    help="Incremental, multi-granularity rollups of event streams on Apache Spark (SiddhiQL aggregations).",
+    help="Incremental, multi-granularity rollups of event streams on Apache Spark (SiddhiQL aggregations).\n\n"
+    "The global options --debug, -v/--verbose and --log-format may also follow the command.",
     cls=TiltframeGroup,
     no_args_is_help=True,
     add_completion=False,
@@ -67,7 +72,7 @@ def _main(
         typer.Option(
             "--verbose", "-v",
             help="Log what tiltframe does (INFO) and Spark's log (WARN) on stderr instead of "
-            "<data-dir>/logs/spark.log; may also follow the command.",
+            "<data-dir>/logs/spark.log.",
         ),
     ] = False,
     log_format: Annotated[
@@ -79,10 +84,8 @@ def _main(
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
     ] = False,
 ) -> None:
-    """Define rollups in SiddhiQL, stream events through Spark into per-granularity tables, query them."""
-    if log_format not in logs.FORMATS:
-        raise typer.BadParameter(unknown("log format", log_format, logs.FORMATS), param_hint="--log-format")
-    logs.configure(debug=debug, verbose=verbose, log_format=log_format)
+    """The global options (each command takes them too: :mod:`tiltframe.cli.group`)."""
+    configure_logging(debug, verbose, log_format)
 
 
 # --- run, serve ----------------------------------------------------------------------------------------
@@ -95,42 +98,7 @@ app.command()(serve)
 # --- query --------------------------------------------------------------------------------------------
 
 
-@app.command()
-def query(
-    app_file: AppArg,
-    text: Annotated[
-        str,
-        typer.Argument(
-            metavar="QUERY",
-            help='A retrieval: from Agg within "2024-01-** **:**:**" per "days" select AGG_TIMESTAMP, total; '
-            "or SELECT ... FROM <table> over a pre-aggregated table",
-        ),
-    ],
-    fmt: Annotated[str, typer.Option("--format", help="table, csv or json (one JSON array).")] = "table",
-    data_dir: DataDirOpt = None,
-) -> None:
-    """Answer an on-demand retrieval from the store (no Spark needed)."""
-    with handle_errors():
-        check_format(fmt, ("table", "csv", "json"))
-        spec = api.load_app(app_file)
-        directory = resolve_data_dir(data_dir)
-    with handle_errors("query"):
-        from tiltframe.lang import parse_retrieval
-
-        zone = spec.timezone or "UTC"
-        if text.lstrip()[:6].lower() == "select":  # SQL over a pre-aggregated table
-            frame = api.select(spec, text, data_dir=directory)
-        else:
-            q = parse_retrieval(text, spec)  # sides resolved: unqualified names, stream queries refused
-            frame = api.query(spec, q, data_dir=directory)
-            zone = spec.zone_of(spec.aggregation(q.aggregation))
-        if fmt == "json":
-            typer.echo(to_json(records(frame)))
-        elif fmt == "csv":
-            typer.echo(csv_text(frame), nl=False)
-        else:
-            stdout_console().print(result_table(frame, zone=zone))
-            stderr_console().print(f"{len(frame):,} rows", style="dim")
+app.command()(query)
 
 
 # --- inspect ------------------------------------------------------------------------------------------
@@ -139,36 +107,41 @@ def query(
 @app.command()
 def inspect(
     app_file: AppArg,
+    aggregation: Annotated[
+        str | None, typer.Option("--aggregation", "-a", metavar="NAME", help="Inspect only this aggregation.")
+    ] = None,
     data_dir: DataDirOpt = None,
     checkpoint_dir: CheckpointDirOpt = None,
-    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+    fmt: Annotated[str, typer.Option("--format", metavar="table|json", help="table, or json (one array).")] = "table",
     rejected_rows: Annotated[
         int, typer.Option("--rejected", min=0, help="How many of the latest rejected events to show.")
     ] = 5,
 ) -> None:
-    """Show each aggregation's tables, row counts, time range, event counts and latest rejected events."""
+    """Show each aggregation's tables, row counts, time range, event counts and latest rejected events
+    (or only one aggregation's, with --aggregation).
+
+    Piped or redirected, the tables are laid out for $COLUMNS columns, else 100."""
     with handle_errors():
         check_format(fmt, ("table", "json"))
         spec = api.load_app(app_file)
+        check_name("--aggregation", "aggregation", aggregation, [a.name for a in spec.aggregations])
+        aggs = [a for a in spec.aggregations if aggregation in (None, a.name)]
         directory = resolve_data_dir(data_dir)
-        infos = api.inspect(spec, data_dir=directory)
-        rejected = {
-            agg.name: api.rejected(spec, agg.name, data_dir=directory, limit=rejected_rows)
-            for agg in spec.aggregations
-        }
+        infos = api.inspect(spec, aggregation, data_dir=directory)
+        rejected = {agg.name: api.rejected(spec, agg.name, data_dir=directory, limit=rejected_rows) for agg in aggs}
         from tiltframe.engine.filesystems import checkpoint_root
         from tiltframe.engine.hadoop_paths import HadoopPath
 
         if isinstance(checkpoint_root(checkpoint_dir, directory), HadoopPath):  # read through Spark
             logs.start_spark(None, directory)
-        changed = api.changed_files(spec, data_dir=directory, checkpoint_dir=checkpoint_dir)
+        changed = api.changed_files(spec, aggregation, data_dir=directory, checkpoint_dir=checkpoint_dir)
         if fmt == "json":
             docs = [info_document(spec, agg, info, rejected[agg.name], directory, changed[agg.name])
-                    for agg, info in zip(spec.aggregations, infos, strict=True)]
+                    for agg, info in zip(aggs, infos, strict=True)]
             typer.echo(to_json(docs))
             return
         out = stdout_console()
-        for agg, info in zip(spec.aggregations, infos, strict=True):
+        for agg, info in zip(aggs, infos, strict=True):
             print_info(out, spec, agg, info, rejected[agg.name], directory, changed[agg.name])
 
 
@@ -179,13 +152,14 @@ def inspect(
 def purge(
     app_file: AppArg,
     aggregation: Annotated[
-        str | None, typer.Option("--aggregation", "-a", help="Purge only this aggregation.")
+        str | None, typer.Option("--aggregation", "-a", metavar="NAME", help="Purge only this aggregation.")
     ] = None,
     data_dir: DataDirOpt = None,
 ) -> None:
     """Purge now what the retention periods no longer keep (measured from the latest event time)."""
     with handle_errors():
         spec = api.load_app(app_file)
+        check_name("--aggregation", "aggregation", aggregation, [a.name for a in spec.aggregations])
         results = api.purge(spec, aggregation, data_dir=resolve_data_dir(data_dir))
     from tiltframe.store.layout import AggregationLayout
 
@@ -217,8 +191,10 @@ def purge(
 @app.command()
 def insert(
     app_file: AppArg,
-    table: Annotated[str, typer.Argument(help="The table to insert into (define table ...).")],
-    path: Annotated[Path, typer.Argument(help="A .csv, .json/.jsonl or .parquet file, or a folder of them.")],
+    table: Annotated[str, typer.Argument(metavar="TABLE", help="The table to insert into (define table ...).")],
+    path: Annotated[
+        Path, typer.Argument(metavar="PATH", help="A .csv, .json/.jsonl or .parquet file, or a folder of them.")
+    ],
     data_dir: DataDirOpt = None,
     no_preaggregation: Annotated[
         bool, typer.Option("--no-preaggregation", help="Store each row as it is (EventQL's INSERT_NOPREAGGR).")
@@ -228,7 +204,7 @@ def insert(
     """Insert rows into a pre-aggregated table: spread over its workers and pre-aggregated per interval."""
     with handle_errors():
         spec = api.load_app(app_file)
-        spec.table(table)
+        check_name("TABLE", "table", table, [t.name for t in spec.tables])
         if not path.exists():
             msg = f"'{path}' does not exist (give a .csv, .json/.jsonl or .parquet file, or a folder of them)"
             raise UsageError(msg)
@@ -242,13 +218,16 @@ def insert(
 @app.command()
 def compact(
     app_file: AppArg,
-    table: Annotated[str | None, typer.Option("--table", "-t", help="Compact only this table.")] = None,
+    table: Annotated[
+        str | None, typer.Option("--table", "-t", metavar="NAME", help="Compact only this table.")
+    ] = None,
     data_dir: DataDirOpt = None,
 ) -> None:
     """Merge the partial rows (one per worker or bypassed row) of the closed intervals of pre-aggregated
     tables into one row per interval and dimension values; queries answer the same."""
     with handle_errors():
         spec = api.load_app(app_file)
+        check_name("--table", "table", table, [t.name for t in spec.tables])
         removed = api.compact(spec, table, data_dir=resolve_data_dir(data_dir))
     out = stdout_console()
     if not removed:
@@ -289,54 +268,7 @@ def migrate(app_file: AppArg, data_dir: DataDirOpt = None, shard_id: ShardOpt = 
 # --- validate -----------------------------------------------------------------------------------------
 
 
-@app.command()
-def validate(app_file: AppArg) -> None:
-    """Parse and check an app (and that this release can run it); list its streams, aggregations, queries."""
-    with handle_errors(str(app_file)):
-        spec = api.load_app(app_file)
-        from tiltframe.lang.checks.app import check_runnable
-        from tiltframe.store.layout import AggregationLayout
-
-        check_runnable(spec)
-    out = stdout_console()
-    out.print(f"[green]ok[/]: {app_file}")
-    streams = Table(title="streams", title_justify="left")
-    streams.add_column("stream")
-    streams.add_column("attributes")
-    streams.add_column("events")
-    for s in spec.streams:
-        writer = spec.writer_of(s.name)
-        made = "input" if writer is None else f"from {writer.source}" + (f"[{writer.where}]" if writer.where else "")
-        streams.add_row(s.name, ", ".join(f"{a.name} {a.type.value}" for a in s.attributes), made)
-    out.print(streams)
-    aggs = Table(title="aggregations", title_justify="left")
-    for c in ("aggregation", "from", "group by", "by", "every", "tables"):
-        aggs.add_column(c)
-    for agg in spec.aggregations:
-        layout = AggregationLayout.of(spec, agg.name)
-        aggs.add_row(
-            agg.name,
-            agg.source,
-            ", ".join(agg.group_by) or "-",
-            agg.time_attribute or "arrival time",
-            ", ".join(str(g) for g in agg.granularities),
-            "\n".join(layout.table_name(g) for g in agg.granularities),
-        )
-    out.print(aggs)
-    if spec.queries:
-        queries = Table(title="queries", title_justify="left")
-        for c in ("#", "from", "aggregation", "within", "per", "insert into"):
-            queries.add_column(c)
-        for i, q in enumerate(spec.queries):
-            queries.add_row(
-                str(i),
-                q.request_stream or "(on demand)",
-                q.aggregation,
-                ", ".join(str(w) for w in q.within),
-                str(q.per),
-                q.insert_into or "-",
-            )
-        out.print(queries)
+app.command()(validate)
 
 
 # --- demo ---------------------------------------------------------------------------------------------

@@ -1,25 +1,17 @@
 """How the CLI fails: one line that says what went wrong, then the exit code.
 
 Exit codes: 0 success, 1 runtime or data error, 2 usage error or invalid definition (click's own usage
-errors included).  The first line on stderr is the cause (and where, when known); details follow it:
-where Spark's log is, and the traceback with ``--debug`` only.
+errors included, said by :mod:`tiltframe.cli.group`).  The first line on stderr is the cause (and where,
+when known); details follow it: where Spark's log is, and the traceback with ``--debug`` only.
 """
 
 from __future__ import annotations
 
-import sys
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import typer
-from typer.core import TyperGroup
-
-try:  # typer vendors click since 0.20; before, it used the click package
-    from typer import _click as click
-except ImportError:  # pragma: no cover - older typer
-    import click  # type: ignore[no-redef]
 
 from tiltframe.cli.logs import settings
 from tiltframe.cli.output import stderr_console
@@ -27,11 +19,9 @@ from tiltframe.errors import DefinitionError, TiltframeError, UsageError
 
 EXIT_OK, EXIT_RUNTIME, EXIT_USAGE = 0, 1, 2
 
-#: Global flags that may also come after the command (``tiltframe run app.siddhi -v``).
-GLOBAL_FLAGS = ("-v", "--verbose", "--debug")
 
-
-def _say(kind: str | None, message: str) -> None:
+def say(kind: str | None, message: str) -> None:
+    """The failure line: ``error (kind): message`` on stderr."""
     err = stderr_console()
     err.print(f"[bold red]error[/]{f' ({kind})' if kind else ''}: ", end="")
     err.print(message, markup=False)
@@ -73,12 +63,12 @@ def handle_errors(context: str | None = None) -> Iterator[None]:
         raise typer.Exit(130) from None
     except (DefinitionError, UsageError) as exc:
         kind = "invalid definition" if isinstance(exc, DefinitionError) else "usage error"
-        _say(kind, f"{_prefix(context, exc)}{exc}")  # a definition error's snippet follows its line on purpose
+        say(kind, f"{_prefix(context, exc)}{exc}")  # a definition error's snippet follows its line on purpose
         if settings.debug:
             traceback.print_exc()
         raise typer.Exit(EXIT_USAGE) from None
     except Exception as exc:
-        _say(None, f"{_prefix(context, exc)}{failure_line(exc)}")
+        say(None, f"{_prefix(context, exc)}{failure_line(exc)}")
         if isinstance(exc, TiltframeError) and "\n" in str(exc):  # the rest of a longer message, after it
             stderr_console().print(str(exc).split("\n", 1)[1], markup=False)
         if isinstance(exc, TiltframeError) and settings.spark_log is None:
@@ -87,46 +77,3 @@ def handle_errors(context: str | None = None) -> Iterator[None]:
         else:
             _details("--verbose shows Spark's log on the terminal, --debug the traceback")
         raise typer.Exit(EXIT_RUNTIME) from None
-
-
-def hoist_global_flags(args: Sequence[str]) -> list[str]:
-    """``-v`` / ``--verbose`` / ``--debug`` anywhere before ``--`` move in front of the command, where
-    the group's options are parsed."""
-    args = list(args)
-    end = args.index("--") if "--" in args else len(args)
-    flags = [a for a in args[:end] if a in GLOBAL_FLAGS]
-    rest = [a for a in args[:end] if a not in GLOBAL_FLAGS]
-    return [*flags, *rest, *args[end:]]
-
-
-class TiltframeGroup(TyperGroup):
-    """The command group: global flags after the command too, and click's usage errors in one line."""
-
-    def main(  # type: ignore[override]
-        self,
-        args: Sequence[str] | None = None,
-        prog_name: str | None = None,
-        complete_var: str | None = None,
-        standalone_mode: bool = True,
-        **extra: Any,
-    ) -> Any:
-        args = hoist_global_flags(sys.argv[1:] if args is None else args)
-        try:
-            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except click.exceptions.ClickException as exc:
-            if not standalone_mode:
-                raise
-            if type(exc).__name__ == "NoArgsIsHelpError":  # the help was printed already
-                sys.exit(exc.exit_code)
-            ctx = getattr(exc, "ctx", None)
-            where = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
-            _say("usage error", f"{exc.format_message()}{where}")
-            sys.exit(exc.exit_code)
-        except typer.Abort:
-            if not standalone_mode:
-                raise
-            stderr_console().print("aborted")
-            sys.exit(EXIT_RUNTIME)
-        if not standalone_mode:
-            return code
-        sys.exit(code if isinstance(code, int) else EXIT_OK)

@@ -61,7 +61,7 @@ def print_info(
         ("first bucket (GMT)", "left"),
         ("last bucket (GMT)", "left"),
     ):
-        tables.add_column(name, justify=justify)  # type: ignore[arg-type]
+        tables.add_column(name, justify=justify, no_wrap=name == "table")  # type: ignore[arg-type]
     for t in info.tables:
         tables.add_row(
             t.table, t.granularity, f"{t.rows:,}", format_ts(t.first_bucket), format_ts(t.last_bucket)
@@ -83,7 +83,7 @@ def print_info(
     if info.purges:
         purged = Table(title="purged", title_justify="left")
         for column in ("table", "keeps buckets from (GMT)", "rows purged", "last purge (GMT)"):
-            purged.add_column(column, justify="right" if column == "rows purged" else "left")
+            purged.add_column(column, justify="right" if column == "rows purged" else "left", no_wrap=column == "table")
         for p in info.purges:
             purged.add_row(p.table, format_ts(p.purged_before), f"{p.rows_purged:,}",
                            format_ts(p.purged_at))

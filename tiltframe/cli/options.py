@@ -85,6 +85,13 @@ def check_format(fmt: str, choices: tuple[str, ...]) -> None:
         raise UsageError(msg)
 
 
+def check_name(option: str, kind: str, name: str | None, choices: list[str]) -> None:
+    """A name given to ``option`` that the app does not define is a usage error, with a "did you mean"."""
+    if name is not None and name not in choices:
+        msg = f"{option}: {unknown(kind, name, choices)}"
+        raise UsageError(msg)
+
+
 def check_config_file(config: Path | None) -> None:
     """A config file that is a directory or not UTF-8 is a usage error (the rest is checked on reading)."""
     from tiltframe.engine.shards import CONFIG_ENV

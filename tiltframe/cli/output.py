@@ -4,6 +4,7 @@ JSON and CSV forms of answers are :mod:`tiltframe.retrieval.formats`'s (shared w
 from __future__ import annotations
 
 import math
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -17,13 +18,33 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-def stdout_console() -> Console:
-    """A console on the current stdout; wide when piped so that tables are not squeezed to 80 columns."""
-    return Console(width=None if sys.stdout.isatty() else 240, highlight=False, soft_wrap=False)
+#: The width of tables written to a file or pipe when $COLUMNS does not say: readable in an editor or a
+#: pager; a query's answer gets ``WIDE`` (its rows are data: a cell split over lines reads worse).
+PIPED_WIDTH = 100
+WIDE = 240
+
+
+def piped_width(default: int = PIPED_WIDTH) -> int:
+    """The width of output that is not a terminal: ``$COLUMNS`` when it is a positive number, else
+    ``default``."""
+    columns = os.environ.get("COLUMNS", "").strip()
+    return int(columns) if columns.isdigit() and int(columns) > 0 else default
+
+
+def stdout_console(*, wide: bool = False) -> Console:
+    """A console on the current stdout: a terminal's own width, else ``$COLUMNS``, else 100 columns (240
+    with ``wide``, for query answers)."""
+    width = None if sys.stdout.isatty() else piped_width(WIDE if wide else PIPED_WIDTH)
+    return Console(width=width, highlight=False, soft_wrap=False)
 
 
 def stderr_console() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _pandas_na() -> object:
+    """pandas' missing value (of nullable integer columns), once pandas is imported (nothing is NA before)."""
+    return getattr(sys.modules.get("pandas"), "NA", None)
 
 
 def ts_or_none(ms: int | None) -> str | None:
@@ -31,8 +52,9 @@ def ts_or_none(ms: int | None) -> str | None:
 
 
 def cell(value: Any) -> str:
-    """A value as a table cell: blank for null, floats in short form but always with a point."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    """A value as a table cell: blank for null (None, NaN, pandas' NA), floats in short form but always with
+    a point."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is _pandas_na():
         return ""
     if isinstance(value, float):
         text = f"{value:.10g}"

@@ -1,0 +1,131 @@
+"""``tiltframe validate``: every kind of definition listed, as text and as one JSON document with stable
+keys; continuous queries by their ``@info`` name, else ``continuous<i>``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tiltframe.cli.app import app
+
+runner = CliRunner()
+
+APP = """\
+@app:name('Mixed')
+@eventTime('ts') define stream device_utils (device string, cpu_usage double, ts long);
+define stream Req (device string);
+
+from device_utils[cpu_usage > 50.0] select device, cpu_usage, ts insert into HotUtils;
+
+define aggregation CpuAgg
+from device_utils
+select device, max(cpu_usage) as peak
+group by device
+aggregate by ts every sec ... hour;
+
+@info(name='peaks')
+from Req as r join CpuAgg as a on r.device == a.device
+within "2024-01-** **:**:**" per "hours"
+select a.device, a.peak
+insert into PeakOut;
+
+@info(name='max_cpu')
+SELECT device, max(cpu_usage) AS top FROM tumble(device_utils, 5s) GROUP BY device, window_end;
+
+SELECT count() AS n FROM device_utils EMIT PERIODIC 3s;
+
+@preaggregate(workers='2')
+define table AdImpressions (time long, site string, clicked int)
+    preaggregate by time every min
+    dimensions site
+    measures count() as impressions, sum(clicked) as clicks;
+define table Clicks (time long, site string);
+"""
+
+
+@pytest.fixture
+def app_file(tmp_path: Path) -> Path:
+    path = tmp_path / "mixed.siddhi"
+    path.write_text(APP, encoding="utf-8")
+    return path
+
+
+def test_the_json_document(app_file: Path) -> None:
+    result = runner.invoke(app, ["validate", str(app_file), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert list(doc) == ["app", "name", "valid", "streams", "aggregations", "queries", "continuous", "tables"]
+    assert (doc["app"], doc["name"], doc["valid"]) == (str(app_file), "Mixed", True)
+    streams = {s["name"]: s for s in doc["streams"]}
+    assert set(streams) == {"device_utils", "Req", "HotUtils", "AdImpressions_ROWS"}
+    assert streams["device_utils"]["attributes"] == [
+        {"name": "device", "type": "string"}, {"name": "cpu_usage", "type": "double"}, {"name": "ts", "type": "long"}]
+    assert (streams["device_utils"]["from"], streams["device_utils"]["where"]) == (None, None)
+    assert streams["HotUtils"]["from"] == "device_utils" and "cpu_usage > 50.0" in streams["HotUtils"]["where"]
+    assert doc["aggregations"] == [
+        {"name": "CpuAgg", "from": "device_utils", "group_by": ["device"], "time": "ts",
+         "levels": [{"per": "seconds", "table": "CpuAgg_SECONDS"}, {"per": "minutes", "table": "CpuAgg_MINUTES"},
+                    {"per": "hours", "table": "CpuAgg_HOURS"}],
+         "table": None},
+        {"name": "AdImpressions", "from": "AdImpressions_ROWS", "group_by": ["site"], "time": "time",
+         "levels": [{"per": "minutes", "table": "AdImpressions_MINUTES"}], "table": "AdImpressions"},
+    ]
+    assert doc["queries"] == [
+        {"index": 0, "name": "peaks", "from": "Req", "aggregation": "CpuAgg", "within": ["2024-01-** **:**:**"],
+         "per": "hours", "insert_into": "PeakOut"}]
+    assert doc["continuous"] == [
+        {"name": "max_cpu", "stream": "device_utils", "window": "tumble", "group_by": ["device", "window_end"],
+         "emit": "after window close", "outputs": ["device", "top"]},
+        {"name": "continuous1", "stream": "device_utils", "window": "global", "group_by": [], "emit": "periodic",
+         "outputs": ["n"]},
+    ]
+    assert doc["tables"] == [
+        {"name": "AdImpressions", "columns": [{"name": "time", "type": "long"}, {"name": "site", "type": "string"},
+                                              {"name": "clicked", "type": "int"}],
+         "time_column": "time", "preaggregated": True, "per": "minutes", "dimensions": ["site"],
+         "measures": ["count() as impressions", "sum(clicked) as clicks"], "workers": 2},
+        {"name": "Clicks", "columns": [{"name": "time", "type": "long"}, {"name": "site", "type": "string"}],
+         "time_column": None, "preaggregated": False, "per": None, "dimensions": None, "measures": None,
+         "workers": None},
+    ]
+
+
+def test_the_text_lists_the_same(app_file: Path) -> None:
+    result = runner.invoke(app, ["validate", str(app_file)], env={"COLUMNS": "160"})
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert out.startswith(f"ok: {app_file}")
+    for title in ("streams", "aggregations", "retrieval queries", "continuous queries", "tables"):
+        assert f"\n{title}" in out, title
+    for name in ("HotUtils", "CpuAgg_MINUTES", "AdImpressions_MINUTES", "peaks", "PeakOut", "max_cpu",
+                 "continuous1", "after window close", "Clicks", "raw rows", "sum(clicked) as clicks"):
+        assert name in out, name
+
+
+def test_an_app_without_queries_or_tables_lists_no_such_table(tmp_path: Path) -> None:
+    path = tmp_path / "plain.siddhi"
+    path.write_text("define stream S (x long);\n", encoding="utf-8")
+    result = runner.invoke(app, ["validate", str(path)])
+    assert result.exit_code == 0, result.output
+    titles = [line.strip() for line in result.stdout.splitlines() if line.strip().isalpha()]
+    assert titles == ["streams", "aggregations"]
+    doc = json.loads(runner.invoke(app, ["validate", str(path), "--format", "json"]).stdout)
+    assert (doc["aggregations"], doc["queries"], doc["continuous"], doc["tables"]) == ([], [], [], [])
+
+
+def test_an_invalid_app_gives_no_document(tmp_path: Path) -> None:
+    path = tmp_path / "bad.siddhi"
+    path.write_text("define stream S (x lng);\n", encoding="utf-8")
+    result = runner.invoke(app, ["validate", str(path), "--format", "json"])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith("error (invalid definition): ")
+
+
+def test_an_unknown_format(app_file: Path) -> None:
+    result = runner.invoke(app, ["validate", str(app_file), "--format", "yaml"])
+    assert result.exit_code == 2
+    assert "--format: unknown format 'yaml' (expected one of: json, text)" in result.stderr

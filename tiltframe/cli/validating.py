@@ -1,0 +1,182 @@
+"""``tiltframe validate``: check an app and list what it defines, as tables or as one JSON document."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tiltframe import api
+from tiltframe.cli.errors import handle_errors
+from tiltframe.cli.options import AppArg, check_format
+from tiltframe.cli.output import stdout_console
+from tiltframe.retrieval.formats import to_json
+
+if TYPE_CHECKING:
+    from tiltframe.model.app import AppSpec
+    from tiltframe.model.expressions import Expr
+
+FORMATS = ("text", "json")
+
+
+def _text(expr: Expr) -> str:
+    """A string constant as its text (``2024-01-** **:**:**``, ``days``), other expressions as written."""
+    from tiltframe.model.expressions import Literal
+
+    return expr.value if isinstance(expr, Literal) and isinstance(expr.value, str) else str(expr)
+
+
+def app_document(spec: AppSpec, app_file: Path) -> dict[str, Any]:
+    """What an app defines, as JSON-ready data.  Its keys (stable; new keys may be added, none removed):
+
+    - ``app``: the file as given; ``name``: ``@app:name``, or null; ``valid``: true (an invalid app gives
+      no document, only the error on stderr and exit code 2);
+    - ``streams``: ``name``, ``attributes`` (``name``, ``type``), ``from`` (null for an input stream, else
+      the stream a stream query makes it from) and ``where`` (that query's filter, or null);
+    - ``aggregations``: ``name``, ``from`` (its stream), ``group_by``, ``time`` (the event-time attribute,
+      null for arrival time), ``levels`` (``per``: the granularity, ``table``: the store table holding it),
+      ``table`` (the ``define table`` it pre-aggregates, or null);
+    - ``queries`` (retrieval queries, in text order): ``index``, ``name`` (``@info(name=...)`` or null),
+      ``from`` (the request stream of a join, null on demand), ``aggregation``, ``within``, ``per``,
+      ``insert_into`` (or null);
+    - ``continuous`` (continuous queries, in text order): ``name`` (``@info(name=...)``, else
+      ``continuous<i>``: what ``run --output`` names), ``stream``, ``window`` (global, tumble, hop, session,
+      count or tilt), ``group_by``, ``emit`` (the EMIT policy), ``outputs`` (the columns of its rows);
+    - ``tables``: ``name``, ``columns`` (``name``, ``type``), ``time_column`` (or null), ``preaggregated``,
+      and for a pre-aggregated one ``per``, ``dimensions``, ``measures`` and ``workers`` (null otherwise).
+    """
+    from tiltframe.store.layout import AggregationLayout
+
+    tables = {t.name for t in spec.tables}
+    streams = []
+    for s in spec.streams:
+        writer = spec.writer_of(s.name)
+        streams.append({
+            "name": s.name,
+            "attributes": [{"name": a.name, "type": a.type.value} for a in s.attributes],
+            "from": None if writer is None else writer.source,
+            "where": None if writer is None or writer.where is None else str(writer.where),
+        })
+    aggregations = []
+    for agg in spec.aggregations:
+        layout = AggregationLayout.of(spec, agg.name)
+        aggregations.append({
+            "name": agg.name,
+            "from": agg.source,
+            "group_by": list(agg.group_by),
+            "time": agg.time_attribute,
+            "levels": [{"per": str(g), "table": layout.table_name(g)} for g in agg.granularities],
+            "table": agg.name if agg.name in tables and agg.workers is not None else None,
+        })
+    queries = [{
+        "index": i,
+        "name": q.name,
+        "from": q.request_stream,
+        "aggregation": q.aggregation,
+        "within": [_text(w) for w in q.within],
+        "per": _text(q.per),
+        "insert_into": q.insert_into,
+    } for i, q in enumerate(spec.queries)]
+    continuous = [{
+        "name": spec.continuous_name(i),
+        "stream": q.stream,
+        "window": q.window.kind.value,
+        "group_by": [str(e) for e in q.group_by],
+        "emit": None if q.emit.policy is None else q.emit.policy.value,
+        "outputs": list(q.output_names),
+    } for i, q in enumerate(spec.continuous)]
+    defined = []
+    for t in spec.tables:
+        pre = t.preaggregation
+        defined.append({
+            "name": t.name,
+            "columns": [{"name": c.name, "type": c.type.value} for c in t.columns],
+            "time_column": t.time_column,
+            "preaggregated": pre is not None,
+            "per": None if pre is None else str(pre.granularity),
+            "dimensions": None if pre is None else list(pre.dimensions),
+            "measures": None if pre is None else [m.describe() for m in pre.measures],
+            "workers": None if pre is None else pre.workers,
+        })
+    return {"app": str(app_file), "name": spec.name, "valid": True, "streams": streams,
+            "aggregations": aggregations, "queries": queries, "continuous": continuous, "tables": defined}
+
+
+def _table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]], whole: int = 1) -> Table:
+    """A table whose first ``whole`` columns (names) are never wrapped; the others wrap to fit."""
+    table = Table(title=title, title_justify="left")
+    for i, c in enumerate(columns):
+        table.add_column(c, overflow="fold", no_wrap=i < whole)
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def _names(values: list[str] | None) -> str:
+    return ", ".join(values or []) or "-"
+
+
+def print_document(out: Console, doc: dict[str, Any]) -> None:
+    """The document as tables: one per kind of definition the app has (streams and aggregations always).
+    Names come first and are kept whole; the descriptions after them wrap to fit the width."""
+    out.print(f"[green]ok[/]: {doc['app']}")
+    out.print(_table("streams", ("stream", "attributes", "events"), [
+        (s["name"], ", ".join(f"{a['name']} {a['type']}" for a in s["attributes"]),
+         "input" if s["from"] is None else f"from {s['from']}" + (f"[{s['where']}]" if s["where"] else ""))
+        for s in doc["streams"]]))
+    out.print(_table("aggregations", ("aggregation", "tables", "every", "from", "group by", "by"), [
+        (a["name"], "\n".join(level["table"] for level in a["levels"]),
+         "\n".join(level["per"] for level in a["levels"]), a["from"], _names(a["group_by"]),
+         a["time"] or "arrival time")
+        for a in doc["aggregations"]], whole=4))
+    if doc["queries"]:
+        named = any(q["name"] for q in doc["queries"])
+        out.print(_table("retrieval queries", ("#", *(("name",) if named else ()), "aggregation", "per", "within",
+                                               "from", "insert into"), [
+            (str(q["index"]), *((q["name"] or "-",) if named else ()), q["aggregation"], q["per"],
+             "\nto ".join(q["within"]), q["from"] or "(on demand)", q["insert_into"] or "-")
+            for q in doc["queries"]], whole=4 + named))
+    if doc["continuous"]:
+        out.print(_table("continuous queries", ("name", "stream", "window", "emit", "group by", "columns"), [
+            (c["name"], c["stream"], c["window"], c["emit"] or "-", _names(c["group_by"]), _names(c["outputs"]))
+            for c in doc["continuous"]], whole=3))
+    if doc["tables"]:
+        out.print(_table("tables", ("table", "time", "kind", "dimensions", "measures", "columns"), [
+            (t["name"], t["time_column"] or "-",
+             f"pre-aggregated per {t['per']}, {t['workers']} workers" if t["preaggregated"] else "raw rows",
+             _names(t["dimensions"]), "\n".join(t["measures"] or ["-"]),
+             ", ".join(f"{c['name']} {c['type']}" for c in t["columns"]))
+            for t in doc["tables"]], whole=2))
+
+
+def validate(
+    app_file: AppArg,
+    fmt: Annotated[
+        str,
+        typer.Option("--format", metavar="text|json",
+                     help="text (tables), or json (one document; its keys below)."),
+    ] = "text",
+) -> None:
+    """Parse and check an app (and that this release can run it); list its streams, aggregations (with
+    their levels and store tables), retrieval queries, continuous queries and tables.
+
+    With --format json, one JSON document on stdout with the keys app, name, valid, streams,
+    aggregations (levels: per, table), queries, continuous (each by its @info(name=...), else continuous0,
+    continuous1, ... as run --output names them) and tables.  An invalid app prints no document: the error
+    goes to stderr, with exit code 2.
+    """
+    with handle_errors():
+        check_format(fmt, FORMATS)
+    with handle_errors(str(app_file)):
+        spec = api.load_app(app_file)
+        from tiltframe.lang.checks.app import check_runnable
+
+        check_runnable(spec)
+        doc = app_document(spec, app_file)
+    if fmt == "json":
+        typer.echo(to_json(doc))
+    else:
+        print_document(stdout_console(), doc)
