@@ -223,7 +223,7 @@ def prepare_input(
     if input_dir.exists() and any(input_dir.iterdir()):
         msg = f"{input_dir} holds files the demo did not write; use another --data-dir"
         raise UsageError(msg)
-    err.print(f"generating {events:,} trades over {days} days into {input_dir} ...")
+    err.print(f"generating {events:,} trades over {days} days into {input_dir} ...", markup=False)
     data = generate(input_dir, events=events, days=days, files=files)
     manifest.write_text(json.dumps(asdict(data), indent=2), encoding="utf-8")
     return input_dir, data, False
@@ -299,7 +299,7 @@ def run_demo(
     data_dir = data_dir.resolve()
     input_dir, data, reused = prepare_input(data_dir, events=events, days=days, files=files, err=err)
     out.rule("[bold]tiltframe demo[/]")
-    out.print(f"app:   {app_path}")
+    out.print(f"app:   {app_path}", markup=False)
     verb = "reusing" if reused else f"generated in {data.seconds:.1f}s:"
     out.print(
         f"input: {verb} {data.events:,} trades of {data.symbols} symbols, {data.start} .. {data.end} GMT, "
@@ -361,9 +361,9 @@ def run_demo(
     dir_arg = shlex.quote(str(data_dir))
     out.print()
     out.rule("where the data went")
-    out.print(f"store (SQLite):  {store_location(spec, agg, data_dir)}")
-    out.print(f"checkpoints:     {checkpoint_location(spec, agg, data_dir)}")
-    out.print(f"input files:     {input_dir}")
+    out.print(f"store (SQLite):  {store_location(spec, agg, data_dir)}", markup=False)
+    out.print(f"checkpoints:     {checkpoint_location(spec, agg, data_dir)}", markup=False)
+    out.print(f"input files:     {input_dir}", markup=False)
     generated = "" if reused else f", of which {data.seconds:.0f}s generating the data"
     out.print(f"demo time:       {time.perf_counter() - t0:.0f}s{generated}")
     out.print()

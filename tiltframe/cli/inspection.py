@@ -50,7 +50,7 @@ def print_info(
 ) -> None:
     """One aggregation's inspection as rich tables."""
     out.rule(f"[bold]{info.name}[/] (from {agg.source}, zone {info.zone}, spec {info.spec_hash})")
-    out.print(f"store: {store_location(spec, agg, data_dir)}")
+    out.print(f"store: {store_location(spec, agg, data_dir)}", markup=False)
     if info.shards:
         out.print(f"shards: {', '.join(info.shards)} (rows merged on read)")
     tables = Table(title="tables", title_justify="left")

@@ -126,7 +126,7 @@ def query(
     with handle_errors(f"--output {output}"):
         if output is not None:
             output.write_bytes(data)
-            stderr_console().print(f"{len(frame):,} rows written to {output}", style="dim")
+            stderr_console().print(f"{len(frame):,} rows written to {output}", style="dim", markup=False)
         elif fmt == "parquet":
             sys.stdout.buffer.write(data)
             sys.stdout.flush()

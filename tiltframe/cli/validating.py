@@ -122,7 +122,8 @@ def _names(values: list[str] | None) -> str:
 def print_document(out: Console, doc: dict[str, Any]) -> None:
     """The document as tables: one per kind of definition the app has (streams and aggregations always).
     Names come first and are kept whole; the descriptions after them wrap to fit the width."""
-    out.print(f"[green]ok[/]: {doc['app']}")
+    out.print("[green]ok[/]: ", end="")
+    out.print(doc["app"], markup=False, soft_wrap=True)  # a path as written: never wrapped, no markup
     out.print(_table("streams", ("stream", "attributes", "events"), [
         (s["name"], ", ".join(f"{a['name']} {a['type']}" for a in s["attributes"]),
          "input" if s["from"] is None else f"from {s['from']}" + (f"[{s['where']}]" if s["where"] else ""))
