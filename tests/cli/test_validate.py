@@ -77,18 +77,19 @@ def test_the_json_document(app_file: Path) -> None:
         {"index": 0, "name": "peaks", "from": "Req", "aggregation": "CpuAgg", "within": ["2024-01-** **:**:**"],
          "per": "hours", "insert_into": "PeakOut"}]
     assert doc["continuous"] == [
-        {"name": "max_cpu", "stream": "device_utils", "window": "tumble", "group_by": ["device", "window_end"],
-         "emit": "after window close", "outputs": ["device", "top"]},
-        {"name": "continuous1", "stream": "device_utils", "window": "global", "group_by": [], "emit": "periodic",
-         "outputs": ["n"]},
+        {"name": "max_cpu", "source": "device_utils", "window": "tumble", "size_ms": 5_000, "slide_ms": None,
+         "gap_ms": None, "group_by": ["device", "window_end"], "emit": "after window close",
+         "columns": ["device", "top"]},
+        {"name": "continuous1", "source": "device_utils", "window": "global", "size_ms": None, "slide_ms": None,
+         "gap_ms": None, "group_by": [], "emit": "periodic", "columns": ["n"]},
     ]
     assert doc["tables"] == [
         {"name": "AdImpressions", "columns": [{"name": "time", "type": "long"}, {"name": "site", "type": "string"},
                                               {"name": "clicked", "type": "int"}],
-         "time_column": "time", "preaggregated": True, "per": "minutes", "dimensions": ["site"],
+         "time_column": "time", "preaggregated": True, "interval": "minutes", "dimensions": ["site"],
          "measures": ["count() as impressions", "sum(clicked) as clicks"], "workers": 2},
         {"name": "Clicks", "columns": [{"name": "time", "type": "long"}, {"name": "site", "type": "string"}],
-         "time_column": None, "preaggregated": False, "per": None, "dimensions": None, "measures": None,
+         "time_column": None, "preaggregated": False, "interval": None, "dimensions": [], "measures": [],
          "workers": None},
     ]
 

@@ -13,6 +13,7 @@ from tiltframe import api
 from tiltframe.cli.errors import handle_errors
 from tiltframe.cli.options import AppArg, check_format
 from tiltframe.cli.output import stdout_console
+from tiltframe.http.catalog import continuous_documents, table_documents
 from tiltframe.retrieval.formats import to_json
 
 if TYPE_CHECKING:
@@ -42,11 +43,13 @@ def app_document(spec: AppSpec, app_file: Path) -> dict[str, Any]:
     - ``queries`` (retrieval queries, in text order): ``index``, ``name`` (``@info(name=...)`` or null),
       ``from`` (the request stream of a join, null on demand), ``aggregation``, ``within``, ``per``,
       ``insert_into`` (or null);
-    - ``continuous`` (continuous queries, in text order): ``name`` (``@info(name=...)``, else
-      ``continuous<i>``: what ``run --output`` names), ``stream``, ``window`` (global, tumble, hop, session,
-      count or tilt), ``group_by``, ``emit`` (the EMIT policy), ``outputs`` (the columns of its rows);
-    - ``tables``: ``name``, ``columns`` (``name``, ``type``), ``time_column`` (or null), ``preaggregated``,
-      and for a pre-aggregated one ``per``, ``dimensions``, ``measures`` and ``workers`` (null otherwise).
+    - ``continuous`` (continuous queries, in text order, as ``GET /api/aggregations`` lists them): ``name``
+      (``@info(name=...)``, else ``continuous<i>``: what ``run --output`` names), ``source`` (its stream),
+      ``window`` (global, tumble, hop, session, count or tilt), ``size_ms``, ``slide_ms``, ``gap_ms``,
+      ``group_by``, ``emit`` (the EMIT policy), ``columns`` (the columns of its rows);
+    - ``tables`` (as ``GET /api/aggregations`` lists them): ``name``, ``columns`` (``name``, ``type``),
+      ``time_column`` (or null), ``preaggregated``, and for a pre-aggregated one ``interval``,
+      ``dimensions``, ``measures`` and ``workers`` (null and empty lists otherwise).
     """
     from tiltframe.store.layout import AggregationLayout
 
@@ -80,27 +83,7 @@ def app_document(spec: AppSpec, app_file: Path) -> dict[str, Any]:
         "per": _text(q.per),
         "insert_into": q.insert_into,
     } for i, q in enumerate(spec.queries)]
-    continuous = [{
-        "name": spec.continuous_name(i),
-        "stream": q.stream,
-        "window": q.window.kind.value,
-        "group_by": [str(e) for e in q.group_by],
-        "emit": None if q.emit.policy is None else q.emit.policy.value,
-        "outputs": list(q.output_names),
-    } for i, q in enumerate(spec.continuous)]
-    defined = []
-    for t in spec.tables:
-        pre = t.preaggregation
-        defined.append({
-            "name": t.name,
-            "columns": [{"name": c.name, "type": c.type.value} for c in t.columns],
-            "time_column": t.time_column,
-            "preaggregated": pre is not None,
-            "per": None if pre is None else str(pre.granularity),
-            "dimensions": None if pre is None else list(pre.dimensions),
-            "measures": None if pre is None else [m.describe() for m in pre.measures],
-            "workers": None if pre is None else pre.workers,
-        })
+    continuous, defined = continuous_documents(spec), table_documents(spec)
     return {"app": str(app_file), "name": spec.name, "valid": True, "streams": streams,
             "aggregations": aggregations, "queries": queries, "continuous": continuous, "tables": defined}
 
@@ -142,12 +125,12 @@ def print_document(out: Console, doc: dict[str, Any]) -> None:
             for q in doc["queries"]], whole=4 + named))
     if doc["continuous"]:
         out.print(_table("continuous queries", ("name", "stream", "window", "emit", "group by", "columns"), [
-            (c["name"], c["stream"], c["window"], c["emit"] or "-", _names(c["group_by"]), _names(c["outputs"]))
+            (c["name"], c["source"], c["window"], c["emit"] or "-", _names(c["group_by"]), _names(c["columns"]))
             for c in doc["continuous"]], whole=3))
     if doc["tables"]:
         out.print(_table("tables", ("table", "time", "kind", "dimensions", "measures", "columns"), [
             (t["name"], t["time_column"] or "-",
-             f"pre-aggregated per {t['per']}, {t['workers']} workers" if t["preaggregated"] else "raw rows",
+             f"pre-aggregated per {t['interval']}, {t['workers']} workers" if t["preaggregated"] else "raw rows",
              _names(t["dimensions"]), "\n".join(t["measures"] or ["-"]),
              ", ".join(f"{c['name']} {c['type']}" for c in t["columns"]))
             for t in doc["tables"]], whole=2))

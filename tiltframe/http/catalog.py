@@ -60,7 +60,8 @@ def aggregation_document(app: AppSpec, name: str, info: AggregationInfo) -> dict
 
 
 def continuous_documents(app: AppSpec) -> list[dict[str, Any]]:
-    """The continuous queries: name, input stream, window, emit policy and output columns."""
+    """The continuous queries: name, input stream, window, group by, emit policy and output columns (also
+    ``tiltframe validate --format json``'s)."""
     out = []
     for i, q in enumerate(app.continuous):
         w = q.window
@@ -71,6 +72,7 @@ def continuous_documents(app: AppSpec) -> list[dict[str, Any]]:
             "size_ms": w.size_ms,
             "slide_ms": w.slide_ms,
             "gap_ms": w.gap_ms,
+            "group_by": [str(e) for e in q.group_by],
             "emit": q.emit.policy.value if q.emit.policy is not None else None,
             "columns": list(q.output_names),
         })
@@ -78,7 +80,8 @@ def continuous_documents(app: AppSpec) -> list[dict[str, Any]]:
 
 
 def table_documents(app: AppSpec) -> list[dict[str, Any]]:
-    """The defined tables: columns, and for a pre-aggregated one its interval, dimensions and measures."""
+    """The defined tables: columns, and for a pre-aggregated one its interval, dimensions, measures and
+    workers (also ``tiltframe validate --format json``'s)."""
     out = []
     for t in app.tables:
         pre = t.preaggregation
@@ -90,6 +93,7 @@ def table_documents(app: AppSpec) -> list[dict[str, Any]]:
             "interval": str(pre.granularity) if pre is not None else None,
             "dimensions": list(pre.dimensions) if pre is not None else [],
             "measures": [m.describe() for m in pre.measures] if pre is not None else [],
+            "workers": pre.workers if pre is not None else None,
         })
     return out
 
