@@ -218,7 +218,7 @@ def select(app: AppSpec, text: str, *, data_dir: str | Path | None = None) -> pd
 
 def _as_query(app: AppSpec, query: str | RetrievalQuery) -> RetrievalQuery:
     """The query validated against ``app``, each attribute resolved to its side (request or aggregation)."""
-    from tiltframe.lang.checks.app import validate_query
+    from tiltframe.lang.checks.retrieval import validate_query
 
     return _parsed(app, query) if isinstance(query, str) else validate_query(app, query)
 

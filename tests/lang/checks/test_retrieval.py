@@ -7,7 +7,7 @@ import pytest
 
 from tiltframe.errors import DefinitionError
 from tiltframe.lang import parse_app, parse_query, parse_retrieval
-from tiltframe.lang.checks.app import validate_query
+from tiltframe.lang.checks.retrieval import validate_query
 from tiltframe.model.expressions import Attr, Binary, Call, Literal
 from tiltframe.model.queries import OrderItem
 
