@@ -10,7 +10,6 @@ MySQL/MariaDB's text and keys (``mysql``), the multi-row upserts (``upserts``) a
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -20,7 +19,6 @@ from tiltframe.store.sql_connections import sqlite_engine
 from tiltframe.store.sql_reads import SqlReads
 from tiltframe.store.sql_writes import SqlWrites
 
-logger = logging.getLogger(__name__)
 
 class SqlStore(SqlWrites, SqlReads):
     """The :class:`~tiltframe.store.base.Store` on a SQL database: SQLite, PostgreSQL or MySQL/MariaDB."""
@@ -32,7 +30,6 @@ class SqlStore(SqlWrites, SqlReads):
         if not read_only:
             path.parent.mkdir(parents=True, exist_ok=True)
         return cls(sqlite_engine(path, read_only=read_only), read_only=read_only, path=path)
-
 
     @classmethod
     def server(cls, url: sa.URL, *, read_only: bool = False) -> SqlStore:

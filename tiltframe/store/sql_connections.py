@@ -3,7 +3,6 @@ locks that keep writers of one aggregation (and schema changes) apart, and failu
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,9 +15,7 @@ from sqlalchemy.engine import Connection, Engine
 from tiltframe.errors import StoreError
 from tiltframe.model.durations import Granularity
 from tiltframe.store import mysql
-from tiltframe.store.base import (
-    Capabilities,
-)
+from tiltframe.store.base import Capabilities
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.merged_reads import MergedReads
 from tiltframe.store.read_plans import ReadPlans
@@ -31,10 +28,9 @@ from tiltframe.store.schema import (
 )
 from tiltframe.store.sqlite_read import change_token, check_unchanged, kept, open_reader, stale
 
-logger = logging.getLogger(__name__)
-
+#: How long an SQLite connection waits for another writer's lock before it fails.
 BUSY_TIMEOUT_MS = 30_000
-
+#: The longest table or column name each database takes (``lang.checks.names`` checks apps against it).
 MAX_IDENTIFIER_LENGTH = {"sqlite": 1024, "postgresql": 63, "mysql": 64, "mariadb": 64}
 
 
@@ -108,10 +104,8 @@ class SqlConnections:
         self._present: set[str] = set()
         self._staging_ready: set[tuple[str, str]] = set()
 
-
     def __repr__(self) -> str:
         return f"SqlStore({self.url!r}{', read_only=True' if self._read_only else ''})"
-
 
     def change_token(self) -> object | None:
         """A value that changes whenever anything is committed to the store, for readers that keep answers
@@ -119,25 +113,20 @@ class SqlConnections:
         answers are not kept."""
         return None if self._path is None else change_token(self._path)
 
-
     def __enter__(self) -> Self:
         return self
-
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-
     def close(self) -> None:
         self._engine.dispose()
-
 
     def _tables(self, layout: AggregationLayout) -> dict[Granularity, sa.Table]:
         key = (layout.name, layout.spec_hash, layout.partitioned)
         if key not in self._tables_cache:
             self._tables_cache[key] = level_tables(layout, self._engine.dialect.name)
         return self._tables_cache[key]
-
 
     def _check_same_spec(self, layout: AggregationLayout, row: sa.Row[Any], *, recorded: bool = True) -> None:
         """Refuse stored tables of another definition; a table's recorded definition can be followed."""
@@ -157,7 +146,6 @@ class SqlConnections:
         )
         raise StoreError(msg)
 
-
     @contextmanager
     def write_transaction(self, action: str, *, schema: bool = False) -> Iterator[Connection]:
         """One write transaction for tables of other kinds (``store.raw_rows``), its failures a ``StoreError``
@@ -166,7 +154,6 @@ class SqlConnections:
         self._require_writable()
         with self._failures(action), self._write(schema=schema) as conn:
             yield conn
-
 
     @contextmanager
     def read_transaction(self, action: str) -> Iterator[Connection | None]:
@@ -179,7 +166,6 @@ class SqlConnections:
             with self._engine.connect() as conn, conn.begin():
                 yield conn
 
-
     @contextmanager
     def _failures(self, action: str) -> Iterator[None]:
         dbapi_error: type[Exception] = getattr(self._engine.dialect.loaded_dbapi, "Error", sqlite3.Error)
@@ -190,16 +176,13 @@ class SqlConnections:
             cause = getattr(e, "orig", None) or e
             raise StoreError(f"could not {action} in {self.url}: {cause}") from e
 
-
     def _require_writable(self) -> None:
         if self._read_only:
             msg = f"the store {self.url} was opened read-only"
             raise StoreError(msg)
 
-
     def _exists(self) -> bool:
         return self._path is None or self._path.exists()
-
 
     @contextmanager
     def _write(self, layout: AggregationLayout | None = None, *, schema: bool = False) -> Iterator[Connection]:
@@ -224,7 +207,6 @@ class SqlConnections:
                 conn.execute(sa.select(a.name).where(a.name == layout.name).with_for_update())
             yield conn
 
-
     def _has_table(self, conn: Connection, name: str) -> bool:
         """Whether table ``name`` exists, asking the catalog only until it has been seen."""
         if name in self._present:
@@ -233,7 +215,6 @@ class SqlConnections:
         if found:
             self._present.add(name)
         return found
-
 
     @contextmanager
     def _read(self, layout: AggregationLayout) -> Iterator[tuple[Connection, sa.Row[Any]]]:
@@ -249,7 +230,6 @@ class SqlConnections:
                 raise StoreError(no_data)
             self._check_same_spec(layout, row)
             yield conn, row
-
 
     @contextmanager
     def _errors(self, action: str, layout: AggregationLayout) -> Iterator[None]:

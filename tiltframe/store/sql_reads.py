@@ -3,7 +3,6 @@ exactly what pandas would, recorded events, and what ``inspect`` shows."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -36,7 +35,6 @@ from tiltframe.store.schema import (
 from tiltframe.store.sql_connections import SqlConnections
 from tiltframe.store.table_rebuilds import primary_key
 
-logger = logging.getLogger(__name__)
 
 class SqlReads(SqlConnections):
     """Stored rows read back: ranges, merged reads, recorded events, totals."""
@@ -66,14 +64,12 @@ class SqlReads(SqlConnections):
                 raise
             return self._read_range(layout, read, types)  # a table seen before may be gone: look again
 
-
     def _read_range(self, layout: AggregationLayout, read: RangeRead, types: dict[str, AttrType]) -> pd.DataFrame:
         with self._errors("read", layout), self._read(layout) as (conn, _):
             if not self._has_table(conn, read.table.name):
                 return typed_frame([], types)
             rows = fetch_compiled(conn, self._plans.compiled(read), read.params())
         return typed_frame(rows, types)
-
 
     def read_merged(
         self,
@@ -100,7 +96,6 @@ class SqlReads(SqlConnections):
                 raise
             return self._read_merged(layout, read)  # a table seen before may be gone: look again
 
-
     def _read_merged(self, layout: AggregationLayout, read: MergedRead) -> pd.DataFrame | None:
         if read.table.name not in self._present:  # made anew, maybe: its collations are looked up again
             self._merged.forget(read.table.name)
@@ -114,7 +109,6 @@ class SqlReads(SqlConnections):
                 return None
             raise
 
-
     def rejected(self, layout: AggregationLayout, limit: int = 100) -> pd.DataFrame:
         """The latest ``limit`` recorded events of ``layout`` (rejected or moved), newest first."""
         r = REJECTED_TABLE.c
@@ -124,7 +118,6 @@ class SqlReads(SqlConnections):
                  .order_by(r.id.desc()).limit(limit))
         with self._errors("read the rejected events of", layout), self._read(layout) as (conn, _):
             return typed_frame(fetch_all(conn, query), types)
-
 
     def info(self, layout: AggregationLayout) -> AggregationInfo:
         """Row counts and bucket ranges per table, batch totals and rejected counts by reason."""
@@ -170,7 +163,6 @@ class SqlReads(SqlConnections):
             shards=tuple(shards),
         )
 
-
     @retried
     def latest_event_ts(self, layout: AggregationLayout) -> int | None:
         """The greatest event time aggregated by any pipeline of ``layout`` (what retention is measured
@@ -178,7 +170,6 @@ class SqlReads(SqlConnections):
         b = BATCHES_TABLE.c
         with self._errors("read the latest event time of", layout), self._read(layout) as (conn, _):
             return conn.execute(sa.select(sa.func.max(b.max_event_ts)).where(b.aggregation == layout.name)).scalar()
-
 
     @retried
     def last_purged_at(self, layout: AggregationLayout) -> int:

@@ -43,7 +43,6 @@ class SqlSchema(SqlConnections):
                        f"but {self._engine.dialect.name} allows at most {limit}; use a shorter name")
                 raise DefinitionError(msg)
 
-
     @retried
     def ensure_schema(self, layout: AggregationLayout) -> tuple[str, ...]:
         """Create the tables of ``layout`` and register it, or check that the stored ones match its spec.
@@ -87,13 +86,11 @@ class SqlSchema(SqlConnections):
         self._ready.add(key)
         return notes
 
-
     def _follow_table_change(self, conn: Connection, layout: AggregationLayout, row: sa.Row[Any]) -> tuple[str, ...]:
         text = conn.execute(sa.select(TABLES_TABLE.c.definition).where(TABLES_TABLE.c.name == layout.name)).scalar()
         if text is None:  # registered before definitions were recorded: nothing to compare with
             self._check_same_spec(layout, row, recorded=False)
         return follow_change(conn, layout, self._tables(layout), TableSpec.from_json(text), row.zone).notes
-
 
     @staticmethod
     def _record_definition(conn: Connection, table: TableSpec) -> None:
@@ -101,7 +98,6 @@ class SqlSchema(SqlConnections):
         values = {"definition": table.to_json(), "updated_at": now_ms()}
         if conn.execute(sa.update(TABLES_TABLE).where(t.name == table.name).values(**values)).rowcount == 0:
             conn.execute(sa.insert(TABLES_TABLE).values(name=table.name, **values))
-
 
     def _check_partitioning(self, conn: Connection, layout: AggregationLayout, table: sa.Table) -> None:
         """Tables made before ``@PartitionById`` lack ``SHARD_ID``: point to ``tiltframe migrate``, never
@@ -119,7 +115,6 @@ class SqlSchema(SqlConnections):
                    f"@PartitionById to the aggregation and give a shard id")
         raise StoreError(msg)
 
-
     def _check_shared_tables(self, conn: Connection) -> None:
         """A store made by an earlier tiltframe lacks columns; say so instead of failing mid-batch."""
         inspector = sa.inspect(conn)
@@ -130,7 +125,6 @@ class SqlSchema(SqlConnections):
                 msg = (f"the store {self.url} was made by an earlier version of tiltframe: table {table.name} "
                        f"lacks the columns {', '.join(missing)}; use a new data directory or store")
                 raise StoreError(msg)
-
 
     def reset(self, layout: AggregationLayout, shard_id: str | None = None) -> None:
         """Drop everything the store holds of ``layout`` (a rebuild): its commit records, recorded events and
@@ -168,7 +162,6 @@ class SqlSchema(SqlConnections):
                 table.drop(conn)
         self._ready.discard((layout.name, layout.spec_hash, layout.partitioned))
         self._tables_cache.pop((layout.name, layout.spec_hash, layout.partitioned), None)
-
 
     def add_shards(self, layout: AggregationLayout, shard_id: str) -> list[str]:
         """Give the tables of a partitioned ``layout`` that were made without shards a ``SHARD_ID`` key

@@ -50,7 +50,6 @@ class SqlWrites(SqlSchema):
                 return False
             return commits.is_committed(conn, layout, pipeline_id, batch_id)
 
-
     @retried
     def last_committed_batch(self, layout: AggregationLayout, pipeline_id: str) -> int | None:
         """The greatest batch id of ``pipeline_id`` whose commit record the store holds; None when it holds
@@ -62,7 +61,6 @@ class SqlWrites(SqlSchema):
                 return None
             last = commits.last_record(conn, layout, pipeline_id)
         return None if last is None else int(last.batch_id)
-
 
     @retried
     def pipeline_state(
@@ -84,7 +82,6 @@ class SqlWrites(SqlSchema):
                 latest = latest.where(finest.c[SHARD_ID] == shard_id)
             stored = conn.execute(latest).scalar()
         return PipelineState(None, stored)
-
 
     @retried
     def prepare_staging(self, layout: AggregationLayout, pipeline_id: str) -> staging.StagingTarget | None:
@@ -111,7 +108,6 @@ class SqlWrites(SqlSchema):
             if not mysql.is_mysql(conn.dialect):
                 url = url.set(drivername="postgresql")  # psycopg's conninfo
             return staging.target(url.render_as_string(hide_password=False), conn, layout)
-
 
     @retried
     def write_batch(self, layout: AggregationLayout, batch: BatchWrite) -> bool:
@@ -145,7 +141,6 @@ class SqlWrites(SqlSchema):
             raise self._explained(layout, batch.batch_id, levels, failed, batch.staged) from failed.__cause__
         return True
 
-
     def _merge_staged(self, conn: Connection, layout: AggregationLayout, staged: StagedBatch,
                       purged: Mapping[str, int]) -> int:
         """Merge the staged rows of each level that holds any, one statement per level."""
@@ -155,7 +150,6 @@ class SqlWrites(SqlSchema):
             if staged.tags and i < len(staged.rows) and staged.rows[i]:
                 rows += staging.merge_level(conn, layout, table, i, staged.tags, purged.get(table.name))
         return rows
-
 
     def _explained(self, layout: AggregationLayout, batch_id: int, levels: list[tuple[sa.Table, pa.Table]],
                    failed: StoreError, staged: StagedBatch | None = None) -> StoreError:
@@ -169,7 +163,6 @@ class SqlWrites(SqlSchema):
                 return explain_overflow(conn, self.url, layout, batch_id, levels) or failed
         except Exception:  # the database is gone as well: its own failure says enough
             return failed
-
 
     @retried
     def compact(self, layout: AggregationLayout, before_ms: int) -> int:
@@ -205,7 +198,6 @@ class SqlWrites(SqlSchema):
                 removed += len(rows) - len(merged)
         return removed
 
-
     @retried
     def purge(
         self, layout: AggregationLayout, before: Mapping[Granularity, int], latest_event_ts: int
@@ -239,7 +231,6 @@ class SqlWrites(SqlSchema):
                     conn.execute(sa.update(PURGES_TABLE).where(*key).values(rows_purged=p.rows_purged + deleted[g],
                                                                        **values))
         return deleted
-
 
     def _purged_before(self, conn: Connection, layout: AggregationLayout) -> dict[str, int]:
         """Per table name of ``layout``: the start before which its buckets were purged."""

@@ -3,7 +3,6 @@ following a changed table definition (``store.table_changes``)."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 
 import sqlalchemy as sa
@@ -12,7 +11,6 @@ from sqlalchemy.engine import Connection
 from tiltframe.store import mysql
 from tiltframe.store.layout import SHARD_ID, AggregationLayout
 
-logger = logging.getLogger(__name__)
 
 def primary_key(conn: Connection, table: str) -> list[str]:
     return list(sa.inspect(conn).get_pk_constraint(table)["constrained_columns"])

@@ -11,7 +11,6 @@ upsert are ``store.merges``'; sketch states, which no database can union, are me
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 from typing import Any
 
@@ -28,8 +27,6 @@ from tiltframe.store import mysql
 from tiltframe.store.frames import ARROW_TYPES, fetch_all, typed_frame
 from tiltframe.store.layout import AGG_TIMESTAMP, SHARD_ID, AggregationLayout
 from tiltframe.store.merges import upsert_statement
-
-logger = logging.getLogger(__name__)
 
 #: Rows per multi-row upsert statement, and rows turned into Python objects at a time (bounds memory).
 ROWS_PER_STATEMENT = 500
