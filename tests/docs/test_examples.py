@@ -57,7 +57,7 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -667,40 +667,19 @@ def run_python(block: Block, namespace: dict[str, Any]) -> None:
         exec(compile(block.text, block.id, "exec"), namespace)
 
 
-@contextmanager
-def spark_started_in(spark: Any, directory: Path) -> Iterator[None]:
-    """Spark's local file system working in ``directory``, as in a program started there.
-
-    The pages' examples are written for a program started in their directory, and tiltframe hands
-    Spark the paths they give as they are: Hadoop resolves a relative input folder
-    (``tf.run(app, {"TradeStream": "data/trades/"})``) against the JVM's working directory, and the suite's
-    one session started elsewhere.  (The same holds for a relative data directory's checkpoints, which this
-    setting does not reach: ``test_the_pages_examples_run_in_order`` names the data directory absolutely.)
-    """
-    jvm = spark._jvm
-    local = jvm.org.apache.hadoop.fs.FileSystem.getLocal(spark._jsc.hadoopConfiguration())
-    before = local.getWorkingDirectory()
-    local.setWorkingDirectory(jvm.org.apache.hadoop.fs.Path(str(directory)))
-    try:
-        yield
-    finally:
-        local.setWorkingDirectory(before)
-
-
 @pytest.mark.parametrize("doc", RUN_PAGES)
 def test_the_pages_examples_run_in_order(doc: str, spark: Any, tmp_path: Path,
                                          trades_store: Callable[[str], TradesStore],
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     page = WORKDIRS.get(doc, lambda *_: Page(tmp_path, {}))(spark, tmp_path, trades_store)
+    # The page's directory is the process's, not the JVM's (the suite's one session started elsewhere): its
+    # relative paths (an input folder, ./tiltframe-data) must still be read and written there.
     monkeypatch.chdir(page.directory)
-    # ./tiltframe-data, the default, named absolutely: Spark would put a relative one's checkpoints under
-    # the JVM's working directory (spark_started_in).
-    monkeypatch.setenv("TILTFRAME_DATA_DIR", str(page.directory / "tiltframe-data"))
+    monkeypatch.delenv("TILTFRAME_DATA_DIR", raising=False)
     namespace: dict[str, Any] = {"__name__": "__docs__", **page.namespace}
     elsewhere = Path(spark._jvm.java.lang.System.getProperty("user.dir")) / "tiltframe-data"
     there = elsewhere.exists()
-    with spark_started_in(spark, page.directory):
-        run_page(doc, page, namespace)
+    run_page(doc, page, namespace)
     assert there or not elsewhere.exists(), f"the page's examples wrote into the JVM's directory: {elsewhere}"
 
 
