@@ -269,10 +269,10 @@ def inspect(
 ) -> list[AggregationInfo]:
     """Tables, row counts per granularity, time range, and event counts of every aggregation (or the one
     named)."""
-    aggs = (app.aggregation(aggregation),) if aggregation is not None else app.aggregations
     stores = StoreRegistry(data_dir or default_data_dir(), read_only=True, share_files=True)
     try:
-        return [stores.for_aggregation(agg).info(AggregationLayout.of(app, agg.name)) for agg in aggs]
+        return [stores.for_aggregation(agg).info(AggregationLayout.of(app, agg.name))
+                for agg in app.aggregations_named(aggregation)]
     finally:
         stores.close()
 
@@ -296,9 +296,8 @@ def changed_files(
 
         get_session()
         check_checkpoint_root(checkpoints)
-    aggs = (app.aggregation(aggregation),) if aggregation is not None else app.aggregations
     return {agg.name: FileManifest(folder_of(root, AggregationLayout.of(app, agg.name), checkpoints)).changed()
-            for agg in aggs}
+            for agg in app.aggregations_named(aggregation)}
 
 
 def purge(
@@ -308,7 +307,7 @@ def purge(
     with ``@purge(enable='false')`` is left alone (None in the result)."""
     from tiltframe.store.purge import Purger
 
-    names = [aggregation] if aggregation is not None else [a.name for a in app.aggregations]
+    names = [a.name for a in app.aggregations_named(aggregation)]
     stores = StoreRegistry(data_dir or default_data_dir())
     try:
         results: dict[str, PurgeResult | None] = {}

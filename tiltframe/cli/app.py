@@ -125,7 +125,7 @@ def inspect(
         check_format(fmt, ("table", "json"))
         spec = api.load_app(app_file)
         check_name("--aggregation", "aggregation", aggregation, [a.name for a in spec.aggregations])
-        aggs = [a for a in spec.aggregations if aggregation in (None, a.name)]
+        aggs = spec.aggregations_named(aggregation)
         directory = resolve_data_dir(data_dir)
         infos = api.inspect(spec, aggregation, data_dir=directory)
         rejected = {agg.name: api.rejected(spec, agg.name, data_dir=directory, limit=rejected_rows) for agg in aggs}

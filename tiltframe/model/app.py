@@ -70,6 +70,11 @@ class AppSpec:
     def aggregation(self, name: str, pos: Pos | None = None) -> AggregationSpec:
         return find_named("aggregation", name, self.aggregations, pos)
 
+    def aggregations_named(self, name: str | None) -> tuple[AggregationSpec, ...]:
+        """The aggregation called ``name`` (a 'did you mean' otherwise), or every aggregation for None: what
+        the commands that take ``-a NAME`` work on."""
+        return self.aggregations if name is None else (self.aggregation(name),)
+
     def table(self, name: str, pos: Pos | None = None) -> TableSpec:
         return find_named("table", name, self.tables, pos)
 
