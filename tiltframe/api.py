@@ -323,14 +323,17 @@ def purge(
 def migrate(
     app: AppSpec, *, data_dir: str | Path | None = None, shard_id: str | None = None, partition_by_id: bool = False
 ) -> dict[str, list[str]]:
-    """Upgrade the stored tables to what ``app`` needs; returns what changed per aggregation or table, and
-    running it again changes nothing.  Stop the pipelines that write these tables first.
+    """Upgrade the stored tables to what ``app`` needs; returns the changes in words per aggregation or
+    table (an empty list: up to date), and running it again changes nothing.  Stop the pipelines that
+    write these tables first.
 
     - An aggregation partitioned by shard whose tables were made without shards: they gain a ``SHARD_ID``
       key column and their rows become ``shard_id``'s (the deployment that wrote them, which then keeps
-      that id); the names of the tables changed.
+      that id).
     - A pre-aggregated table whose definition changed: its stored rows follow the new definition
-      (docs/preaggregation.md); the changes, in words.
+      (docs/preaggregation.md).
+    - Sketch states stored in an older format (DDSketch's JSON) are rewritten in the current one (the
+      DDSketch libraries' protobuf); readers take both, so this only makes them readable by other tools.
     """
     from tiltframe.engine.shards import Deployment, claim_shard
 
@@ -341,26 +344,28 @@ def migrate(
         changed: dict[str, list[str]] = {}
         for agg in app.aggregations:
             layout = AggregationLayout.of(app, agg.name, partition_by_default=partition_by_id)
+            store = stores.for_aggregation(agg)
+            changes = changed[agg.name] = []
             if layout.table is not None:
-                store = stores.for_aggregation(agg)
-                changed[agg.name] = list(store.ensure_schema(layout))
+                changes += store.ensure_schema(layout)
                 if unfolded_raw_rows(store, layout.table, layout):
                     from tiltframe.engine.inserts import fold_raw_rows
                     from tiltframe.engine.session import get_session
 
                     stats = fold_raw_rows(get_session(), layout.table, layout, store)
                     if stats is not None:
-                        changed[agg.name].append(
+                        changes.append(
                             f"{stats.events_read} rows stored raw before pre-aggregation folded into the rollup, "
                             f"{stats.events_rejected} of them rejected (recorded with their reason)"
                         )
-                continue
-            if not layout.partitioned:
-                continue
-            shard = deployment.shard_for(agg)
-            changed[agg.name] = stores.for_aggregation(agg).add_shards(layout, shard)
-            if changed[agg.name]:
-                claim_shard(directory, shard)
+            elif layout.partitioned:
+                shard = deployment.shard_for(agg)
+                tables = store.add_shards(layout, shard)
+                if tables:
+                    claim_shard(directory, shard)
+                    changes.append(f"added SHARD_ID to {', '.join(tables)} (existing rows: shard {shard})")
+            changes += [f"{rows:,} rows of {table} hold their sketch states in the current format now"
+                        for table, rows in store.rewrite_older_states(layout).items()]
         return changed
     finally:
         stores.close()

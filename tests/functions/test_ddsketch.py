@@ -1,5 +1,5 @@
 """DDSketch built and merged in Spark SQL, read in Python: accuracy against exact quantiles, exact merges,
-nulls and the stored JSON format.
+nulls, the batch (JSON) format and the stored (protobuf) one other DDSketch libraries read.
 
 The reference is the exact *lower* quantile ``sorted(values)[floor(q * (n - 1))]`` (numpy's
 ``method="lower"``), the convention the sketch's reader uses, so every estimate must be within the
@@ -16,6 +16,8 @@ from collections.abc import Iterator
 import numpy as np
 import pandas as pd
 import pytest
+from ddsketch import DDSketch
+from ddsketch.pb.proto import DDSketchProto, pb
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType
@@ -136,6 +138,58 @@ def test_state_format(spark: SparkSession) -> None:
         assert rel_error(e, exact) <= 0.01
 
 
+def test_stored_format_is_the_ddsketch_libraries_protobuf(spark: SparkSession) -> None:
+    """The stored state is ddsketch.proto's message, contiguous bins without empty ends, and the package
+    reads it into the same estimates; Spark's batch state and the Python build give the same bytes."""
+    values = [1.0, 2.0, 2.0, -5.0, 0.0, 1e-3, 250.0]
+    df = table(spark, [(v,) for v in values], "x double")
+    batch = bytes(df.agg(dds.build(F.col("x"), 0.01)).first()[0])
+    stored = dd.to_stored(batch)
+    assert stored is not None and dd.is_stored_format(stored) and not dd.is_stored_format(batch)
+    assert dd.to_stored(stored) == stored == dd.build_values(np.array(values), 0.01)
+    msg = pb.DDSketch.FromString(stored)
+    assert msg.mapping.gamma == 101 / 99 and msg.mapping.indexOffset == 0
+    assert msg.mapping.interpolation == pb.IndexMapping.NONE and msg.zeroCount == 1
+    lg = math.log(101 / 99)
+    lo, hi = (math.ceil(math.log(v) / lg) for v in (1e-3, 250.0))
+    counts = list(msg.positiveValues.contiguousBinCounts)
+    assert msg.positiveValues.contiguousBinIndexOffset == lo and len(counts) == hi - lo + 1
+    assert counts[0] == counts[-1] == 1 and sum(counts) == 5 and not msg.positiveValues.binCounts
+    assert list(msg.negativeValues.contiguousBinCounts) == [1.0]
+    assert dd.bins(stored) == dd.bins(batch) and dd.bins(stored).alpha == 0.01
+    theirs = DDSketchProto.from_proto(msg)
+    qs = [0.0, 0.2, 0.5, 0.9, 1.0]
+    assert [theirs.get_quantile_value(q) for q in qs] == pytest.approx(dd.quantiles(stored, qs), rel=1e-12)
+    assert dd.quantiles(stored, qs) == dd.quantiles(batch, qs)
+
+
+def test_states_of_other_writers_are_read_and_merged() -> None:
+    """A state the ddsketch package wrote (its own gamma arithmetic, 128-bin chunks), a sparse store and a
+    JSON state of an older store all merge with a stored state into the sum of their bins."""
+    theirs = DDSketch(0.01)
+    for v in (0.5, 3.0, 3.0, -7.0, 0.0):
+        theirs.add(v)
+    written = DDSketchProto.to_proto(theirs).SerializeToString()
+    ours = dd.build_values(np.array([3.0, 40.0]), 0.01)
+    merged = dd.merge(written, ours)
+    assert merged is not None and dd.count(merged) == 7
+    assert pb.DDSketch.FromString(merged).mapping.gamma == pb.DDSketch.FromString(written).mapping.gamma
+    k3 = math.ceil(math.log(3.0) / math.log(101 / 99))
+    assert dd.bins(merged).pos[k3] == 3 and dd.bins(merged).zero == 1
+    sparse = pb.DDSketch(mapping=pb.IndexMapping(gamma=101 / 99), zeroCount=2.0)
+    sparse.positiveValues.binCounts[k3] = 4.0
+    sparse.negativeValues.binCounts[-3] = 1.0
+    legacy = json.dumps({"alpha": 0.01, "zero": 1, "pos": {str(k3): 2}, "neg": {}}).encode()
+    total = functools.reduce(dd.merge, [ours, sparse.SerializeToString(), legacy])
+    assert total is not None and dd.bins(total).pos[k3] == 7 and dd.bins(total).neg == {-3: 1}
+    assert dd.count(total) == 2 + 7 + 3 and dd.bins(total).zero == 3
+    linear = pb.DDSketch(mapping=pb.IndexMapping(gamma=101 / 99, interpolation=pb.IndexMapping.LINEAR))
+    with pytest.raises(ValueError, match="only the logarithmic mapping"):
+        dd.count(linear.SerializeToString())
+    with pytest.raises(ValueError, match="no index mapping"):
+        dd.count(pb.DDSketch(zeroCount=1.0).SerializeToString())
+
+
 def test_empty_store_and_thresholds(spark: SparkSession) -> None:
     rows = [(v,) for v in (3.0, 1e-301, -1e-310, 0.0, -0.0, float("inf"), float("-inf"), 1e-300)]
     state = bytes(table(spark, rows, "x double").agg(dds.build(F.col("x"), 0.05)).first()[0])
@@ -166,7 +220,8 @@ def test_nulls(spark: SparkSession) -> None:
     parts = table(spark, [("a", None), ("a", None), ("b", None), ("b", one)], "g string, s binary")
     merged = {r["g"]: r["m"] for r in parts.groupBy("g").agg(dds.merge_agg(F.col("s")).alias("m")).collect()}
     assert merged["a"] is None and bytes(merged["b"]) == one
-    assert dd.merge(None, None) is None and dd.merge(None, one) == one and dd.merge(one, None) == one
+    stored = dd.to_stored(one)
+    assert dd.merge(None, None) is None and dd.merge(None, one) == stored and dd.merge(one, None) == stored
     assert dd.quantiles(None, [0.0, 0.5]) == [None, None] and dd.count(None) == 0
     assert dd.quantiles(b'{"alpha":0.01,"zero":0,"pos":{},"neg":{}}', [0.5]) == [None]
 
@@ -199,7 +254,8 @@ def test_merge_equals_direct_build(
             assert None in states and len(states) >= 2
             assert in_spark == direct  # canonical: same bins, keys ascending, same alpha spelling
             in_python = functools.reduce(dd.merge, states)
-            assert in_python is not None and json.loads(in_python) == json.loads(direct)
+            assert in_python is not None and dd.bins(in_python) == dd.bins(direct)
+            assert in_python == dd.to_stored(direct)  # the same bins give the same stored bytes
             assert dd.count(in_python) == dd.count(in_spark) == len(values)
             assert dd.quantiles(in_python, QS) == dd.quantiles(in_spark, QS) == dd.quantiles(direct, QS)
 
@@ -210,7 +266,7 @@ def test_python_written_states_merge_in_spark(spark: SparkSession) -> None:
     df = table(spark, [(a,), (b,), (None,)], "s binary")
     in_spark = bytes(df.agg(dds.merge_agg(F.col("s"))).first()[0])
     assert in_spark == b'{"alpha":0.05,"zero":2,"pos":{"-40":5,"3":3,"10":1},"neg":{"1":4}}'
-    assert dd.merge(a, b) == in_spark
+    assert dd.merge(a, b) == dd.to_stored(in_spark)
     assert dd.count(in_spark) == 15
 
 

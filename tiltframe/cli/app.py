@@ -243,7 +243,8 @@ def compact(
 def migrate(app_file: AppArg, data_dir: DataDirOpt = None, shard_id: ShardOpt = None, config: ConfigOpt = None) -> None:
     """Upgrade stored tables to what the app needs: tables of an aggregation now partitioned by shard gain
     a SHARD_ID key column, their rows becoming this deployment's shard's; a pre-aggregated table follows its
-    changed definition.  Safe to run again."""
+    changed definition; sketch states stored in an older format are rewritten in the current one.  Safe to
+    run again."""
     from tiltframe.engine.shards import load_deployment
 
     with handle_errors():
@@ -254,15 +255,9 @@ def migrate(app_file: AppArg, data_dir: DataDirOpt = None, shard_id: ShardOpt = 
                               partition_by_id=deployment.partition_by_id)
     out = stdout_console()
     if not changed:
-        out.print("no aggregation is partitioned by shard and there is no pre-aggregated table; nothing to migrate")
-    defined_tables = {t.name for t in spec.tables}
+        out.print("the app defines no aggregation and no table; nothing to migrate")
     for name, changes in changed.items():
-        if not changes:
-            out.print(f"{name}: up to date")
-        elif name in defined_tables:  # the table's changes, in words
-            out.print(f"{name}: {'; '.join(changes)}")
-        else:
-            out.print(f"{name}: added SHARD_ID to {', '.join(changes)} (existing rows: shard {deployment.shard_id})")
+        out.print(f"{name}: {'; '.join(changes) if changes else 'up to date'}", markup=False)
 
 
 # --- validate -----------------------------------------------------------------------------------------

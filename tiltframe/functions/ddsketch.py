@@ -24,17 +24,28 @@ and the estimate is the representative of the first bin whose cumulative count i
 bin holding ``sorted(values)[floor(q * (n - 1))]`` (numpy's ``method="lower"``), the convention of the
 paper's reference implementation, so each estimate is within ``alpha`` of that exact lower quantile.
 
-Stored format.  A state is a BINARY value holding UTF-8 JSON, readable by any JSON parser::
+Stored format.  A stored state is the ``DDSketch`` protobuf message of ``ddsketch.proto``, the format the
+DDSketch libraries share (sketches-py's ``DDSketchProto``, sketches-java, sketches-go), so any of them
+reads a state straight out of the store:
+
+- ``mapping``: ``gamma`` as above, ``indexOffset`` 0, ``interpolation`` NONE (the logarithmic mapping);
+- ``positiveValues`` and ``negativeValues``: ``contiguousBinCounts`` from ``contiguousBinIndexOffset``
+  (the lowest non-empty index), from the lowest to the highest non-empty bin, no empty bin at either end;
+- ``zeroCount``: the count of zero-like values.
+
+Counts are protobuf doubles holding whole numbers.  The same bins always give the same bytes.  Reading
+also takes ``binCounts`` (the sparse form other writers may use).  The Python side (merge, quantiles) is
+the ``ddsketch`` package's sketch, fed from these messages; a null state means "no values".
+
+Batch format.  Inside a batch, Spark's ``build`` and ``merge_agg`` (built-in functions cannot write
+protobuf) carry a state as UTF-8 JSON::
 
     {"alpha":0.01,"zero":3,"pos":{"-12":1,"5":2},"neg":{}}
 
-``alpha`` (JSON number, the relative accuracy; Spark spells small values like ``1.0E-4``), ``zero``
-(integer, the count of zero-like values), ``pos`` and ``neg`` (objects mapping a bin index, written as a
-decimal integer string, to a positive integer count; an empty store is ``{}``).  Keys are written in
-ascending numeric order and the object keys in that order, by :func:`build`, :func:`merge_agg` and
-:func:`merge` alike (this is what Spark's ``to_json`` writes for a struct of ``double``, ``bigint`` and
-two ``map<int,bigint>``).  A null state means "no values"; :func:`build` and :func:`merge_agg` never
-write a state with zero values.
+``alpha`` (the relative accuracy), ``zero`` (the zero-like count), ``pos`` and ``neg`` (a bin index written
+as a decimal integer string, mapped to its count; keys ascending).  The store turns each such state into
+the stored format before it writes it (``store.upserts.merge_sketches``).  Stores written before the
+protobuf format hold JSON states: every function here reads both, and ``tiltframe migrate`` converts them.
 
 Spark side (:mod:`tiltframe.functions.ddsketch_spark`, apart so that reading a state needs no Spark).
 Its ``build`` and ``merge_agg`` are ordinary aggregate Column expressions made of
@@ -48,15 +59,20 @@ per-element lambda directly would re-sort it for every element.
 
 from __future__ import annotations
 
-import bisect
 import json
 import math
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from ddsketch.ddsketch import BaseDDSketch
+from ddsketch.mapping import LogarithmicMapping
+from ddsketch.pb.proto import DDSketchProto, StoreProto, pb
+from google.protobuf.message import DecodeError
 
 __all__ = [
-    "DEFAULT_RELATIVE_ACCURACY", "ZERO_THRESHOLD", "build_values", "count", "merge", "quantiles",
+    "DEFAULT_RELATIVE_ACCURACY", "ZERO_THRESHOLD", "Bins", "bins", "build_values", "count", "is_stored_format",
+    "merge", "quantiles", "to_stored",
 ]
 
 #: The relative accuracy used when a definition does not name one (1%).
@@ -65,16 +81,26 @@ DEFAULT_RELATIVE_ACCURACY: float = 0.01
 #: Values with ``|x|`` below this are counted as zero (they have no log bin worth keeping).
 ZERO_THRESHOLD: float = 1e-300
 
-#: The Spark type a stored state parses to with ``from_json`` (which only reads maps with string keys).
+#: The Spark type a batch state parses to with ``from_json`` (which only reads maps with string keys).
 STATE_SCHEMA = "struct<alpha:double,zero:bigint,pos:map<string,bigint>,neg:map<string,bigint>>"
 
 _INT_MAX = 2**31 - 1
 # |ln(x)| for any binned x: ln(1e-300) ~ -690.8, ln(max double) ~ 709.8.
 _MAX_ABS_LN = max(-math.log(ZERO_THRESHOLD), math.log(sys.float_info.max))
+# Two writers' gammas for one relative accuracy may differ in the last bits ((1 + a) / (1 - a) against
+# 1 + 2a / (1 - a)); states whose gammas differ by no more than this share their bins.
+_GAMMA_REL_TOL = 1e-14
+
+State = bytes | bytearray | memoryview
 
 
 def _gamma(alpha: float) -> float:
     return (1.0 + alpha) / (1.0 - alpha)
+
+
+def _alpha(gamma: float) -> float:
+    """The relative accuracy of ``gamma``, rounded to the digits a definition can give (0.01, not 0.0100...02)."""
+    return float(f"{(gamma - 1.0) / (gamma + 1.0):.12g}")
 
 
 def _check_alpha(alpha: float) -> float:
@@ -87,46 +113,138 @@ def _check_alpha(alpha: float) -> float:
     return alpha
 
 
-# --------------------------------------------------------------------------------------------- Spark
+class Bins(NamedTuple):
+    """A state's content, whatever its format: the relative accuracy, the zero-like count and each store
+    as ``{index: count}`` (non-empty bins only)."""
+
+    alpha: float
+    zero: int
+    pos: dict[int, int]
+    neg: dict[int, int]
 
 
-class _State:
-    """A parsed state: ``alpha``, the zero count and the two stores as ``{index: count}``."""
-
-    __slots__ = ("alpha", "neg", "pos", "zero")
-
-    def __init__(self, alpha: float, zero: int, pos: dict[int, int], neg: dict[int, int]) -> None:
-        self.alpha, self.zero, self.pos, self.neg = alpha, zero, pos, neg
-
-    @property
-    def count(self) -> int:
-        return self.zero + sum(self.pos.values()) + sum(self.neg.values())
+# ------------------------------------------------------------------------------------------- formats
 
 
-def _load(state: bytes | bytearray | memoryview | str) -> _State:
-    """Parse a stored state, refusing anything that is not the documented JSON object."""
-    text = state if isinstance(state, str) else bytes(state).decode("utf-8")
+def _store(counts: Mapping[int, float]) -> Any:
+    """The ``Store`` message of ``{index: count}``: contiguous from the lowest to the highest non-empty bin."""
+    keys = [k for k, c in counts.items() if c]
+    if not keys:
+        return pb.Store()
+    lo = min(keys)
+    dense = [0.0] * (max(keys) - lo + 1)
+    for k in keys:
+        dense[k - lo] = float(counts[k])
+    return pb.Store(contiguousBinCounts=dense, contiguousBinIndexOffset=lo)
+
+
+def _message(gamma: float, zero: float, pos: Any, neg: Any) -> Any:
+    mapping = pb.IndexMapping(gamma=gamma, indexOffset=0.0, interpolation=pb.IndexMapping.NONE)
+    return pb.DDSketch(mapping=mapping, positiveValues=pos, negativeValues=neg, zeroCount=float(zero))
+
+
+def _counts(store: Any) -> dict[int, float]:
+    """``{index: count}`` of a ``Store`` message, in either of its forms (contiguous or sparse)."""
+    offset = store.contiguousBinIndexOffset
+    out = {offset + i: c for i, c in enumerate(store.contiguousBinCounts) if c}
+    for k, c in store.binCounts.items():
+        out[k] = out.get(k, 0.0) + c
+    return out
+
+
+def _not_a_state(raw: bytes, why: object) -> ValueError:
+    return ValueError(f"not a ddsketch state: {raw[:200]!r} ({why})")
+
+
+def _from_json(raw: bytes) -> Any:
+    """The message of a batch-format (JSON) state."""
     try:
-        obj: Any = json.loads(text)
+        obj: Any = json.loads(raw.decode("utf-8"))
         alpha = _check_alpha(obj["alpha"])
         zero = int(obj.get("zero", 0))
         stores = [{int(k): int(v) for k, v in (obj.get(name) or {}).items()} for name in ("pos", "neg")]
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise ValueError(f"not a ddsketch state: {text[:200]!r} ({exc})") from exc
-    return _State(alpha, zero, stores[0], stores[1])
+        raise _not_a_state(raw, exc) from exc
+    return _message(_gamma(alpha), zero, _store(stores[0]), _store(stores[1]))
 
 
-def _dump(st: _State) -> bytes:
-    def store(bins: dict[int, int]) -> dict[str, int]:
-        return {str(k): bins[k] for k in sorted(bins)}
+def _load(state: State) -> Any:
+    """The ``DDSketch`` message of a state in either format, refusing anything else."""
+    raw = bytes(state)
+    if raw[:1] == b"{":
+        return _from_json(raw)
+    msg = pb.DDSketch()
+    try:
+        msg.ParseFromString(raw)
+    except DecodeError as exc:
+        raise _not_a_state(raw, exc) from exc
+    if not msg.HasField("mapping") or not msg.mapping.gamma > 1.0:
+        raise _not_a_state(raw, "no index mapping")
+    if msg.mapping.interpolation != pb.IndexMapping.NONE or msg.mapping.indexOffset != 0:
+        raise _not_a_state(raw, "only the logarithmic mapping with index offset 0 is read")
+    if msg.positiveValues.binCounts or msg.negativeValues.binCounts:  # the sparse form: made contiguous
+        msg = _message(msg.mapping.gamma, msg.zeroCount, _store(_counts(msg.positiveValues)),
+                       _store(_counts(msg.negativeValues)))
+    return msg
 
-    obj = {"alpha": st.alpha, "zero": st.zero, "pos": store(st.pos), "neg": store(st.neg)}
-    return json.dumps(obj, separators=(",", ":")).encode("utf-8")
+
+class _Mapping(LogarithmicMapping):
+    """The package's logarithmic mapping with each bin's representative ``2 * gamma**i / (gamma + 1)``
+    computed in logs: the top bin of the largest doubles would overflow ``gamma**i``."""
+
+    def value(self, key: int) -> float:
+        try:
+            return math.exp(key * math.log(self.gamma) + math.log(2.0 / (1.0 + self.gamma)))
+        except OverflowError:
+            return sys.float_info.max
+
+
+def _sketch(msg: Any, gamma: float | None = None) -> BaseDDSketch:
+    """The ``ddsketch`` package's sketch of ``msg``, its mapping made from ``gamma`` when given (two
+    sketches merge only when their mappings were made from the same gamma)."""
+    mapping = _Mapping.from_gamma_offset(msg.mapping.gamma if gamma is None else gamma, 0)
+    store, negative = StoreProto.from_proto(msg.positiveValues), StoreProto.from_proto(msg.negativeValues)
+    return BaseDDSketch(mapping=mapping, store=store, negative_store=negative, zero_count=msg.zeroCount)
+
+
+def _dump(sketch: BaseDDSketch, gamma: float) -> bytes:
+    """The stored bytes of ``sketch``: the package's message with the written gamma kept (its mapping
+    recomputes gamma from the relative accuracy, which may move the last bit) and no empty bins at the
+    ends of a store (the package grows stores by chunks of 128 bins)."""
+    msg = DDSketchProto.to_proto(sketch)
+    return _message(gamma, msg.zeroCount, _store(_counts(msg.positiveValues)),
+                    _store(_counts(msg.negativeValues))).SerializeToString(deterministic=True)
+
+
+def is_stored_format(state: State) -> bool:
+    """Whether ``state`` is in the stored (protobuf) format rather than the batch (JSON) one."""
+    return bytes(state[:1]) != b"{"
+
+
+def to_stored(state: State | None) -> bytes | None:
+    """``state`` in the stored format (a state already in it is returned as it is)."""
+    if state is None:
+        return None
+    raw = bytes(state)
+    return raw if is_stored_format(raw) else _from_json(raw).SerializeToString(deterministic=True)
+
+
+def bins(state: State) -> Bins:
+    """The content of a state in either format."""
+    msg = _load(state)
+
+    def ints(store: Any) -> dict[int, int]:
+        return {k: round(c) for k, c in sorted(_counts(store).items())}
+
+    return Bins(_alpha(msg.mapping.gamma), round(msg.zeroCount), ints(msg.positiveValues), ints(msg.negativeValues))
+
+
+# -------------------------------------------------------------------------------------------- Python
 
 
 def build_values(values: Any, relative_accuracy: float) -> bytes | None:
-    """The state of ``values`` (an array of numbers) built in Python with numpy: the same bins and
-    format as :func:`build`, for engines that aggregate outside Spark's SQL (continuous queries)."""
+    """The stored state of ``values`` (an array of numbers) built in Python with numpy, with the bins of
+    the Spark build, for engines that aggregate outside Spark's SQL (continuous queries)."""
     import numpy as np
 
     alpha = _check_alpha(relative_accuracy)
@@ -136,70 +254,52 @@ def build_values(values: Any, relative_accuracy: float) -> bytes | None:
     if x.size == 0:
         return None
 
-    def bins(v: Any) -> dict[int, int]:
-        idx, counts = np.unique(np.ceil(np.log(v) / ln_gamma).astype("int64"), return_counts=True)
-        return {int(i): int(c) for i, c in zip(idx, counts, strict=True)}
+    def store(v: Any) -> Any:
+        if v.size == 0:
+            return pb.Store()
+        keys = np.ceil(np.log(v) / ln_gamma).astype("int64")
+        lo = int(keys.min())
+        return pb.Store(contiguousBinCounts=np.bincount(keys - lo).astype("float64").tolist(),
+                        contiguousBinIndexOffset=lo)
 
     zero = int(np.count_nonzero(np.abs(x) < ZERO_THRESHOLD))
-    return _dump(_State(alpha, zero, bins(x[x >= ZERO_THRESHOLD]), bins(-x[x <= -ZERO_THRESHOLD])))
+    msg = _message(_gamma(alpha), zero, store(x[x >= ZERO_THRESHOLD]), store(-x[x <= -ZERO_THRESHOLD]))
+    return msg.SerializeToString(deterministic=True)
 
 
-def merge(a: bytes | None, b: bytes | None) -> bytes | None:
-    """Python merge of two stored states (sum of counts per bin); a null side yields the other.
+def merge(a: State | None, b: State | None) -> bytes | None:
+    """Python merge of two states (either format; the result is in the stored format); a null side
+    yields the other.
 
-    Raises ValueError naming both values when their relative accuracies differ.  The result is in the
-    stored format (``alpha`` may be spelled differently from Spark's, e.g. ``0.0001`` for ``1.0E-4``).
+    Raises ValueError naming both relative accuracies when they differ (their bins are incomparable).
     """
-    if a is None:
-        return b
-    if b is None:
-        return a
-    sa, sb = _load(a), _load(b)
-    if sa.alpha != sb.alpha:
-        raise ValueError(f"ddsketch: cannot merge states of different relative accuracy: {sa.alpha!r} and {sb.alpha!r}")
-    pos, neg = dict(sa.pos), dict(sa.neg)
-    for mine, theirs in ((pos, sb.pos), (neg, sb.neg)):
-        for k, v in theirs.items():
-            mine[k] = mine.get(k, 0) + v
-    return _dump(_State(sa.alpha, sa.zero + sb.zero, pos, neg))
+    if a is None or b is None:
+        return to_stored(b if a is None else a)
+    ma, mb = _load(a), _load(b)
+    gamma = ma.mapping.gamma
+    if not math.isclose(gamma, mb.mapping.gamma, rel_tol=_GAMMA_REL_TOL, abs_tol=0.0):
+        msg = (f"ddsketch: cannot merge states of different relative accuracy: {_alpha(gamma)!r} and "
+               f"{_alpha(mb.mapping.gamma)!r}")
+        raise ValueError(msg)
+    sketch = _sketch(ma)
+    sketch.merge(_sketch(mb, gamma))
+    return _dump(sketch, gamma)
 
 
-def _representative(index: int, ln_gamma: float, ln_scale: float) -> float:
-    """``2 * gamma**index / (gamma + 1)`` computed in logs (the top bin of the largest doubles would overflow)."""
-    try:
-        return math.exp(index * ln_gamma + ln_scale)
-    except OverflowError:
-        return sys.float_info.max
-
-
-def quantiles(state: bytes | None, qs: Sequence[float]) -> list[float | None]:
+def quantiles(state: State | None, qs: Sequence[float]) -> list[float | None]:
     """Python: the estimate of each quantile in ``qs`` (each in [0, 1]; None for a null/empty state)."""
     for q in qs:
         if not (0.0 <= q <= 1.0):  # also refuses NaN
             raise ValueError(f"quantile must be between 0 and 1, got {q!r}")
     if state is None:
         return [None] * len(qs)
-    st = _load(state)
-    n = st.count
-    if n == 0:
-        return [None] * len(qs)
-    gamma = _gamma(st.alpha)
-    ln_gamma, ln_scale = math.log(gamma), math.log(2.0 / (gamma + 1.0))
-    values: list[float] = []
-    cumulative: list[int] = []
-    total = 0
-    bins = [(-_representative(i, ln_gamma, ln_scale), st.neg[i]) for i in sorted(st.neg, reverse=True)]
-    bins.append((0.0, st.zero))
-    bins += [(_representative(i, ln_gamma, ln_scale), st.pos[i]) for i in sorted(st.pos)]
-    for value, c in bins:
-        if c > 0:
-            total += c
-            values.append(value)
-            cumulative.append(total)
-    # The first bin whose cumulative count exceeds rank = q * (n - 1): the bin of sorted[floor(rank)].
-    return [values[bisect.bisect_right(cumulative, q * (n - 1))] for q in qs]
+    sketch = _sketch(_load(state))
+    return [None if (v := sketch.get_quantile_value(q)) is None else float(v) for q in qs]
 
 
-def count(state: bytes | None) -> int:
+def count(state: State | None) -> int:
     """Python: number of values in the state (0 for a null state)."""
-    return 0 if state is None else _load(state).count
+    if state is None:
+        return 0
+    msg = _load(state)
+    return round(msg.zeroCount + sum(_counts(msg.positiveValues).values()) + sum(_counts(msg.negativeValues).values()))

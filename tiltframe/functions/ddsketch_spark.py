@@ -1,7 +1,8 @@
 """DDSketch states built and merged in Spark SQL, with built-in functions only (no Python UDF).
 
-The state format, the binning and the Python side (merge, quantiles) are :mod:`tiltframe.functions.ddsketch`'s;
-this module is apart so that reading a state needs no Spark.
+They are in the batch format (JSON; built-in functions cannot write protobuf), which the store turns into
+the stored one.  Both formats, the binning and the Python side (merge, quantiles) are
+:mod:`tiltframe.functions.ddsketch`'s; this module is apart so that reading a state needs no Spark.
 """
 
 from __future__ import annotations
@@ -104,8 +105,8 @@ def _merge_stores(states: Column, field: str) -> Column:
 
 
 def merge_agg(state: Column) -> Column:
-    """Spark aggregate expression: merges the BINARY states of a group into one (null states ignored; null
-    when all are null).
+    """Spark aggregate expression: merges the BINARY batch-format states of a group into one (null states
+    ignored; null when all are null).
 
     The result has the same JSON shape (and, for the same bins, the same bytes) as :func:`build` writes.
     States of different ``alpha`` (their bins are incomparable) and non-null values that are not states raise an

@@ -2,8 +2,9 @@
 
 HLL and KLL states are the Apache DataSketches binaries Spark's ``hll_sketch_agg`` and
 ``kll_sketch_agg_double`` write (the ``datasketches`` package reads and merges them, no Spark needed);
-DDSketch states are tiltframe's JSON format (``tiltframe.functions.ddsketch``).  The store merges states
-of buckets it already holds with these functions, and retrieval merges and reads them.
+DDSketch states are the DDSketch libraries' protobuf message, made from the JSON Spark's batches carry
+(``tiltframe.functions.ddsketch``).  The store merges states of buckets it already holds with these
+functions, and retrieval merges and reads them.
 """
 
 from __future__ import annotations
@@ -51,6 +52,13 @@ MERGE: dict[Merge, Callable[[Binary, Binary], Binary]] = {
     Merge.HLL: _either(_merge_hll),
     Merge.KLL: _either(_merge_kll),
     Merge.DDS: ddsketch.merge,
+}
+
+
+#: The stored form of a state a Spark batch made, for the kinds whose batch form differs (the store
+#: applies it to every state it writes).
+TO_STORED: dict[Merge, Callable[[Binary], Binary]] = {
+    Merge.DDS: ddsketch.to_stored,
 }
 
 

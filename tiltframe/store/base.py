@@ -221,6 +221,11 @@ class Store(Protocol):
         becoming ``shard_id``'s; returns the tables changed."""
         ...
 
+    def rewrite_older_states(self, layout: AggregationLayout) -> dict[str, int]:
+        """Rewrite the sketch states stored in an older format in the current one; returns the rows
+        rewritten per table."""
+        ...
+
     def compact(self, layout: AggregationLayout, before_ms: int) -> int:
         """Merge the writers' partial rows of each bucket starting before ``before_ms`` and key into one
         row, atomically; returns the rows removed (0 when there is nothing to merge)."""

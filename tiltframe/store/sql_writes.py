@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 
 from tiltframe.errors import StoreError
 from tiltframe.model.durations import Granularity
-from tiltframe.store import commits, mysql, staging
+from tiltframe.store import commits, mysql, staging, state_formats
 from tiltframe.store.base import (
     BatchWrite,
     PipelineState,
@@ -30,6 +30,7 @@ from tiltframe.store.pandas_merges import merge_rows
 from tiltframe.store.recorded import insert_recorded
 from tiltframe.store.retries import retried
 from tiltframe.store.schema import (
+    AGGREGATIONS_TABLE,
     BATCHES,
     PURGES_TABLE,
 )
@@ -231,6 +232,33 @@ class SqlWrites(SqlSchema):
                     conn.execute(sa.update(PURGES_TABLE).where(*key).values(rows_purged=p.rows_purged + deleted[g],
                                                                        **values))
         return deleted
+
+    def rewrite_older_states(self, layout: AggregationLayout) -> dict[str, int]:
+        """Rewrite the sketch states ``layout``'s tables hold in an older format in the current one
+        (``store.state_formats``); returns the rows rewritten per table (none on a second run).  Tables of
+        another definition of the aggregation are left as they are (their pipeline refuses them)."""
+        self._require_writable()
+        if not state_formats.rewritable(layout) or not self._exists():
+            return {}
+        with self._errors("read the registry of", layout), self._engine.connect() as conn:
+            present = set(sa.inspect(conn).get_table_names())
+            a = AGGREGATIONS_TABLE.c
+            stored = (conn.execute(sa.select(a.spec_hash).where(a.name == layout.name)).scalar()
+                      if AGGREGATIONS_TABLE.name in present else None)
+        if stored != layout.spec_hash:
+            return {}
+        rewritten: dict[str, int] = {}
+        for table in self._tables(layout).values():
+            if table.name not in present:
+                continue
+            while True:
+                with self._errors("rewrite the stored states of", layout), self._write(layout) as conn:
+                    rows = state_formats.rewrite_chunk(conn, layout, table)
+                if rows:
+                    rewritten[table.name] = rewritten.get(table.name, 0) + rows
+                if rows < state_formats.CHUNK_ROWS:
+                    break
+        return rewritten
 
     def _purged_before(self, conn: Connection, layout: AggregationLayout) -> dict[str, int]:
         """Per table name of ``layout``: the start before which its buckets were purged."""

@@ -12,6 +12,7 @@ upsert are ``store.merges``'; sketch states, which no database can union, are me
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
 from tiltframe.errors import StoreError
-from tiltframe.functions.sketches import MERGE
+from tiltframe.functions.sketches import MERGE, TO_STORED
 from tiltframe.store import mysql
 from tiltframe.store.frames import ARROW_TYPES, fetch_all, typed_frame
 from tiltframe.store.layout import AGG_TIMESTAMP, SHARD_ID, AggregationLayout
@@ -190,7 +191,8 @@ def _statement(
 
 
 def merge_sketches(conn: Connection, layout: AggregationLayout, table: sa.Table, data: pa.Table) -> pa.Table:
-    """``data`` with each sketch state already merged with the stored one of its bucket and key.
+    """``data`` with each sketch state in its stored form and already merged with the stored one of its
+    bucket and key.
 
     No database can union DataSketches binaries, so the stored states of the batch's buckets are read
     and merged here (the upsert then writes the union).  The caller's write transaction excludes
@@ -199,6 +201,9 @@ def merge_sketches(conn: Connection, layout: AggregationLayout, table: sa.Table,
     sketches = [s for s in layout.states if s.merge.is_sketch]
     if not sketches or data.num_rows == 0:
         return data
+    for s in sketches:
+        if s.merge in TO_STORED:
+            data = _replace(data, s.name, map(TO_STORED[s.merge], data.column(s.name).to_pylist()))
     keys = list(layout.stored_key_names)
     ts = table.c[AGG_TIMESTAMP]
     bounds = pc.min_max(data.column(AGG_TIMESTAMP)).as_py()
@@ -218,6 +223,9 @@ def merge_sketches(conn: Connection, layout: AggregationLayout, table: sa.Table,
         merge = MERGE[s.merge]
         for row, old in zip(rows, matched[s.name], strict=True):
             column[row] = merge(old, column[row])
-        data = data.set_column(data.column_names.index(s.name), s.name, pa.array(column, pa.binary()))
+        data = _replace(data, s.name, column)
     return data
 
+
+def _replace(data: pa.Table, name: str, states: Iterable[bytes | None]) -> pa.Table:
+    return data.set_column(data.column_names.index(name), name, pa.array(list(states), pa.binary()))

@@ -1,0 +1,50 @@
+"""Sketch states stored in an older format, rewritten in the current one (``tiltframe migrate``).
+
+Readers take both formats, so a store keeps answering before it is migrated; the rewrite makes every
+state readable by other tools (DDSketch: tiltframe's JSON before, the DDSketch libraries' protobuf now).
+It keeps each state's content, so readers may run beside it, and it goes chunk by chunk, each chunk one
+write transaction that excludes the aggregation's pipelines.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from tiltframe.functions.sketches import TO_STORED
+from tiltframe.store.layout import AggregationLayout
+
+#: Rows rewritten per transaction.
+CHUNK_ROWS = 5000
+
+#: The first byte of an older (JSON) state; the current formats never start with it.
+_JSON_START = b"{"
+
+
+def rewritable(layout: AggregationLayout) -> list[str]:
+    """The state columns of ``layout`` whose stored format has changed."""
+    return [s.name for s in layout.states if s.merge in TO_STORED]
+
+
+def rewrite_chunk(conn: Connection, layout: AggregationLayout, table: sa.Table) -> int:
+    """Rewrite up to :data:`CHUNK_ROWS` rows of ``table`` holding a state in an older format; returns how
+    many (0 once none is left)."""
+    kinds = {s.name: s.merge for s in layout.states if s.merge in TO_STORED}
+    older = sa.literal(_JSON_START, sa.LargeBinary())
+    where = sa.or_(*(sa.func.substr(table.c[name], 1, 1) == older for name in kinds))
+    keys = list(layout.stored_key_names)
+    query = sa.select(*(table.c[k] for k in keys), *(table.c[name] for name in kinds)).where(where).limit(CHUNK_ROWS)
+    rows = conn.execute(query).all()
+    if not rows:
+        return 0
+    params: list[dict[str, Any]] = []
+    for row in rows:
+        values = row._mapping
+        params.append({**{f"k_{k}": values[k] for k in keys},
+                       **{f"s_{name}": TO_STORED[kind](values[name]) for name, kind in kinds.items()}})
+    update = (sa.update(table).where(*(table.c[k] == sa.bindparam(f"k_{k}") for k in keys))
+              .values({name: sa.bindparam(f"s_{name}") for name in kinds}))
+    conn.execute(update, params)
+    return len(rows)
