@@ -26,7 +26,8 @@ from tiltframe.model.durations import Granularity
 from tiltframe.retrieval.retrieve import retrieve
 from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.store.registry import StoreRegistry
-from tiltframe.timeutil.parse import iso_ts, parse_timestamp, within_range
+from tiltframe.timeutil.parse import iso_ts, parse_timestamp
+from tiltframe.timeutil.ranges import within_range
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -247,7 +248,7 @@ class Reader:
             measure = numeric[0]
         elif measure not in numeric:
             raise QueryError(unknown("numeric measure of " + name, measure, numeric))
-        s, e = _range(start, end, within)
+        s, e = _range(start, end, within, layout.zone)
         self._check_points(name, g, s, e)
         keys = [k.name for k in layout.keys]
         prefix = f"from {name} on "
@@ -336,17 +337,17 @@ def _granularity(layout: AggregationLayout, per: str | None) -> Granularity:
         raise QueryError(f"per: {exc.message}") from None
 
 
-def _range(start: str | None, end: str | None, within: list[str] | None) -> tuple[int, int]:
-    """``[start, end)`` in epoch ms from ``within`` (a pattern, or two times) or ``start`` / ``end`` (ISO
-    times or epoch ms; an open side reaches as far as a store can hold)."""
+def _range(start: str | None, end: str | None, within: list[str] | None, zone: str) -> tuple[int, int]:
+    """``[start, end)`` in epoch ms from ``within`` (a period, or two times) or ``start`` / ``end`` (ISO
+    times or epoch ms; an open side reaches as far as a store can hold); no offset: ``zone``."""
     if within:
         if start is not None or end is not None:
             raise QueryError("give either within or start/end, not both")
         if len(within) > 2:
             raise QueryError(f"within takes a pattern or a start and an end, got {len(within)} values")
-        return within_range(*within)
-    s = parse_timestamp(start) if start else ALL_TIME[0]
-    e = parse_timestamp(end) if end else ALL_TIME[1]
+        return within_range(*within, zone=zone)
+    s = parse_timestamp(start, zone) if start else ALL_TIME[0]
+    e = parse_timestamp(end, zone) if end else ALL_TIME[1]
     if s >= e:
         raise QueryError(f"start {start!r} must be before end {end!r} (the range is [start, end))")
     return s, e

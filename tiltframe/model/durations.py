@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from tiltframe.errors import DefinitionError, unknown
+from tiltframe.timeutil.ranges import UNIT_WORDS
 
 
 class Unit(enum.Enum):
@@ -44,16 +45,9 @@ class Unit(enum.Enum):
         return self.rank >= Unit.DAYS.rank
 
 
-#: Every spelling users write in ``every`` and ``per`` clauses (case-insensitive).
-UNIT_NAMES: dict[str, Unit] = {
-    **dict.fromkeys(("sec", "secs", "second", "seconds"), Unit.SECONDS),
-    **dict.fromkeys(("min", "mins", "minute", "minutes"), Unit.MINUTES),
-    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), Unit.HOURS),
-    **dict.fromkeys(("day", "days"), Unit.DAYS),
-    **dict.fromkeys(("week", "weeks"), Unit.WEEKS),
-    **dict.fromkeys(("month", "months"), Unit.MONTHS),
-    **dict.fromkeys(("year", "years"), Unit.YEARS),
-}
+#: Every spelling users write in ``every`` and ``per`` clauses (case-insensitive), the same words as
+#: relative times in ``within`` take.
+UNIT_NAMES: dict[str, Unit] = {word: Unit[f"{unit.upper()}S"] for word, unit in UNIT_WORDS.items()}
 
 
 def unit_named(word: str, *, line: int | None = None, column: int | None = None) -> Unit:

@@ -25,7 +25,7 @@ from tiltframe.store.base import Store
 from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.store.pandas_merges import finalize, merge_rows
 from tiltframe.timeutil.columns import AGG_TIME, aware_times
-from tiltframe.timeutil.parse import within_range
+from tiltframe.timeutil.ranges import within_range
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +52,7 @@ def _operand(expr: Expr, query: RetrievalQuery, request: Mapping[str, Any] | Non
 def resolve(layout: AggregationLayout, query: RetrievalQuery, request: Mapping[str, Any] | None = None) -> Resolved:
     """``within`` as ``[start, end)`` in epoch ms and ``per`` as one of the aggregated granularities."""
     values = [_operand(w, query, request) for w in query.within]
-    start, end = within_range(*values)
+    start, end = within_range(*values, zone=layout.zone)
     per = _operand(query.per, query, request)
     if not isinstance(per, str):
         msg = f"per takes a duration name such as \"days\", got {per!r}"

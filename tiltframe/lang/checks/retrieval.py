@@ -226,7 +226,7 @@ def _check_range(scope: _Scope, q: RetrievalQuery, within: tuple[Expr, ...], per
         except DefinitionError as exc:
             raise _fail(exc.message, per.pos) from None
     if all(isinstance(w, Literal) for w in within):
-        from tiltframe.timeutil.parse import within_range
+        from tiltframe.timeutil.ranges import within_range
 
         try:
             within_range(*(w.value for w in within))  # type: ignore[union-attr]
