@@ -251,9 +251,10 @@ class SqlWrites(SqlSchema):
         for table in self._tables(layout).values():
             if table.name not in present:
                 continue
+            after: int | None = None
             while True:
                 with self._errors("rewrite the stored states of", layout), self._write(layout) as conn:
-                    rows = state_formats.rewrite_chunk(conn, layout, table)
+                    rows, after = state_formats.rewrite_chunk(conn, layout, table, after)
                 if rows:
                     rewritten[table.name] = rewritten.get(table.name, 0) + rows
                 if rows < state_formats.CHUNK_ROWS:

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from tiltframe.functions.sketches import TO_STORED
-from tiltframe.store.layout import AggregationLayout
+from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 
 #: Rows rewritten per transaction.
 CHUNK_ROWS = 5000
@@ -28,17 +28,22 @@ def rewritable(layout: AggregationLayout) -> list[str]:
     return [s.name for s in layout.states if s.merge in TO_STORED]
 
 
-def rewrite_chunk(conn: Connection, layout: AggregationLayout, table: sa.Table) -> int:
-    """Rewrite up to :data:`CHUNK_ROWS` rows of ``table`` holding a state in an older format; returns how
-    many (0 once none is left)."""
+def rewrite_chunk(conn: Connection, layout: AggregationLayout, table: sa.Table, after: int | None) -> tuple[int, int]:
+    """Rewrite up to :data:`CHUNK_ROWS` rows of ``table`` holding a state in an older format, in bucket
+    order from bucket ``after`` on (None: the first); returns how many and the last bucket seen, from
+    which the next chunk goes on (each chunk reads the primary key's range, not the whole table)."""
     kinds = {s.name: s.merge for s in layout.states if s.merge in TO_STORED}
     older = sa.literal(_JSON_START, sa.LargeBinary())
-    where = sa.or_(*(sa.func.substr(table.c[name], 1, 1) == older for name in kinds))
+    start = table.c[AGG_TIMESTAMP]
+    where = [sa.or_(*(sa.func.substr(table.c[name], 1, 1) == older for name in kinds))]
+    if after is not None:  # rows of that bucket already rewritten no longer match
+        where.append(start >= after)
     keys = list(layout.stored_key_names)
-    query = sa.select(*(table.c[k] for k in keys), *(table.c[name] for name in kinds)).where(where).limit(CHUNK_ROWS)
+    query = (sa.select(*(table.c[k] for k in keys), *(table.c[name] for name in kinds)).where(*where)
+             .order_by(start).limit(CHUNK_ROWS))
     rows = conn.execute(query).all()
     if not rows:
-        return 0
+        return 0, after or 0
     params: list[dict[str, Any]] = []
     for row in rows:
         values = row._mapping
@@ -47,4 +52,4 @@ def rewrite_chunk(conn: Connection, layout: AggregationLayout, table: sa.Table) 
     update = (sa.update(table).where(*(table.c[k] == sa.bindparam(f"k_{k}") for k in keys))
               .values({name: sa.bindparam(f"s_{name}") for name in kinds}))
     conn.execute(update, params)
-    return len(rows)
+    return len(rows), int(rows[-1]._mapping[AGG_TIMESTAMP])
