@@ -442,7 +442,7 @@ def test_a_retrieval_without_within_and_per_is_refused() -> None:
     compile in Siddhi, which needs within and per for an aggregation; so does tiltframe, saying so."""
     app = tf.load_app(STOCK + "define aggregation stockAggregation from stockStream select symbol, "
                       "avg(price) as avgPrice group by symbol aggregate by timestamp every sec...hour ;")
-    with pytest.raises(DefinitionError, match="needs 'within <time range> per <duration>'") as caught:
+    with pytest.raises(DefinitionError, match=r"needs 'within <time range> \[per <duration>\]'") as caught:
         tf.query(app, "from stockAggregation  select * ")
     assert (caught.value.line, caught.value.column) == (1, 1)
 

@@ -79,7 +79,7 @@ def test_the_snippet_marks_the_column_for_semantic_errors_too() -> None:
 @pytest.mark.parametrize(
     ("text", "line", "column", "fragment"),
     [
-        ("from A within 0L, 1L", 1, 21, "expected 'per'"),
+        ("from A within 0L, 1L per", 1, 25, "expected a duration"),
         ("from A within 0L, 1L per 'days' group by x", 1, 33, "'group by' needs a select list"),
         ("from A within 0L, 1L per 'days' select", 1, 39, "or '*'"),
         ("from A within 0L, 1L per 'days' select * limit 1.5", 1, 48, "limit must be a whole number"),

@@ -90,11 +90,11 @@ def test_join_without_aliases_keeps_names_as_written() -> None:
         ),
         (
             "from StockAggregation select symbol, total;",
-            5, 1, "a retrieval from aggregation StockAggregation needs 'within <time range> per <duration>'",
+            5, 1, "a retrieval from aggregation StockAggregation needs 'within <time range> [per <duration>]'",
         ),
         (
             "from Req join StockAggregation on Req.symbol == StockAggregation.symbol select total insert into T;",
-            5, 1, "a join with aggregation StockAggregation needs 'within <time range> per <duration>'",
+            5, 1, "a join with aggregation StockAggregation needs 'within <time range> [per <duration>]'",
         ),
         (
             "from StockAggregation within 0L, 1L per 'days' having total > 1;",

@@ -80,7 +80,7 @@ def app_document(spec: AppSpec, app_file: Path) -> dict[str, Any]:
         "from": q.request_stream,
         "aggregation": q.aggregation,
         "within": [_text(w) for w in q.within],
-        "per": _text(q.per),
+        "per": _text(q.per) if q.per is not None else None,
         "insert_into": q.insert_into,
     } for i, q in enumerate(spec.queries)]
     continuous, defined = continuous_documents(spec), table_documents(spec)

@@ -341,7 +341,8 @@ class _RetrievalBatch:
         self.stream = stream
         # The query is resolved (lang.checks.retrieval): a request attribute carries the request's reference.
         clauses = (
-            *query.within, query.per, *([query.on] if query.on else []), *(i.expr for i in query.select or ()),
+            *query.within, *([query.per] if query.per else []), *([query.on] if query.on else []),
+            *(i.expr for i in query.select or ()),
             *query.group_by, *([query.having] if query.having else []), *(o.expr for o in query.order_by),
         )
         self.required = {a.name for e in clauses for a in attributes_of(e) if a.qualifier == query.request_ref}

@@ -62,7 +62,7 @@ def build_query(
         request_stream=_name_and_alias(request)[0] if request is not None else None,
         request_alias=_name_and_alias(request)[1] if request is not None else None,
         within=tuple(b.checked_expr(e) for e in _present(_kids(within))),
-        per=b.checked_expr(_kids(per)[0]),
+        per=b.checked_expr(_kids(per)[0]) if per is not None else None,
         on=b.checked_expr(_kids(on)[0]) if on is not None else None,
         select=_select_list(b, output),
         order_by=tuple(order),
@@ -166,7 +166,7 @@ def _refuse_stream_query(
             msg = f"a join of streams ({name} join {other}) is not supported yet; {_RUNS}"
             raise _not_supported(b, msg, b.pos(tree))
         agg = name if name in b.known_aggregations else other
-        msg = f"a join with aggregation {agg} needs 'within <time range> per <duration>' after its 'on' condition"
+        msg = f"a join with aggregation {agg} needs 'within <time range> [per <duration>]' after its 'on' condition"
         raise b.error(msg, b.pos(tree))
     handlers = _handlers(source)
     if name in b.known_streams or (handlers and name not in b.known_aggregations):
@@ -175,7 +175,7 @@ def _refuse_stream_query(
         msg = f"a stream query over {kind}{name}{what} is not supported yet; {_RUNS}"
         raise _not_supported(b, msg, b.pos(tree))
     msg = (
-        f"a retrieval from aggregation {name} needs 'within <time range> per <duration>', such as "
+        f"a retrieval from aggregation {name} needs 'within <time range> [per <duration>]', such as "
         "within \"2024-01-** **:**:**\" per \"days\""
     )
     raise b.error(msg, b.pos(tree))

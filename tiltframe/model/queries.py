@@ -32,6 +32,8 @@ class RetrievalQuery:
     [order by ...] [limit n] [offset n] [insert into]``, Siddhi's on-demand query and aggregation join.
 
     ``within`` holds one expression (a pattern such as ``"2018-01-** **:**:**"``) or two (start, end).
+    Without ``per`` (None) the answer is one row per group with the totals of the whole range
+    (``tiltframe.retrieval.range_totals``).
     ``select`` is ``None`` for ``select *`` or no select clause: every attribute, as Siddhi returns them.
     ``group_by``, ``having`` and the aggregate calls of ``select`` (``sum(total)``) aggregate the retrieved
     rows again, per request (``tiltframe.retrieval.grouping``).  After validation
@@ -42,7 +44,7 @@ class RetrievalQuery:
 
     aggregation: str
     within: tuple[Expr, ...]
-    per: Expr
+    per: Expr | None
     aggregation_alias: str | None = None
     request_stream: str | None = None
     request_alias: str | None = None

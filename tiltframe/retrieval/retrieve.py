@@ -1,6 +1,6 @@
-"""Answer a retrieval: resolve ``within``/``per``, read the per-granularity table, merge, finalize and
-filter by ``on``; the query section (select, group by, having, order by, limit, offset) is
-:mod:`tiltframe.retrieval.answer`'s.
+"""Answer a retrieval: resolve ``within``/``per``, read the per-granularity table (without ``per``: the
+tiles of the range, ``retrieval.range_totals``), merge, finalize and filter by ``on``; the query section
+(select, group by, having, order by, limit, offset) is :mod:`tiltframe.retrieval.answer`'s.
 
 Beside ``AGG_TIMESTAMP`` (epoch ms, as Siddhi returns it) every answer can show ``AGG_TIME``, the bucket
 start as a datetime in the aggregation's zone: in the answer without ``select``, or selected by name.
@@ -21,6 +21,7 @@ from tiltframe.model.queries import RetrievalQuery
 from tiltframe.retrieval.answer import answer
 from tiltframe.retrieval.evaluate import holds, is_request_attr
 from tiltframe.retrieval.pushdown import pinned_keys
+from tiltframe.retrieval.range_totals import tiles
 from tiltframe.store.base import Store
 from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.store.pandas_merges import finalize, merge_rows
@@ -30,11 +31,11 @@ from tiltframe.timeutil.ranges import within_range
 
 @dataclass(frozen=True, slots=True)
 class Resolved:
-    """The concrete range and granularity of one retrieval request."""
+    """The concrete range and granularity of one retrieval request (None: the totals of the range)."""
 
     start_ms: int
     end_ms: int
-    granularity: Granularity
+    granularity: Granularity | None
 
 
 def _operand(expr: Expr, query: RetrievalQuery, request: Mapping[str, Any] | None) -> Any:
@@ -53,6 +54,8 @@ def resolve(layout: AggregationLayout, query: RetrievalQuery, request: Mapping[s
     """``within`` as ``[start, end)`` in epoch ms and ``per`` as one of the aggregated granularities."""
     values = [_operand(w, query, request) for w in query.within]
     start, end = within_range(*values, zone=layout.zone)
+    if query.per is None:
+        return Resolved(start, end, None)
     per = _operand(query.per, query, request)
     if not isinstance(per, str):
         msg = f"per takes a duration name such as \"days\", got {per!r}"
@@ -72,7 +75,14 @@ def retrieve(
 ) -> pd.DataFrame:
     """The rows a retrieval query returns for one request (or for none, in on-demand form)."""
     r = resolve(layout, query, request)
-    rows = store.read(layout, r.granularity, r.start_ms, r.end_ms, keys=pinned_keys(layout, query, request))
+    keys = pinned_keys(layout, query, request)
+    if r.granularity is not None:
+        rows = store.read(layout, r.granularity, r.start_ms, r.end_ms, keys=keys)
+    else:  # every tile's rows, merged per group as if one bucket spanned the range
+        parts = [store.read(layout, t.granularity, t.start_ms, t.end_ms, keys=keys)
+                 for t in tiles(layout, r.start_ms, r.end_ms, store.purged_before(layout))]
+        rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+        rows[AGG_TIMESTAMP] = r.start_ms
     final = finalize(merge_rows(rows, layout), layout)
     if _reads_agg_time(query):
         final.insert(1, AGG_TIME, aware_times(final[AGG_TIMESTAMP], layout.zone))

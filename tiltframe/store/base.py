@@ -239,6 +239,10 @@ class Store(Protocol):
         """Epoch ms of the last purge, or of the aggregation's registration if never purged."""
         ...
 
+    def purged_before(self, layout: AggregationLayout) -> dict[Granularity, int]:
+        """Per level, the instant before which its buckets were purged (a level never purged is absent)."""
+        ...
+
     def purge(
         self, layout: AggregationLayout, before: Mapping[Granularity, int], latest_event_ts: int
     ) -> dict[Granularity, int]:

@@ -172,6 +172,15 @@ class SqlReads(SqlConnections):
             return conn.execute(sa.select(sa.func.max(b.max_event_ts)).where(b.aggregation == layout.name)).scalar()
 
     @retried
+    def purged_before(self, layout: AggregationLayout) -> dict[Granularity, int]:
+        """Per level, the instant before which its buckets were purged (a level never purged is absent)."""
+        p = PURGES_TABLE.c
+        levels = {g.table_suffix: g for g in layout.spec.granularities}
+        with self._errors("read the purges of", layout), self._read(layout) as (conn, _):
+            rows = conn.execute(sa.select(p.granularity, p.purged_before).where(p.aggregation == layout.name)).all()
+        return {levels[suffix]: int(before) for suffix, before in rows if suffix in levels}
+
+    @retried
     def last_purged_at(self, layout: AggregationLayout) -> int:
         """Epoch ms of the last purge of ``layout``, or of its registration when it was never purged."""
         p = PURGES_TABLE.c

@@ -58,7 +58,9 @@ FORMS = (
 
 
 def _now() -> int:
-    return time.time_ns() // 1_000_000
+    """The clock, rounded up to the whole second: the same buckets start before it as before the exact
+    instant (they start on whole seconds), and a range that ends now ends on a second's boundary."""
+    return -(-time.time_ns() // 1_000_000_000) * 1000
 
 
 def _unit(word: str, text: str) -> str:

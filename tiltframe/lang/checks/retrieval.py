@@ -171,7 +171,7 @@ def validate_query(app: AppSpec, q: RetrievalQuery) -> RetrievalQuery:
     scope = _Scope(app, q)
     on = scope.expr(q.on, keys_only=True) if q.on is not None else None
     within = tuple(_range_operand(scope, w) for w in q.within)
-    per = _range_operand(scope, q.per)
+    per = _range_operand(scope, q.per) if q.per is not None else None
     _check_range(scope, q, within, per)
     select = _select(scope, q)
     if select is not None:
@@ -215,7 +215,7 @@ def _range_operand(scope: _Scope, operand: Expr) -> Expr:
     return scope.resolve(operand)
 
 
-def _check_range(scope: _Scope, q: RetrievalQuery, within: tuple[Expr, ...], per: Expr) -> None:
+def _check_range(scope: _Scope, q: RetrievalQuery, within: tuple[Expr, ...], per: Expr | None) -> None:
     if len(within) not in (1, 2):
         raise _fail("within takes a pattern or a start and an end", q.pos)
     if isinstance(per, Literal):

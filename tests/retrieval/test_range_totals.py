@@ -1,0 +1,125 @@
+"""A retrieval without ``per`` answers the exact totals of any range: tiled from the coarsest levels that
+fit, finer ones at its edges, in the aggregation's zone, across a daylight-saving change.  Every answer
+equals pandas over the raw events, or is the documented refusal (an edge inside a finest bucket, or a part
+only purged buckets held)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tiltframe as tf
+from tiltframe.errors import QueryError
+from tiltframe.model.durations import Granularity, Unit
+from tiltframe.retrieval.bucket_bounds import bucket_start
+from tiltframe.retrieval.range_totals import tiles
+from tiltframe.store.layout import AggregationLayout
+from tiltframe.store.registry import StoreRegistry
+
+ZONE = "Europe/Berlin"
+APP = f"""
+define stream Trades (symbol string, price double, quantity long, ts long);
+@timezone('{ZONE}')
+define aggregation Prices
+from Trades
+select symbol, sum(quantity) as total, count() as n, min(price) as lo, max(price) as hi
+group by symbol
+aggregate by ts every sec ... year;
+"""
+T0 = int(pd.Timestamp("2024-02-20", tz=ZONE).value // 1_000_000)
+T1 = int(pd.Timestamp("2024-04-10", tz=ZONE).value // 1_000_000)
+LEVELS = [Granularity(u) for u in (Unit.SECONDS, Unit.MINUTES, Unit.HOURS, Unit.DAYS, Unit.MONTHS, Unit.YEARS)]
+QUERY = "from Prices within {s}L, {e}L select symbol, total, n, lo, hi"
+
+
+@pytest.fixture(scope="module")
+def stored(spark, tmp_path_factory: pytest.TempPathFactory) -> tuple[tf.AppSpec, Path, pd.DataFrame]:
+    rng = np.random.default_rng(31)
+    n = 3000
+    events = pd.DataFrame({"symbol": rng.choice(["IBM", "WSO2", "ORCL"], n),
+                           "price": np.round(rng.uniform(1, 100, n), 2), "quantity": rng.integers(1, 50, n),
+                           "ts": rng.integers(T0, T1, n)})
+    inbox = tmp_path_factory.mktemp("trades")
+    events.to_csv(inbox / "trades.csv", index=False)
+    app = tf.load_app(APP)
+    data = inbox.parent / "data"
+    tf.run(app, {"Trades": inbox}, data_dir=data, spark=spark)
+    return app, data, events
+
+
+def oracle(events: pd.DataFrame, s: int, e: int) -> dict[str, tuple]:
+    inside = events[(events["ts"] >= s) & (events["ts"] < e)]
+    grouped = inside.groupby("symbol").agg(total=("quantity", "sum"), n=("quantity", "size"), lo=("price", "min"),
+                                          hi=("price", "max"))
+    return {k: (int(r.total), int(r.n), float(r.lo), float(r.hi)) for k, r in grouped.iterrows()}
+
+
+def answer(app: tf.AppSpec, data: Path, s: int, e: int) -> dict[str, tuple]:
+    got = tf.query(app, QUERY.format(s=s, e=e), data_dir=data)
+    return {r.symbol: (int(r.total), int(r.n), float(r.lo), float(r.hi)) for r in got.itertuples()}
+
+
+edges = st.tuples(st.integers(T0 - 86_400_000 * 30, T1 + 86_400_000 * 30), st.sampled_from(LEVELS))
+
+
+@settings(max_examples=60, deadline=None)
+@given(first=edges, second=edges)
+def test_totals_of_any_aligned_range_equal_the_events(stored, first, second) -> None:
+    app, data, events = stored
+    s, e = sorted(bucket_start(t, g, ZONE) for t, g in (first, second))
+    if s == e:
+        return
+    assert answer(app, data, s, e) == oracle(events, s, e)
+
+
+def test_the_range_is_read_from_the_coarsest_levels_that_fit(stored) -> None:
+    app, _, _ = stored
+    layout = AggregationLayout.of(app, "Prices")
+    s = int(pd.Timestamp("2024-02-28 23:59:30", tz=ZONE).value // 1_000_000)
+    e = int(pd.Timestamp("2024-04-02 01:00:00", tz=ZONE).value // 1_000_000)
+    got = [(str(t.granularity), t.start_ms, t.end_ms) for t in tiles(layout, s, e, {})]
+    at = [int(pd.Timestamp(x, tz=ZONE).value // 1_000_000) for x in
+          ("2024-02-29 00:00", "2024-03-01", "2024-04-01", "2024-04-02", "2024-04-02 01:00")]
+    assert got == [("seconds", s, at[0]), ("days", at[0], at[1]), ("months", at[1], at[2]),
+                   ("days", at[2], at[3]), ("hours", at[3], e)]
+
+
+def test_an_edge_inside_a_finest_bucket_is_refused_with_its_bucket(stored) -> None:
+    app, data, _ = stored
+    s = int(pd.Timestamp("2024-03-01 10:00:00.250", tz=ZONE).value // 1_000_000)
+    with pytest.raises(QueryError, match=r"starts at 2024-03-01T10:00:00.250\+01:00, inside a bucket of seconds .*"
+                                         r"from 2024-03-01T10:00:00.000\+01:00 to 2024-03-01T10:00:01.000\+01:00"):
+        tf.query(app, QUERY.format(s=s, e=s + 3_600_000), data_dir=data)
+
+
+def test_purged_fine_buckets_leave_only_what_coarser_levels_cover(stored) -> None:
+    app, data, events = stored
+    layout = AggregationLayout.of(app, "Prices")
+    cut = int(pd.Timestamp("2024-03-15", tz=ZONE).value // 1_000_000)
+    stores = StoreRegistry(data)
+    try:  # seconds and minutes purged before March 15th, as retention would
+        stores.for_aggregation(layout.spec).purge(layout, {Granularity(Unit.SECONDS): cut,
+                                                           Granularity(Unit.MINUTES): cut}, T1)
+    finally:
+        stores.close()
+    hour = int(pd.Timestamp("2024-03-10 07:00", tz=ZONE).value // 1_000_000)
+    assert answer(app, data, hour, cut + 90_000) == oracle(events, hour, cut + 90_000)  # hours, then seconds kept
+    # Seconds and minutes are gone there and hours cannot split 07:00:30, so nothing covers 07:00:30-08:00.
+    with pytest.raises(QueryError, match=r"needs the seconds buckets from 2024-03-10T07:00:30.000\+01:00 to "
+                                         r"2024-03-10T08:00:00.000\+01:00, but Prices keeps seconds only from "
+                                         r"2024-03-15T00:00:00.000\+01:00 on \(retention\)"):
+        tf.query(app, QUERY.format(s=hour + 30_000, e=cut), data_dir=data)
+
+
+def test_relative_ranges_without_per(stored) -> None:
+    app, data, events = stored
+    assert tf.query(app, 'from Prices within "last 6 hours" select symbol, total', data_dir=data).empty
+    march = (int(pd.Timestamp("2024-03-01", tz=ZONE).value // 1_000_000),
+             int(pd.Timestamp("2024-04-01", tz=ZONE).value // 1_000_000))
+    got = tf.query(app, 'from Prices within "2024-03-** **:**:**" select symbol, total, n, lo, hi', data_dir=data)
+    assert {r.symbol: (r.total, r.n, r.lo, r.hi) for r in got.itertuples()} == oracle(events, *march)

@@ -1,0 +1,81 @@
+"""The exact totals of any time range: a retrieval without ``per`` (docs/time.md).
+
+The range ``[start, end)`` is tiled by whole buckets, the coarsest first: each level takes the buckets
+that lie entirely inside what is left and that retention kept, and leaves the two edges to the next finer
+level.  The finest level must then meet both ends on its bucket boundaries; where it cannot (an end
+inside one of its buckets, or its buckets there purged), no exact total exists, and the error says which
+part of the range is missing and why.  Every state merges exactly, so the rows of all the tiles merged
+per group are the totals of the range, as if one bucket spanned it.  Weeks straddle months and years,
+so they are left out of the tiling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from tiltframe.errors import QueryError
+from tiltframe.model.durations import Granularity, Unit
+from tiltframe.retrieval.bucket_bounds import bucket_end, bucket_start
+from tiltframe.store.layout import AggregationLayout
+from tiltframe.timeutil.parse import iso_ts
+
+
+@dataclass(frozen=True, slots=True)
+class Tile:
+    """The buckets of ``granularity`` starting in ``[start_ms, end_ms)``: one read."""
+
+    granularity: Granularity
+    start_ms: int
+    end_ms: int
+
+
+def tiles(layout: AggregationLayout, start_ms: int, end_ms: int, purged: Mapping[Granularity, int]) -> list[Tile]:
+    """The reads whose buckets exactly tile ``[start_ms, end_ms)``, in time order; a QueryError when the
+    kept levels cannot (``purged``: per level, the instant before which its buckets are gone)."""
+    chain = [g for g in layout.spec.granularities if g.unit is not Unit.WEEKS]
+    return _cover(layout, chain, len(chain) - 1, start_ms, end_ms, purged)
+
+
+def _cover(layout: AggregationLayout, chain: list[Granularity], i: int, start: int, end: int,
+           purged: Mapping[Granularity, int]) -> list[Tile]:
+    if start >= end:
+        return []
+    g, zone = chain[i], layout.zone
+    first = _boundary_at_or_after(start, g, zone)
+    kept = purged.get(g)
+    if kept is not None:
+        first = max(first, _boundary_at_or_after(kept, g, zone))
+    last = bucket_start(end, g, zone)  # the last boundary at or before the end
+    if i == 0:
+        _check_finest(layout, g, start, end, first, last, kept)
+        return [Tile(g, start, end)]
+    if first >= last:  # no whole kept bucket of this level inside
+        return _cover(layout, chain, i - 1, start, end, purged)
+    return [*_cover(layout, chain, i - 1, start, first, purged), Tile(g, first, last),
+            *_cover(layout, chain, i - 1, last, end, purged)]
+
+
+def _boundary_at_or_after(ms: int, g: Granularity, zone: str) -> int:
+    start = bucket_start(ms, g, zone)
+    return ms if start == ms else bucket_end(start, g, zone)
+
+
+def _check_finest(layout: AggregationLayout, g: Granularity, start: int, end: int, first: int, last: int,
+                  kept: int | None) -> None:
+    """The finest level covers ``[start, end)`` only from its own boundaries on, and only where kept."""
+    zone = layout.zone
+    for edge, word in ((start, "starts"), (end, "ends")):
+        bucket = bucket_start(edge, g, zone)
+        if bucket != edge:
+            msg = (f"within: the range {word} at {iso_ts(edge, zone)}, inside a bucket of {g} (the finest level "
+                   f"{layout.name} keeps), from {iso_ts(bucket, zone)} to {iso_ts(bucket_end(bucket, g, zone), zone)}: "
+                   f"no exact total can {word[:-1]} there; move it to one of those instants, or ask per \"{g}\"")
+            raise QueryError(msg)
+    if kept is not None and first > start:
+        until = iso_ts(min(first, end), zone)
+        msg = (f"within: the range needs the {g} buckets from {iso_ts(start, zone)} to {until}, but "
+               f"{layout.name} keeps {g} only from {iso_ts(kept, zone)} on (retention), and no coarser level "
+               f"covers that part whole; start the range at {until} or on a coarser boundary")
+        raise QueryError(msg)
+    assert last == end
