@@ -97,6 +97,12 @@ def test_an_edge_inside_a_finest_bucket_is_refused_with_its_bucket(stored) -> No
         tf.query(app, QUERY.format(s=s, e=s + 3_600_000), data_dir=data)
 
 
+def test_ends_off_the_calendar_are_refused(stored) -> None:
+    app, data, _ = stored
+    with pytest.raises(QueryError, match="outside the calendar"):
+        tf.query(app, QUERY.format(s=0, e=9_223_372_036_854_775_807), data_dir=data)
+
+
 def test_purged_fine_buckets_leave_only_what_coarser_levels_cover(stored) -> None:
     app, data, events = stored
     layout = AggregationLayout.of(app, "Prices")

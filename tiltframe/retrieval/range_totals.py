@@ -20,6 +20,10 @@ from tiltframe.retrieval.bucket_bounds import bucket_end, bucket_start
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.timeutil.parse import iso_ts
 
+# The calendar's first and last instants, with a year to spare for the buckets around them.
+_FIRST_MS = -62_104_060_800_000  # 0002-01-01
+_LAST_MS = 253_370_678_400_000  # 9998-12-31
+
 
 @dataclass(frozen=True, slots=True)
 class Tile:
@@ -33,6 +37,11 @@ class Tile:
 def tiles(layout: AggregationLayout, start_ms: int, end_ms: int, purged: Mapping[Granularity, int]) -> list[Tile]:
     """The reads whose buckets exactly tile ``[start_ms, end_ms)``, in time order; a QueryError when the
     kept levels cannot (``purged``: per level, the instant before which its buckets are gone)."""
+    for edge in (start_ms, end_ms):
+        if not _FIRST_MS <= edge <= _LAST_MS:
+            msg = (f"within: {edge} is outside the calendar (years 0001 to 9999); the totals of a range (no per) "
+                   f"need both ends on it")
+            raise QueryError(msg)
     chain = [g for g in layout.spec.granularities if g.unit is not Unit.WEEKS]
     return _cover(layout, chain, len(chain) - 1, start_ms, end_ms, purged)
 
