@@ -6,7 +6,7 @@ level.  The finest level must then meet both ends on its bucket boundaries; wher
 inside one of its buckets, or its buckets there purged), no exact total exists, and the error says which
 part of the range is missing and why.  Every state merges exactly, so the rows of all the tiles merged
 per group are the totals of the range, as if one bucket spanned it.  Weeks straddle months and years,
-so they are left out of the tiling.
+so they are left out of the tiling (unless they are the only level).
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ def tiles(layout: AggregationLayout, start_ms: int, end_ms: int, purged: Mapping
             msg = (f"within: {edge} is outside the calendar (years 0001 to 9999); the totals of a range (no per) "
                    f"need both ends on it")
             raise QueryError(msg)
-    chain = [g for g in layout.spec.granularities if g.unit is not Unit.WEEKS]
+    levels = layout.spec.granularities
+    chain = [g for g in levels if g.unit is not Unit.WEEKS] or list(levels)  # weeks alone tile by weeks
     return _cover(layout, chain, len(chain) - 1, start_ms, end_ms, purged)
 
 
