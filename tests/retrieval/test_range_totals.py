@@ -5,6 +5,7 @@ only purged buckets held)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tiltframe as tf
-from tiltframe.errors import QueryError
+from tiltframe.errors import DefinitionError, QueryError
 from tiltframe.model.durations import Granularity, Unit
 from tiltframe.retrieval.bucket_bounds import bucket_start
 from tiltframe.retrieval.range_totals import tiles
@@ -30,6 +31,12 @@ from Trades
 select symbol, sum(quantity) as total, count() as n, min(price) as lo, max(price) as hi
 group by symbol
 aggregate by ts every sec ... year;
+
+define aggregation Hourly
+from Trades
+select symbol, sum(quantity) as total
+group by symbol
+aggregate by ts every hour ... month;
 """
 T0 = int(pd.Timestamp("2024-02-20", tz=ZONE).value // 1_000_000)
 T1 = int(pd.Timestamp("2024-04-10", tz=ZONE).value // 1_000_000)
@@ -103,8 +110,10 @@ def test_ends_off_the_calendar_are_refused(stored) -> None:
         tf.query(app, QUERY.format(s=0, e=9_223_372_036_854_775_807), data_dir=data)
 
 
-def test_purged_fine_buckets_leave_only_what_coarser_levels_cover(stored) -> None:
-    app, data, events = stored
+def test_purged_fine_buckets_leave_only_what_coarser_levels_cover(stored, tmp_path: Path) -> None:
+    app, original, events = stored
+    data = tmp_path / "data"
+    shutil.copytree(original, data)  # the other tests keep every level
     layout = AggregationLayout.of(app, "Prices")
     cut = int(pd.Timestamp("2024-03-15", tz=ZONE).value // 1_000_000)
     stores = StoreRegistry(data)
@@ -129,3 +138,33 @@ def test_relative_ranges_without_per(stored) -> None:
              int(pd.Timestamp("2024-04-01", tz=ZONE).value // 1_000_000))
     got = tf.query(app, 'from Prices within "2024-03-** **:**:**" select symbol, total, n, lo, hi', data_dir=data)
     assert {r.symbol: (r.total, r.n, r.lo, r.hi) for r in got.itertuples()} == oracle(events, *march)
+
+
+@pytest.mark.parametrize("zone", ["Asia/Kolkata", "America/St_Johns", "Australia/Lord_Howe", "+05:45"])
+def test_days_of_another_zone_are_built_on_read(stored, zone: str) -> None:
+    """Each local day of ``zone`` is a range of its own, tiled from Berlin's levels (exact: seconds meet
+    every offset), and its AGG_TIME is shown in that zone."""
+    app, data, events = stored
+    got = tf.query(app, f'from Prices within 0L, 9000000000000L per "days in {zone}" '
+                        "select AGG_TIMESTAMP, AGG_TIME, symbol, total, n", data_dir=data)
+    pandas_zone = "Asia/Kathmandu" if zone == "+05:45" else zone  # +05:45 since 1986
+    local = pd.to_datetime(events["ts"], unit="ms", utc=True).dt.tz_convert(pandas_zone)
+    day = local.dt.normalize().dt.tz_convert("UTC").astype("int64") // 1_000_000
+    want = events.assign(day=day).groupby(["day", "symbol"]).agg(total=("quantity", "sum"), n=("quantity", "size"))
+    assert {(r.AGG_TIMESTAMP, r.symbol): (r.total, r.n) for r in got.itertuples()} == {
+        k: (int(v.total), int(v.n)) for k, v in want.iterrows()}
+    first = got["AGG_TIME"].iloc[0]
+    assert (first.hour, first.minute) == (0, 0)  # local midnight of that zone
+    same = tf.query(app, 'from Prices within 0L, 9000000000000L per "days in Europe/Berlin" select symbol, total',
+                    data_dir=data)
+    pd.testing.assert_frame_equal(same, tf.query(app, 'from Prices within 0L, 9000000000000L per "days" '
+                                                      "select symbol, total", data_dir=data))
+
+
+def test_another_zone_needs_a_level_that_meets_its_boundaries(stored) -> None:
+    app, data, _ = stored
+    with pytest.raises(QueryError, match=r"inside a bucket of hours \(the finest level Hourly keeps\)"):
+        tf.query(app, 'from Hourly within "2024-03-01", "2024-03-05" per "days in Asia/Kolkata" select symbol, total',
+                 data_dir=data)
+    with pytest.raises(DefinitionError, match="unknown time zone 'Asia/Kolkota'"):
+        tf.query(app, 'from Hourly within "2024-03-01", "2024-03-05" per "days in Asia/Kolkota"', data_dir=data)

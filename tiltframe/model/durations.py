@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from tiltframe.errors import DefinitionError, unknown
 from tiltframe.timeutil.ranges import UNIT_WORDS
+from tiltframe.timeutil.zones import resolve_zone
 
 
 class Unit(enum.Enum):
@@ -93,6 +94,19 @@ class Granularity:
             count, name = parts[0].split("_", 1)
             return cls(unit_named(name), int(count))
         return cls(unit_named(text))
+
+
+_PER_ZONE = re.compile(r"^(.*?)\s+in\s+(\S.*?)\s*$", re.IGNORECASE)
+
+
+def parse_per(text: str) -> tuple[Granularity, str | None]:
+    """A ``per`` value: ``"days"``, or ``"days in Asia/Kolkata"`` (the buckets of another zone, built on
+    read); the duration and the zone named (None: the aggregation's)."""
+    m = _PER_ZONE.match(text)
+    if m is None:
+        return Granularity.parse(text), None
+    resolve_zone(m.group(2))
+    return Granularity.parse(m.group(1)), m.group(2)
 
 
 def unit_range(first: Unit, last: Unit) -> tuple[Granularity, ...]:

@@ -1,4 +1,5 @@
-"""The exact totals of any time range: a retrieval without ``per`` (docs/time.md).
+"""The exact totals of any time range: a retrieval without ``per``, or ``per`` another zone's buckets
+(``per "days in Asia/Kolkata"``), each such bucket a range of its own (docs/time.md).
 
 The range ``[start, end)`` is tiled by whole buckets, the coarsest first: each level takes the buckets
 that lie entirely inside what is left and that retention kept, and leaves the two edges to the next finer
@@ -11,14 +12,22 @@ so they are left out of the tiling (unless they are the only level).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
 
 from tiltframe.errors import QueryError
 from tiltframe.model.durations import Granularity, Unit
 from tiltframe.retrieval.bucket_bounds import bucket_end, bucket_start
-from tiltframe.store.layout import AggregationLayout
+from tiltframe.store.base import Store
+from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.timeutil.parse import iso_ts
+
+#: The most buckets of another zone one retrieval builds (each is a range read from several levels).
+MAX_BUCKETS = 5_000
 
 # The calendar's first and last instants, with a year to spare for the buckets around them.
 _FIRST_MS = -62_104_060_800_000  # 0002-01-01
@@ -89,3 +98,47 @@ def _check_finest(layout: AggregationLayout, g: Granularity, start: int, end: in
                f"covers that part whole; start the range at {until} or on a coarser boundary")
         raise QueryError(msg)
     assert last == end
+
+
+def other_zone_buckets(layout: AggregationLayout, store: Store, start_ms: int, end_ms: int, g: Granularity,
+                       zone: str) -> list[tuple[int, int]]:
+    """The buckets of ``g`` in ``zone`` that start in ``[start_ms, end_ms)`` and may hold stored events,
+    as ``(start, end)``; past :data:`MAX_BUCKETS`, a QueryError."""
+    earliest, latest = store.earliest_event_ts(layout), store.latest_event_ts(layout)
+    if earliest is None or latest is None:
+        return []
+    b = _boundary_at_or_after(max(start_ms, bucket_start(earliest, g, zone)), g, zone)
+    out: list[tuple[int, int]] = []
+    while b < end_ms and b <= latest:
+        if len(out) == MAX_BUCKETS:
+            msg = (f"per {g} in {zone}: the range holds more than {MAX_BUCKETS:,} such buckets with data; ask "
+                   f"for a shorter range or a coarser duration")
+            raise QueryError(msg)
+        end = bucket_end(b, g, zone)
+        out.append((b, end))
+        b = end
+    return out
+
+
+def rows_of_ranges(layout: AggregationLayout, store: Store, ranges: Sequence[tuple[int, int]],
+                   keys: Mapping[str, Sequence[Any]] | None = None) -> pd.DataFrame:
+    """The stored partial rows of every range's tiles, each labelled with its range's start as
+    ``AGG_TIMESTAMP`` (so that merging by bucket gives the totals of each range); one read per level."""
+    purged = store.purged_before(layout)
+    by_level: dict[Granularity, list[tuple[int, int, int]]] = {}
+    for lo, hi in ranges:
+        for t in tiles(layout, lo, hi, purged):
+            by_level.setdefault(t.granularity, []).append((t.start_ms, t.end_ms, lo))
+    frames = []
+    for g, parts in by_level.items():
+        starts, ends, labels = (np.array(column, dtype="int64") for column in zip(*sorted(parts), strict=True))
+        rows = store.read(layout, g, int(starts[0]), int(ends.max()), keys=keys)
+        at = rows[AGG_TIMESTAMP].to_numpy(dtype="int64")
+        tile = np.searchsorted(starts, at, side="right") - 1
+        inside = (tile >= 0) & (at < ends[np.maximum(tile, 0)])
+        rows = rows[inside].copy()
+        rows[AGG_TIMESTAMP] = labels[tile[inside]]
+        frames.append(rows)
+    if not frames:
+        return store.read(layout, layout.spec.granularities[0], 0, 0, keys=keys)
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]

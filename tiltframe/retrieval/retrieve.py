@@ -15,13 +15,13 @@ from typing import Any
 import pandas as pd
 
 from tiltframe.errors import DefinitionError, QueryError
-from tiltframe.model.durations import Granularity
+from tiltframe.model.durations import Granularity, parse_per
 from tiltframe.model.expressions import Attr, Expr, Literal, attributes_of
 from tiltframe.model.queries import RetrievalQuery
 from tiltframe.retrieval.answer import answer
 from tiltframe.retrieval.evaluate import holds, is_request_attr
 from tiltframe.retrieval.pushdown import pinned_keys
-from tiltframe.retrieval.range_totals import tiles
+from tiltframe.retrieval.range_totals import other_zone_buckets, rows_of_ranges
 from tiltframe.store.base import Store
 from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.store.pandas_merges import finalize, merge_rows
@@ -31,11 +31,13 @@ from tiltframe.timeutil.ranges import within_range
 
 @dataclass(frozen=True, slots=True)
 class Resolved:
-    """The concrete range and granularity of one retrieval request (None: the totals of the range)."""
+    """The concrete range and granularity of one retrieval request: a level of the aggregation, or None
+    for the totals of the range, or of each bucket of ``built`` (a duration in another zone)."""
 
     start_ms: int
     end_ms: int
     granularity: Granularity | None
+    built: tuple[Granularity, str] | None = None
 
 
 def _operand(expr: Expr, query: RetrievalQuery, request: Mapping[str, Any] | None) -> Any:
@@ -61,10 +63,12 @@ def resolve(layout: AggregationLayout, query: RetrievalQuery, request: Mapping[s
         msg = f"per takes a duration name such as \"days\", got {per!r}"
         raise QueryError(msg)
     try:
-        g = layout.spec.granularity(Granularity.parse(per))
+        g, zone = parse_per(per)
+        if zone is None or (zone.strip() == layout.zone.strip() and g in layout.spec.granularities):
+            return Resolved(start, end, layout.spec.granularity(g))
     except DefinitionError as exc:
         raise QueryError(exc.message) from None
-    return Resolved(start, end, g)
+    return Resolved(start, end, None, (g, zone.strip()))
 
 
 def retrieve(
@@ -78,14 +82,13 @@ def retrieve(
     keys = pinned_keys(layout, query, request)
     if r.granularity is not None:
         rows = store.read(layout, r.granularity, r.start_ms, r.end_ms, keys=keys)
-    else:  # every tile's rows, merged per group as if one bucket spanned the range
-        parts = [store.read(layout, t.granularity, t.start_ms, t.end_ms, keys=keys)
-                 for t in tiles(layout, r.start_ms, r.end_ms, store.purged_before(layout))]
-        rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
-        rows[AGG_TIMESTAMP] = r.start_ms
+    elif r.built is None:  # one range: its tiles' rows merge per group as if one bucket spanned it
+        rows = rows_of_ranges(layout, store, [(r.start_ms, r.end_ms)], keys)
+    else:
+        rows = rows_of_ranges(layout, store, other_zone_buckets(layout, store, r.start_ms, r.end_ms, *r.built), keys)
     final = finalize(merge_rows(rows, layout), layout)
     if _reads_agg_time(query):
-        final.insert(1, AGG_TIME, aware_times(final[AGG_TIMESTAMP], layout.zone))
+        final.insert(1, AGG_TIME, aware_times(final[AGG_TIMESTAMP], r.built[1] if r.built else layout.zone))
     if not _in_key_order(final):
         final = final.sort_values(list(layout.key_names), kind="stable").reset_index(drop=True)
     if query.on is not None and not final.empty:

@@ -235,6 +235,10 @@ class Store(Protocol):
         """The greatest event time aggregated so far (by any pipeline); retention is measured from it."""
         ...
 
+    def earliest_event_ts(self, layout: AggregationLayout) -> int | None:
+        """The least event time aggregated so far (by any pipeline); None before the first event."""
+        ...
+
     def last_purged_at(self, layout: AggregationLayout) -> int:
         """Epoch ms of the last purge, or of the aggregation's registration if never purged."""
         ...

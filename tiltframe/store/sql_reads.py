@@ -167,9 +167,18 @@ class SqlReads(SqlConnections):
     def latest_event_ts(self, layout: AggregationLayout) -> int | None:
         """The greatest event time aggregated by any pipeline of ``layout`` (what retention is measured
         against), or None before the first event."""
+        return self._event_ts(layout, "latest", BATCHES_TABLE.c.max_event_ts, sa.func.max)
+
+    @retried
+    def earliest_event_ts(self, layout: AggregationLayout) -> int | None:
+        """The least event time aggregated by any pipeline of ``layout``, or None before the first event."""
+        return self._event_ts(layout, "earliest", BATCHES_TABLE.c.min_event_ts, sa.func.min)
+
+    def _event_ts(self, layout: AggregationLayout, which: str, column: Any, extreme: Any) -> int | None:
         b = BATCHES_TABLE.c
-        with self._errors("read the latest event time of", layout), self._read(layout) as (conn, _):
-            return conn.execute(sa.select(sa.func.max(b.max_event_ts)).where(b.aggregation == layout.name)).scalar()
+        with self._errors(f"read the {which} event time of", layout), self._read(layout) as (conn, _):
+            found = conn.execute(sa.select(extreme(column)).where(b.aggregation == layout.name)).scalar()
+        return None if found is None else int(found)
 
     @retried
     def purged_before(self, layout: AggregationLayout) -> dict[Granularity, int]:

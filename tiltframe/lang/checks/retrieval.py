@@ -19,7 +19,7 @@ from collections.abc import Callable
 from tiltframe.errors import DefinitionError, QueryError, unknown
 from tiltframe.functions import registry
 from tiltframe.model.app import AppSpec
-from tiltframe.model.durations import Granularity
+from tiltframe.model.durations import parse_per
 from tiltframe.model.expressions import (
     Attr,
     Binary,
@@ -222,7 +222,9 @@ def _check_range(scope: _Scope, q: RetrievalQuery, within: tuple[Expr, ...], per
         if not isinstance(per.value, str):
             raise _fail(f"per takes a duration name such as \"days\", got {per}", per.pos)
         try:
-            scope.agg.granularity(Granularity.parse(per.value))
+            g, zone = parse_per(per.value)
+            if zone is None:  # the aggregation's own buckets: one of its levels
+                scope.agg.granularity(g)
         except DefinitionError as exc:
             raise _fail(exc.message, per.pos) from None
     if all(isinstance(w, Literal) for w in within):
