@@ -3,7 +3,8 @@ tiles of the range, ``retrieval.range_totals``), merge, finalize and filter by `
 (select, group by, having, order by, limit, offset) is :mod:`tiltframe.retrieval.answer`'s.
 
 Beside ``AGG_TIMESTAMP`` (epoch ms, as Siddhi returns it) every answer can show ``AGG_TIME``, the bucket
-start as a datetime in the aggregation's zone: in the answer without ``select``, or selected by name.
+start as a datetime in the aggregation's zone (or the zone ``per`` names): in the answer without
+``select``, or selected by name.
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ def _operand(expr: Expr, query: RetrievalQuery, request: Mapping[str, Any] | Non
 
 
 def resolve(layout: AggregationLayout, query: RetrievalQuery, request: Mapping[str, Any] | None = None) -> Resolved:
-    """``within`` as ``[start, end)`` in epoch ms and ``per`` as one of the aggregated granularities."""
+    """``within`` as ``[start, end)`` in epoch ms, and ``per`` as one of the aggregated granularities, or
+    as a duration of another zone (``"days in Asia/Kolkata"``), or absent (the totals of the range)."""
     values = [_operand(w, query, request) for w in query.within]
     start, end = within_range(*values, zone=layout.zone)
     if query.per is None:
