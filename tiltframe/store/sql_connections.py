@@ -216,6 +216,13 @@ class SqlConnections:
             self._present.add(name)
         return found
 
+    def _registration(self, conn: Connection, layout: AggregationLayout) -> sa.Row[Any] | None:
+        """The registry's row of ``layout`` (its definition's hash, zone and levels); None when the store
+        has no registry or the aggregation is not in it."""
+        if not self._has_table(conn, AGGREGATIONS):
+            return None
+        return conn.execute(sa.select(AGGREGATIONS_TABLE).where(AGGREGATIONS_TABLE.c.name == layout.name)).first()
+
     @contextmanager
     def _read(self, layout: AggregationLayout) -> Iterator[tuple[Connection, sa.Row[Any]]]:
         """One read transaction (one snapshot) of a store that holds ``layout``, and its registration."""
@@ -223,9 +230,7 @@ class SqlConnections:
         if not self._exists():
             raise StoreError(no_data)
         with self._engine.connect() as conn, conn.begin():
-            if not self._has_table(conn, AGGREGATIONS):
-                raise StoreError(no_data)
-            row = conn.execute(sa.select(AGGREGATIONS_TABLE).where(AGGREGATIONS_TABLE.c.name == layout.name)).first()
+            row = self._registration(conn, layout)
             if row is None:
                 raise StoreError(no_data)
             self._check_same_spec(layout, row)

@@ -16,7 +16,6 @@ from tiltframe.store.commits import now_ms
 from tiltframe.store.layout import SHARD_ID, AggregationLayout
 from tiltframe.store.retries import retried
 from tiltframe.store.schema import (
-    AGGREGATIONS,
     AGGREGATIONS_TABLE,
     BATCHES,
     SHARED,
@@ -60,7 +59,7 @@ class SqlSchema(SqlConnections):
             SHARED.create_all(conn, checkfirst=True)
             self._check_shared_tables(conn)
             a = AGGREGATIONS_TABLE.c
-            row = conn.execute(sa.select(AGGREGATIONS_TABLE).where(a.name == layout.name)).first()
+            row = self._registration(conn, layout)
             registration = {"spec_hash": layout.spec_hash, "zone": layout.zone,
                             "granularities": ",".join(g.table_suffix for g in layout.spec.granularities)}
             if row is None:
@@ -179,14 +178,11 @@ class SqlSchema(SqlConnections):
             return []
         changed: list[str] = []
         with self._errors("migrate", layout), self._write(layout, schema=True) as conn:
-            inspector = sa.inspect(conn)
-            if not inspector.has_table(AGGREGATIONS):
-                return []
-            row = conn.execute(sa.select(AGGREGATIONS_TABLE).where(AGGREGATIONS_TABLE.c.name == layout.name)).first()
+            row = self._registration(conn, layout)
             if row is None:
                 return []
             self._check_same_spec(layout, row)
-            present = set(inspector.get_table_names())
+            present = set(sa.inspect(conn).get_table_names())
             quote = conn.dialect.identifier_preparer.quote
             for g, table in self._tables(layout).items():
                 if table.name not in present or SHARD_ID in primary_key(conn, table.name):

@@ -30,7 +30,6 @@ from tiltframe.store.pandas_merges import merge_rows
 from tiltframe.store.recorded import insert_recorded
 from tiltframe.store.retries import retried
 from tiltframe.store.schema import (
-    AGGREGATIONS_TABLE,
     BATCHES,
     PURGES_TABLE,
 )
@@ -241,16 +240,12 @@ class SqlWrites(SqlSchema):
         if not state_formats.rewritable(layout) or not self._exists():
             return {}
         with self._errors("read the registry of", layout), self._engine.connect() as conn:
-            present = set(sa.inspect(conn).get_table_names())
-            a = AGGREGATIONS_TABLE.c
-            stored = (conn.execute(sa.select(a.spec_hash).where(a.name == layout.name)).scalar()
-                      if AGGREGATIONS_TABLE.name in present else None)
-        if stored != layout.spec_hash:
-            return {}
+            row = self._registration(conn, layout)
+            if row is None or row.spec_hash != layout.spec_hash:
+                return {}
+            tables = [t for t in self._tables(layout).values() if self._has_table(conn, t.name)]
         rewritten: dict[str, int] = {}
-        for table in self._tables(layout).values():
-            if table.name not in present:
-                continue
+        for table in tables:
             after: int | None = None
             while True:
                 with self._errors("rewrite the stored states of", layout), self._write(layout) as conn:
