@@ -7,30 +7,29 @@ the same answers over random instants, zones and levels.
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, timedelta
 
 from tiltframe.model.durations import Granularity, Unit
+from tiltframe.timeutil.parse import epoch_ms, local_time
 from tiltframe.timeutil.zones import fixed_offset_ms, resolve_zone
 
 _DAY_MS = 86_400_000
 _MINUTE_MS = 60_000
 _SECOND_MS = 1_000
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _EPOCH_DAY = date(1970, 1, 1)
 
 
 def _offset_ms(ts: int, zone: str) -> int:
     """Offset of ``zone`` from GMT at instant ``ts`` (epoch ms), in ms."""
-    offset = (_EPOCH + timedelta(milliseconds=ts)).astimezone(resolve_zone(zone)).utcoffset()
+    offset = local_time(ts, resolve_zone(zone)).utcoffset()
     return 0 if offset is None else offset // timedelta(milliseconds=1)
 
 
 def _local_to_instant(local_ms: int, zone: str) -> int:
     """The instant at which ``zone``'s wall clock shows ``local_ms``: a skipped time with the offset before
     the change (forward, as Spark's ``to_utc_timestamp``), a repeated one at its first occurrence."""
-    wall = _EPOCH + timedelta(milliseconds=local_ms)  # the wall clock's fields, then read in the zone
-    aware = wall.replace(tzinfo=resolve_zone(zone))
-    return (aware - _EPOCH) // timedelta(milliseconds=1)
+    wall = local_time(local_ms, UTC)  # the wall clock's fields, then read in the zone
+    return epoch_ms(wall.replace(tzinfo=resolve_zone(zone)))
 
 
 def _floor(value: int, length: int) -> int:

@@ -59,6 +59,11 @@ def epoch_ms(dt: datetime) -> int:
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+def local_time(ms: int, zone: tzinfo) -> datetime:
+    """Instant ``ms`` (epoch ms) as an aware datetime in ``zone`` (exact: no float)."""
+    return (_EPOCH + timedelta(milliseconds=ms)).astimezone(zone)
+
+
 def parse_timestamp(value: object, zone: str = "UTC") -> int:
     """Epoch milliseconds of a long or a timestamp string (read in ``zone`` when it has no offset);
     anything else is a QueryError."""

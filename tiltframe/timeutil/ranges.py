@@ -18,10 +18,10 @@ from __future__ import annotations
 import calendar
 import re
 import time
-from datetime import UTC, date, datetime, timedelta, tzinfo
+from datetime import date, datetime, timedelta, tzinfo
 
 from tiltframe.errors import QueryError
-from tiltframe.timeutil.parse import TIMESTAMP, epoch_ms, offset_zone, parse_timestamp
+from tiltframe.timeutil.parse import TIMESTAMP, epoch_ms, local_time, offset_zone, parse_timestamp
 from tiltframe.timeutil.zones import resolve_zone
 
 #: Every spelling of a unit (case-insensitive), by the unit it names: relative times here, ``every`` and
@@ -71,15 +71,11 @@ def _unit(word: str, text: str) -> str:
     return found
 
 
-def _local(ms: int, zone: tzinfo) -> datetime:
-    return (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)).astimezone(zone)
-
-
 def shift(ms: int, n: int, unit: str, zone: tzinfo) -> int:
     """``ms`` moved by ``n`` units: fixed lengths, or the local calendar for days and coarser."""
     if unit in _FIXED_MS:
         return ms + n * _FIXED_MS[unit]
-    local = _local(ms, zone)
+    local = local_time(ms, zone)
     if unit in ("day", "week"):
         moved = local + timedelta(days=n * (7 if unit == "week" else 1))  # wall-clock arithmetic
     else:
@@ -93,7 +89,7 @@ def shift(ms: int, n: int, unit: str, zone: tzinfo) -> int:
 
 def _floor(ms: int, unit: str, zone: tzinfo) -> int:
     """The start of the local ``unit`` period holding ``ms`` (weeks start on Monday, as ISO's)."""
-    local = _local(ms, zone).replace(microsecond=0)
+    local = local_time(ms, zone).replace(microsecond=0)
     fields = {"second": {}, "minute": {"second": 0}, "hour": {"minute": 0, "second": 0}}
     if unit in fields:
         return epoch_ms(local.replace(**fields[unit]))
