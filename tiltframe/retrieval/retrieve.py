@@ -66,11 +66,11 @@ def resolve(layout: AggregationLayout, query: RetrievalQuery, request: Mapping[s
         raise QueryError(msg)
     try:
         g, zone = parse_per(per)
-        if zone is None or (zone.strip() == layout.zone.strip() and g in layout.spec.granularities):
+        if zone is None or (zone == layout.zone.strip() and g in layout.spec.granularities):
             return Resolved(start, end, layout.spec.granularity(g))
     except DefinitionError as exc:
         raise QueryError(exc.message) from None
-    return Resolved(start, end, None, (g, zone.strip()))
+    return Resolved(start, end, None, (g, zone))
 
 
 def retrieve(
