@@ -321,11 +321,16 @@ def purge(
 
 
 def migrate(
-    app: AppSpec, *, data_dir: str | Path | None = None, shard_id: str | None = None, partition_by_id: bool = False
+    app: AppSpec, *, data_dir: str | Path | None = None, shard_id: str | None = None, partition_by_id: bool = False,
+    dry_run: bool = False,
 ) -> dict[str, list[str]]:
     """Upgrade the stored tables to what ``app`` needs; returns the changes in words per aggregation or
     table (an empty list: up to date), and running it again changes nothing.  Stop the pipelines that
-    write these tables first.
+    write these tables first.  ``dry_run``: only say what would change (:func:`plan_changes`).
+
+    - An aggregation whose definition changed: its stored tables follow the new one (measures and levels
+      removed and added, docs/lifecycle.md); its pipeline's checkpoint goes on at its next start.  An
+      aggregation of that name that another app defined is left alone.
 
     - An aggregation partitioned by shard whose tables were made without shards: they gain a ``SHARD_ID``
       key column and their rows become ``shard_id``'s (the deployment that wrote them, which then keeps
@@ -337,6 +342,8 @@ def migrate(
     """
     from tiltframe.engine.shards import Deployment, claim_shard
 
+    if dry_run:
+        return plan_changes(app, data_dir=data_dir, partition_by_id=partition_by_id)
     deployment = Deployment(shard_id, partition_by_id)
     directory = data_dir or default_data_dir()
     stores = StoreRegistry(directory)
@@ -346,6 +353,13 @@ def migrate(
             layout = AggregationLayout.of(app, agg.name, partition_by_default=partition_by_id)
             store = stores.for_aggregation(agg)
             changes = changed[agg.name] = []
+            if layout.table is None:
+                planned = store.definition_plan(layout)
+                if planned is not None and planned.other_app:
+                    changes += planned.steps()
+                    continue
+                done = store.change_definition(layout)
+                changes += done.steps() if done is not None else []
             if layout.table is not None:
                 changes += store.ensure_schema(layout)
                 if unfolded_raw_rows(store, layout.table, layout):
@@ -367,6 +381,26 @@ def migrate(
             changes += [f"{rows:,} rows of {table} hold their sketch states in the current format now"
                         for table, rows in store.rewrite_older_states(layout).items()]
         return changed
+    finally:
+        stores.close()
+
+
+def plan_changes(
+    app: AppSpec, *, data_dir: str | Path | None = None, partition_by_id: bool = False
+) -> dict[str, list[str]]:
+    """What ``migrate`` would change in the stored tables of each aggregation of ``app``, in words (an empty
+    list: nothing; an aggregation not stored yet says so), without changing anything or starting Spark."""
+    stores = StoreRegistry(data_dir or default_data_dir())
+    try:
+        planned: dict[str, list[str]] = {}
+        for agg in app.aggregations:
+            layout = AggregationLayout.of(app, agg.name, partition_by_default=partition_by_id)
+            if layout.table is not None:
+                continue
+            change = stores.for_aggregation(agg).definition_plan(layout)
+            planned[agg.name] = ["not stored yet: its tables are made by its first run"] if change is None \
+                else change.steps()
+        return planned
     finally:
         stores.close()
 

@@ -196,9 +196,9 @@ def test_a_different_definition_is_refused(store: SqlStore, layout, db_path: Pat
     with SqlStore.sqlite(db_path) as s2, pytest.raises(StoreError) as err:
         s2.ensure_schema(other)
     text = str(err.value)
-    assert "different definition of TradeAggregation" in text
-    assert "TradeAggregation_SECONDS, TradeAggregation_MINUTES" in text and "data directory" in text
-    with SqlStore.sqlite(db_path, read_only=True) as r, pytest.raises(StoreError, match="different defin"):
+    assert "made for an earlier definition of it (level HOURS added" in text
+    assert "tiltframe validate APP -d DIR" in text and "tiltframe migrate APP -d DIR" in text
+    with SqlStore.sqlite(db_path, read_only=True) as r, pytest.raises(StoreError, match="earlier defin"):
         r.read(other, SEC)
 
 

@@ -34,7 +34,7 @@ from tiltframe.cli.output import stderr_console, stdout_console
 from tiltframe.cli.querying import query
 from tiltframe.cli.running import run
 from tiltframe.cli.serving import serve
-from tiltframe.cli.validating import validate
+from tiltframe.cli.validating import print_changes, validate
 from tiltframe.errors import UsageError
 from tiltframe.retrieval.formats import to_json
 from tiltframe.timeutil.parse import format_ts
@@ -240,11 +240,15 @@ def compact(
 
 
 @app.command()
-def migrate(app_file: AppArg, data_dir: DataDirOpt = None, shard_id: ShardOpt = None, config: ConfigOpt = None) -> None:
-    """Upgrade stored tables to what the app needs: tables of an aggregation now partitioned by shard gain
-    a SHARD_ID key column, their rows becoming this deployment's shard's; a pre-aggregated table follows its
-    changed definition; sketch states stored in an older format are rewritten in the current one.  Safe to
-    run again."""
+def migrate(
+    app_file: AppArg, data_dir: DataDirOpt = None, shard_id: ShardOpt = None, config: ConfigOpt = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only print the plan; change nothing.")] = False,
+) -> None:
+    """Upgrade stored tables to what the app needs (stop the pipelines that write them first): an
+    aggregation whose definition changed follows it (measures and levels added or removed; its checkpoint
+    goes on at the next run); tables of an aggregation now partitioned by shard gain a SHARD_ID key column,
+    their rows becoming this deployment's shard's; a pre-aggregated table follows its changed definition;
+    sketch states stored in an older format are rewritten in the current one.  Safe to run again."""
     from tiltframe.engine.shards import load_deployment
 
     with handle_errors():
@@ -252,12 +256,11 @@ def migrate(app_file: AppArg, data_dir: DataDirOpt = None, shard_id: ShardOpt = 
         check_config_file(config)
         deployment = load_deployment(shard_id, config)
         changed = api.migrate(spec, data_dir=resolve_data_dir(data_dir), shard_id=deployment.shard_id,
-                              partition_by_id=deployment.partition_by_id)
+                              partition_by_id=deployment.partition_by_id, dry_run=dry_run)
     out = stdout_console()
     if not changed:
         out.print("the app defines no aggregation and no table; nothing to migrate")
-    for name, changes in changed.items():
-        out.print(f"{name}: {'; '.join(changes) if changes else 'up to date'}", markup=False)
+    print_changes(out, changed, "would change" if dry_run else "changed")
 
 
 # --- validate -----------------------------------------------------------------------------------------

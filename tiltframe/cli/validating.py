@@ -102,6 +102,17 @@ def _names(values: list[str] | None) -> str:
     return ", ".join(values or []) or "-"
 
 
+def print_changes(out: Console, changes: dict[str, list[str]], verb: str) -> None:
+    """Per aggregation or table: "up to date", or what ``verb`` (e.g. "changed") one step per line."""
+    for name, steps in changes.items():
+        if not steps:
+            out.print(f"{name}: up to date", markup=False)
+            continue
+        out.print(f"{name}: {verb}", markup=False)
+        for step in steps:
+            out.print(f"  - {step}", markup=False)
+
+
 def print_document(out: Console, doc: dict[str, Any]) -> None:
     """The document as tables: one per kind of definition the app has (streams and aggregations always).
     Names come first and are kept whole; the descriptions after them wrap to fit the width."""
@@ -143,9 +154,16 @@ def validate(
         typer.Option("--format", metavar="text|json",
                      help="text (tables), or json (one document; its keys below)."),
     ] = "text",
+    data_dir: Annotated[
+        Path | None,
+        typer.Option("--data-dir", "-d", show_default=False,
+                      help="Also compare the app with what this data directory stores: what 'tiltframe migrate' "
+                           "would change in each aggregation's tables (Spark is not started)."),
+    ] = None,
 ) -> None:
     """Parse and check an app (and that this release can run it); list its streams, aggregations (with
-    their levels and store tables), retrieval queries, continuous queries and tables.
+    their levels and store tables), retrieval queries, continuous queries and tables.  With --data-dir,
+    also the plan of changes 'tiltframe migrate' would carry out there (key "changes" in JSON).
 
     With --format json, one JSON document on stdout with the keys app, name, valid, streams,
     aggregations (levels: per, table), queries, continuous (each by its @info(name=...), else continuous0,
@@ -160,7 +178,15 @@ def validate(
 
         check_runnable(spec)
         doc = app_document(spec, app_file)
+        if data_dir is not None:
+            from tiltframe.cli.options import resolve_data_dir
+
+            doc["changes"] = api.plan_changes(spec, data_dir=resolve_data_dir(data_dir))
     if fmt == "json":
         typer.echo(to_json(doc))
-    else:
-        print_document(stdout_console(), doc)
+        return
+    out = stdout_console()
+    print_document(out, doc)
+    if data_dir is not None:
+        out.print(f"against the data in {data_dir}:", markup=False)
+        print_changes(out, doc["changes"], "tiltframe migrate would change")

@@ -205,6 +205,14 @@ class HadoopPath:
     def remove_tree(self) -> None:
         self._call("delete", lambda _j, fs, p: fs.delete(p, True))
 
+    def rename_to(self, target: HadoopPath) -> None:
+        """Move this directory to ``target`` (absent), on the same file system."""
+        def rename(jvm: Any, fs: Any, p: Any) -> None:
+            if not fs.rename(p, jvm.org.apache.hadoop.fs.Path(target.uri)):
+                raise OSError(f"cannot rename {self.uri} to {target.uri}")
+
+        self._call("rename", rename)
+
 
 def _gateway() -> Any:
     from pyspark import SparkContext
@@ -236,6 +244,14 @@ def write_atomic(path: Location, text: str) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
+
+
+def move_tree(source: Location, target: Location) -> None:
+    """Move the directory ``source`` to ``target``, which must not exist (the same kind of location)."""
+    if isinstance(source, HadoopPath) and isinstance(target, HadoopPath):
+        source.rename_to(target)
+    else:
+        os.replace(source, target)  # type: ignore[arg-type]
 
 
 def remove_tree(path: Location) -> None:

@@ -23,9 +23,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from tiltframe.engine.hadoop_paths import HadoopPath, Location, as_location, remove_tree
+from tiltframe.engine.hadoop_paths import HadoopPath, Location, as_location, move_tree, remove_tree
 from tiltframe.engine.markers import write_marker
-from tiltframe.engine.pipeline import pipeline_id_for
+from tiltframe.engine.pipeline import PIPELINE_FILE, pipeline_id_for
 from tiltframe.errors import StoreError
 from tiltframe.store.base import BatchWrite, Store
 from tiltframe.store.layout import AggregationLayout
@@ -112,6 +112,7 @@ def open_pipeline(
     if rebuild:
         _rebuild(store, layout, checkpoint, shard_id)
     store.ensure_schema(layout)
+    _carry_checkpoint(store, layout, checkpoint)
     pipeline_id = pipeline_id_for(checkpoint, layout)
     held = store.last_committed_batch(layout, pipeline_id)
     note = StoreNote.read(checkpoint, pipeline_id, store.url)
@@ -122,6 +123,37 @@ def open_pipeline(
     note.note(held)
     _check_spark_part(checkpoint, layout, note.last_batch)
     return NotingStore(store, note), pipeline_id  # type: ignore[return-value]
+
+
+def _carry_checkpoint(store: Store, layout: AggregationLayout, checkpoint: Location) -> None:
+    """Make the checkpoint of the definition ``tiltframe migrate`` changed from this definition's.
+
+    Checkpoints are named by definition (``markers.checkpoint_dir``), and the stored rows of a migrated
+    aggregation hold what the earlier definition's pipeline read: its checkpoint (the files read, the
+    pipeline id its commit records name) must go on, or every input would be read again and counted twice.
+    The latest earlier definition whose checkpoint is still there is the one; a checkpoint under this
+    definition's own name that is older than it (left when the definition changed away from it, then back)
+    is replaced.  A move is one rename, and a crash before it leaves the earlier one in place for the
+    next start.
+    """
+    definition = store.recorded_definition(layout)
+    if definition is None:
+        return
+    for earlier in reversed(definition.earlier):
+        if earlier == layout.spec_hash:
+            return  # this definition's own checkpoint is the latest one
+        source = checkpoint.parent / f"{layout.name}-{earlier}"
+        if not source.exists():
+            continue
+        marker = source / PIPELINE_FILE
+        if marker.exists():
+            meta = json.loads(marker.read_text(encoding="utf-8"))
+            write_marker(marker, {**meta, "spec_hash": layout.spec_hash, "migrated_from": earlier})
+        remove_tree(checkpoint)
+        move_tree(source, checkpoint)
+        logger.info("aggregation %s: the checkpoint of its earlier definition %s goes on as %s", layout.name,
+                    source, checkpoint)
+        return
 
 
 def _rebuild(store: Store, layout: AggregationLayout, checkpoint: Location, shard_id: str | None) -> None:

@@ -89,6 +89,7 @@ def retrieve(
     else:
         rows = rows_of_ranges(layout, store, other_zone_buckets(layout, store, r.start_ms, r.end_ms, *r.built), keys)
     final = finalize(merge_rows(rows, layout), layout)
+    _mask_incomplete(final, layout, store.complete_from(layout))
     if _reads_agg_time(query):
         final.insert(1, AGG_TIME, aware_times(final[AGG_TIMESTAMP], r.built[1] if r.built else layout.zone))
     if not _in_key_order(final):
@@ -98,6 +99,23 @@ def retrieve(
         if not keep.all():
             final = final[keep]
     return answer(final, layout, query, request)
+
+
+def _mask_incomplete(final: pd.DataFrame, layout: AggregationLayout, complete_from: Mapping[str, int]) -> None:
+    """NULL for each measure in the rows (buckets, or ranges) that start before it is complete: they hold
+    events aggregated before it was added (``tiltframe migrate``), so any value would be partial."""
+    if final.empty:
+        return
+    starts = final[AGG_TIMESTAMP].to_numpy()
+    for measure, since in complete_from.items():
+        early = starts < since
+        if early.any():
+            for name in layout.outputs_of(measure):
+                if name in final.columns:
+                    column = final[name]
+                    if column.dtype.kind in "iub":  # NumPy's integers and booleans hold no NULL
+                        column = column.astype("Int64" if column.dtype.kind != "b" else "boolean")
+                    final[name] = column.mask(early, None)
 
 
 def _reads_agg_time(query: RetrievalQuery) -> bool:

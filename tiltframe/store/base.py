@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from tiltframe.model.durations import Granularity
+    from tiltframe.store.definitions import Definition
     from tiltframe.store.layout import AggregationLayout
 
 class RecordKind(enum.StrEnum):
@@ -245,6 +246,14 @@ class Store(Protocol):
 
     def purged_before(self, layout: AggregationLayout) -> dict[Granularity, int]:
         """Per level, the instant before which its buckets were purged (a level never purged is absent)."""
+        ...
+
+    def complete_from(self, layout: AggregationLayout) -> dict[str, int]:
+        """Per measure added to a stored rollup: the instant before which its buckets read NULL."""
+        ...
+
+    def recorded_definition(self, layout: AggregationLayout) -> Definition | None:
+        """The definition of ``layout``'s aggregation the store recorded (``store.definitions``)."""
         ...
 
     def purge(

@@ -57,7 +57,7 @@ FIXED_COLUMNS = (AGG_TIMESTAMP, AGG_EVENT_TIMESTAMP, AGG_ARRIVAL_BATCH, AGG_ARRI
 
 #: The store's bookkeeping tables (``store.schema`` defines them; a test keeps the two lists equal).
 BOOKKEEPING_TABLES = ("TILTFRAME_AGGREGATIONS", "TILTFRAME_BATCHES", "TILTFRAME_REJECTED", "TILTFRAME_PURGES",
-                      "TILTFRAME_TABLES")
+                      "TILTFRAME_TABLES", "TILTFRAME_DEFINITIONS")
 #: Suffix of the view of final values beside each table (``TradeAggregation_DAYS_FINAL``, ``store.views``).
 VIEW_SUFFIX = "_FINAL"
 #: Suffix of the name a pre-aggregated table's rows wait under while it is rebuilt (``store.table_changes``;
@@ -118,6 +118,8 @@ class AggregationLayout:
     #: The stream queries that make the source's events (``AppSpec.chain_key``): a changed filter
     #: or select changes what the rollup holds.
     source_queries: tuple[object, ...] = ()
+    #: The app that defines the aggregation (``@app:name``), which the store records beside it.
+    app_name: str | None = field(default=None, compare=False)
 
     @classmethod
     def of(cls, app: AppSpec, name: str, *, partition_by_default: bool = False) -> AggregationLayout:
@@ -127,7 +129,8 @@ class AggregationLayout:
         partitioned = partition_by_default if agg.partition_by_id is None else agg.partition_by_id
         partitioned = partitioned or agg.workers is not None  # a pre-aggregated table's workers
         table = next((t for t in app.tables if t.name == name and t.preaggregation is not None), None)
-        layout = cls(agg, app.stream(agg.source), app.zone_of(agg), partitioned, table, app.chain_key(agg.source))
+        layout = cls(agg, app.stream(agg.source), app.zone_of(agg), partitioned, table, app.chain_key(agg.source),
+                     app.name)
         if partitioned and SHARD_ID in layout.column_types:
             from tiltframe.errors import DefinitionError
 
@@ -194,6 +197,11 @@ class AggregationLayout:
                 continue
             out.update(zip(names, value if fn.outputs is not None else (value,), strict=True))
         return out
+
+    def outputs_of(self, measure: str) -> tuple[str, ...]:
+        """The output names of the select item named ``measure`` (a sketch's quantiles are several)."""
+        item = next((i for i in self.spec.aggregates if i.alias == measure), None)
+        return (measure,) if item is None else tuple(get(item.function).output_names(item.alias, self.settings(item)))
 
     @property
     def orders_arrivals(self) -> bool:

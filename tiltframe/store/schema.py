@@ -23,6 +23,7 @@ BATCHES = "TILTFRAME_BATCHES"
 REJECTED = "TILTFRAME_REJECTED"
 PURGES = "TILTFRAME_PURGES"
 TABLES = "TILTFRAME_TABLES"
+DEFINITIONS = "TILTFRAME_DEFINITIONS"
 
 SHARED = sa.MetaData()
 _NAME, _LONG = StoredText(255), sa.BigInteger
@@ -61,6 +62,13 @@ PURGES_TABLE = sa.Table(
 # The definition of each pre-aggregated table (``TableSpec.to_json``), which a changed one is compared with.
 TABLES_TABLE = sa.Table(
     TABLES, SHARED, sa.Column("name", _NAME, primary_key=True),
+    sa.Column("definition", StoredText(), nullable=False), sa.Column("updated_at", _LONG, nullable=False),
+)
+
+# The definition of each aggregation (``store.definitions.Definition``), which a changed one is compared with
+# (``tiltframe migrate``), and the app that defined it.
+DEFINITIONS_TABLE = sa.Table(
+    DEFINITIONS, SHARED, sa.Column("name", _NAME, primary_key=True), sa.Column("app", StoredText(255)),
     sa.Column("definition", StoredText(), nullable=False), sa.Column("updated_at", _LONG, nullable=False),
 )
 

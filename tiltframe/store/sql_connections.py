@@ -16,14 +16,15 @@ from tiltframe.errors import StoreError
 from tiltframe.model.durations import Granularity
 from tiltframe.store import mysql
 from tiltframe.store.base import Capabilities
+from tiltframe.store.definitions import Definition, plan
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.merged_reads import MergedReads
 from tiltframe.store.read_plans import ReadPlans
 from tiltframe.store.schema import (
     AGGREGATIONS,
     AGGREGATIONS_TABLE,
-    BATCHES,
-    REJECTED,
+    DEFINITIONS,
+    DEFINITIONS_TABLE,
     level_tables,
 )
 from tiltframe.store.sqlite_read import change_token, check_unchanged, kept, open_reader, stale
@@ -128,23 +129,45 @@ class SqlConnections:
             self._tables_cache[key] = level_tables(layout, self._engine.dialect.name)
         return self._tables_cache[key]
 
-    def _check_same_spec(self, layout: AggregationLayout, row: sa.Row[Any], *, recorded: bool = True) -> None:
-        """Refuse stored tables of another definition; a table's recorded definition can be followed."""
+    def _check_same_spec(self, conn: Connection, layout: AggregationLayout, row: sa.Row[Any], *,
+                         recorded: bool = True) -> None:
+        """Refuse stored tables of another definition, saying what changed and which command applies it; a
+        pre-aggregated table's recorded definition can be followed."""
         if row.spec_hash == layout.spec_hash:
             return
         if layout.table is not None and recorded:
             msg = (f"the stored table {layout.name} in {self.url} was made for a different definition of it; the "
                    f"change is applied by the next insert into it, or now by: tiltframe migrate APP")
             raise StoreError(msg)
-        tables = ", ".join(f"{layout.name}_{s}" for s in row.granularities.split(",") if s)
-        msg = (
-            f"the stored tables of aggregation {layout.name} in {self.url} were made for a different "
-            f"definition of {layout.name} (stored spec hash {row.spec_hash}, this definition "
-            f"{layout.spec_hash}); a change to its stream, select list, group by, durations or time zone "
-            f"changes what the tables hold. Use another data directory or store, or drop the tables "
-            f"{tables} and delete the {layout.name} rows of {AGGREGATIONS}, {BATCHES} and {REJECTED}"
-        )
-        raise StoreError(msg)
+        raise StoreError(self._changed_definition(conn, layout, row))
+
+    def _changed_definition(self, conn: Connection, layout: AggregationLayout, row: sa.Row[Any]) -> str:
+        """Why the stored tables of ``layout`` are not its own, and what to do about it."""
+        stored = self._definition(conn, layout.name)
+        new = Definition.of(layout, layout.app_name)
+        if stored is None:
+            return (f"the stored tables of aggregation {layout.name} in {self.url} were made for a different "
+                    f"definition of {layout.name} (stored spec hash {row.spec_hash}, this definition "
+                    f"{layout.spec_hash}), by a tiltframe that did not record definitions, so the change cannot be "
+                    f"planned; run the app that made them once (it records its definition), then: tiltframe "
+                    f"migrate APP -d DIR")
+        change = plan(stored, new)
+        if change.other_app:
+            return (f"aggregation {layout.name} in {self.url} belongs to app {stored.app!r}, not to app "
+                    f"{new.app!r}; two apps cannot share an aggregation's tables: give this one another name, or "
+                    f"use another data directory or store (the other app's tables are left as they are)")
+        steps = "; ".join(change.steps()) or "nothing stored changes"
+        return (f"the stored tables of aggregation {layout.name} in {self.url} were made for an earlier definition "
+                f"of it ({steps}); see the plan with: tiltframe validate APP -d DIR, and apply it with: tiltframe "
+                f"migrate APP -d DIR")
+
+    def _definition(self, conn: Connection, name: str) -> Definition | None:
+        """The recorded definition of aggregation ``name`` (None: not recorded, or no such table yet)."""
+        if not self._has_table(conn, DEFINITIONS):
+            return None
+        text = conn.execute(sa.select(DEFINITIONS_TABLE.c.definition)
+                            .where(DEFINITIONS_TABLE.c.name == name)).scalar()
+        return None if text is None else Definition.from_json(text)
 
     @contextmanager
     def write_transaction(self, action: str, *, schema: bool = False) -> Iterator[Connection]:
@@ -233,7 +256,7 @@ class SqlConnections:
             row = self._registration(conn, layout)
             if row is None:
                 raise StoreError(no_data)
-            self._check_same_spec(layout, row)
+            self._check_same_spec(conn, layout, row)
             yield conn, row
 
     @contextmanager

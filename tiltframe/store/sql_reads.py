@@ -21,6 +21,7 @@ from tiltframe.store.base import (
     RecordKind,
     TableInfo,
 )
+from tiltframe.store.definitions import Definition
 from tiltframe.store.frames import fetch_all, fetch_compiled, typed_frame
 from tiltframe.store.layout import AGG_TIMESTAMP, SHARD_ID, AggregationLayout
 from tiltframe.store.merged_reads import MergedRead, out_of_range
@@ -188,6 +189,24 @@ class SqlReads(SqlConnections):
         with self._errors("read the purges of", layout), self._read(layout) as (conn, _):
             rows = conn.execute(sa.select(p.granularity, p.purged_before).where(p.aggregation == layout.name)).all()
         return {levels[suffix]: int(before) for suffix, before in rows if suffix in levels}
+
+    @retried
+    def complete_from(self, layout: AggregationLayout) -> dict[str, int]:
+        """Per measure added to a stored rollup (``tiltframe migrate``): the instant before which its buckets
+        read NULL, since they hold events aggregated before it existed (none: every measure complete)."""
+        if layout.table is not None:
+            return {}
+        with self._errors("read the definition of", layout), self._read(layout) as (conn, _):
+            stored = self._definition(conn, layout.name)
+        return {} if stored is None else stored.complete_from
+
+    @retried
+    def recorded_definition(self, layout: AggregationLayout) -> Definition | None:
+        """The definition of ``layout``'s aggregation the store recorded (None: none recorded, or no store)."""
+        if not self._exists():
+            return None
+        with self._errors("read the definition of", layout), self._engine.connect() as conn:
+            return self._definition(conn, layout.name)
 
     @retried
     def last_purged_at(self, layout: AggregationLayout) -> int:

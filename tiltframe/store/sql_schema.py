@@ -3,6 +3,7 @@ that made them, followed when a pre-aggregated table's definition changes, given
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -13,11 +14,14 @@ from tiltframe.errors import DefinitionError, StoreError
 from tiltframe.model.tables import TableSpec
 from tiltframe.store import commits, mysql, staging
 from tiltframe.store.commits import now_ms
+from tiltframe.store.definition_changes import apply_plan, complete_from
+from tiltframe.store.definitions import Definition, DefinitionPlan, plan
 from tiltframe.store.layout import SHARD_ID, AggregationLayout
 from tiltframe.store.retries import retried
 from tiltframe.store.schema import (
     AGGREGATIONS_TABLE,
     BATCHES,
+    DEFINITIONS_TABLE,
     SHARED,
     TABLES_TABLE,
     level_tables,
@@ -69,7 +73,8 @@ class SqlSchema(SqlConnections):
                 notes = self._follow_table_change(conn, layout, row)
                 conn.execute(sa.update(AGGREGATIONS_TABLE).where(a.name == layout.name).values(**registration))
             else:
-                self._check_same_spec(layout, row)
+                self._check_same_spec(conn, layout, row)
+            complete = self._record_aggregation(conn, layout)
             if mysql.hashes_keys(layout, conn.dialect):  # tables made before AGG_KEY_HASH keep their keys
                 earlier = mysql.earlier_keys(conn, layout.table_name(layout.spec.finest), layout)
                 if earlier:
@@ -79,16 +84,94 @@ class SqlSchema(SqlConnections):
             for g, table in self._tables(layout).items():
                 table.create(conn, checkfirst=True)
                 self._check_partitioning(conn, layout, table)
-                replace_view(conn, layout, table, g)
+                replace_view(conn, layout, table, g, complete)
             if layout.table is not None:
                 self._record_definition(conn, layout.table)
         self._ready.add(key)
         return notes
 
+    def _record_aggregation(self, conn: Connection, layout: AggregationLayout) -> dict[str, int]:
+        """Record the definition of ``layout`` (registered with its digest) if the store has none yet (a
+        new aggregation, or one made before definitions were recorded); returns, per measure, the instant
+        from which it is complete (``store.definitions``).  A pre-aggregated table records its own."""
+        if layout.table is not None:
+            return {}
+        stored = self._definition(conn, layout.name)
+        if stored is not None and stored.spec_hash == layout.spec_hash:
+            return stored.complete_from
+        self._write_definition(conn, Definition.of(layout, layout.app_name))
+        return {}
+
+    @staticmethod
+    def _write_definition(conn: Connection, definition: Definition) -> None:
+        d = DEFINITIONS_TABLE.c
+        values = {"app": definition.app, "definition": definition.to_json(), "updated_at": now_ms()}
+        if conn.execute(sa.update(DEFINITIONS_TABLE).where(d.name == definition.name).values(**values)).rowcount == 0:
+            conn.execute(sa.insert(DEFINITIONS_TABLE).values(name=definition.name, **values))
+
+    def definition_plan(self, layout: AggregationLayout) -> DefinitionPlan | None:
+        """The plan that takes the stored tables of ``layout``'s aggregation to ``layout`` (``validate -d``);
+        None when the store does not hold the aggregation.
+
+        Raises:
+            StoreError: the tables are of another definition that the store did not record.
+        """
+        if not self._exists():
+            return None
+        with self._errors("read the definition of", layout), self._engine.connect() as conn:
+            row = self._registration(conn, layout)
+            if row is None:
+                return None
+            stored = self._definition(conn, layout.name)
+            if stored is None and row.spec_hash != layout.spec_hash:
+                raise StoreError(self._changed_definition(conn, layout, row))
+        new = Definition.of(layout, layout.app_name)
+        return plan(stored or new, new)
+
+    @retried
+    def change_definition(self, layout: AggregationLayout) -> DefinitionPlan | None:
+        """Take the stored tables of ``layout``'s aggregation to ``layout`` (``tiltframe migrate``): measures
+        and levels removed lose their columns and tables, measures added gain theirs (reading NULL for the
+        buckets that start before they are complete), levels added are created empty; the registration, the
+        recorded definition and the views follow, in one schema transaction.  Returns the plan carried out
+        (None: the store does not hold the aggregation).
+
+        Raises:
+            StoreError: another app's aggregation of that name, a change the plan cannot carry out without
+                rebuilding from the inputs, or a definition the store did not record.
+        """
+        self._require_writable()
+        if not self._exists() or layout.table is not None:
+            return None
+        with self._errors("migrate", layout), self._write(layout, schema=True) as conn:
+            row = self._registration(conn, layout)
+            if row is None:
+                return None
+            stored = self._definition(conn, layout.name)
+            if row.spec_hash == layout.spec_hash:
+                return None
+            new = Definition.of(layout, layout.app_name)
+            change = plan(stored, new) if stored is not None else None
+            if change is None or change.other_app:
+                raise StoreError(self._changed_definition(conn, layout, row))
+            if change.rebuild or change.added_levels:
+                raise StoreError(_not_in_place(layout, change))
+            apply_plan(conn, layout, change, self._tables(layout))
+            kept = {m: t for m, t in change.stored.complete_from.items() if new.measure(m) is not None
+                    and m not in {a.name for a in change.added}}
+            since = complete_from(conn, layout)
+            added = {m.name: since for m in change.added if since is not None}
+            conn.execute(sa.update(AGGREGATIONS_TABLE).where(AGGREGATIONS_TABLE.c.name == layout.name).values(
+                spec_hash=layout.spec_hash, granularities=",".join(g.table_suffix for g in layout.spec.granularities)))
+            self._write_definition(conn, dataclasses.replace(
+                new, complete_from={**kept, **added}, earlier=(*change.stored.earlier, change.stored.spec_hash)))
+        self.ensure_schema(layout)  # the tables of levels added, and every view
+        return change
+
     def _follow_table_change(self, conn: Connection, layout: AggregationLayout, row: sa.Row[Any]) -> tuple[str, ...]:
         text = conn.execute(sa.select(TABLES_TABLE.c.definition).where(TABLES_TABLE.c.name == layout.name)).scalar()
         if text is None:  # registered before definitions were recorded: nothing to compare with
-            self._check_same_spec(layout, row, recorded=False)
+            self._check_same_spec(conn, layout, row, recorded=False)
         return follow_change(conn, layout, self._tables(layout), TableSpec.from_json(text), row.zone).notes
 
     @staticmethod
@@ -181,7 +264,7 @@ class SqlSchema(SqlConnections):
             row = self._registration(conn, layout)
             if row is None:
                 return []
-            self._check_same_spec(layout, row)
+            self._check_same_spec(conn, layout, row)
             present = set(sa.inspect(conn).get_table_names())
             quote = conn.dialect.identifier_preparer.quote
             for g, table in self._tables(layout).items():
@@ -192,7 +275,17 @@ class SqlSchema(SqlConnections):
                     copy_with_shard(conn, layout, table, shard_id)
                 else:
                     alter_with_shard(conn, layout, table, shard_id)
-                replace_view(conn, layout, table, g)
+                definition = self._definition(conn, layout.name)
+                replace_view(conn, layout, table, g, definition.complete_from if definition else None)
                 changed.append(table.name)
         return changed
 
+
+def _not_in_place(layout: AggregationLayout, change: DefinitionPlan) -> str:
+    """Why ``change`` cannot be carried out on the stored rows alone, and the ways on."""
+    parts = [f"its {part} changed ({old} -> {now})" for part, old, now in change.rebuild]
+    parts += [f"level {suffix} is new" for suffix in change.added_levels]
+    return (f"aggregation {layout.name} cannot follow its new definition in place: {'; '.join(parts)}, so its "
+            f"history must be built again from the inputs or the kept levels, which migrate does not do yet; "
+            f"define it under a new name (the old one stays readable), or run once with --rebuild over all its "
+            f"inputs")

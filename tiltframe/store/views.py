@@ -14,6 +14,9 @@ only appends columns), drops and creates it in the same transaction.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection
@@ -48,7 +51,8 @@ def agg_time_sql(dialect: sa.Dialect, ms: sa.ColumnElement[int]) -> sa.ColumnEle
     return sa.func.strftime("%Y-%m-%dT%H:%M:%fZ", ms.op("/")(sa.literal_column("1000.0")), "unixepoch")
 
 
-def view_select(dialect: sa.Dialect, layout: AggregationLayout, table: sa.Table) -> str:
+def view_select(dialect: sa.Dialect, layout: AggregationLayout, table: sa.Table,
+                complete_from: Mapping[str, int] | None = None) -> str:
     """The ``SELECT`` of one table's final values: the bucket (``AGG_TIMESTAMP``, ``AGG_TIME``), the keys,
     each aggregate by its name (avg as sum / count, finalized by the registry like everywhere else), the
     latest-event values, the event count and the latest event time.
@@ -56,22 +60,31 @@ def view_select(dialect: sa.Dialect, layout: AggregationLayout, table: sa.Table)
     With shards, the view first merges the shards' rows with ``GROUP BY``; only sums, minimums and
     maximums merge that way, so aggregates built on other states (stdev, first/last, sketches) and the
     latest-event values are left out of it (``tiltframe query`` merges them all).
+
+    A measure added to a stored rollup reads NULL in the buckets that start before it is complete
+    (``complete_from``, ``store.definitions``), as retrieval does.
     """
     c = (_merged_in_sql(layout, table) if layout.partitioned else table).c
     columns = [c[AGG_TIMESTAMP], agg_time_sql(dialect, c[AGG_TIMESTAMP]).label(AGG_TIME),
                *(c[k.name] for k in layout.keys)]
-    columns += [value.label(alias) for alias, value in layout.finalized(c, SqlOps()).items()]
-    columns += [] if layout.partitioned else [c[v.name] for v in layout.values]
+    since = {out: at for measure, at in (complete_from or {}).items() for out in layout.outputs_of(measure)}
+
+    def complete(name: str, value: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+        return value if name not in since else sa.case((c[AGG_TIMESTAMP] >= since[name], value))
+
+    columns += [complete(alias, value).label(alias) for alias, value in layout.finalized(c, SqlOps()).items()]
+    columns += [] if layout.partitioned else [complete(v.name, c[v.name]).label(v.name) for v in layout.values]
     columns += [c[AGG_COUNT], c[AGG_EVENT_TIMESTAMP]]
     return str(sa.select(*columns).compile(dialect=dialect, compile_kwargs={"literal_binds": True}))
 
 
-def replace_view(conn: Connection, layout: AggregationLayout, table: sa.Table, g: Granularity) -> None:
+def replace_view(conn: Connection, layout: AggregationLayout, table: sa.Table, g: Granularity,
+                 complete_from: Mapping[str, int] | None = None) -> None:
     """Create the ``_FINAL`` view of ``table``, replacing whatever view of that name an earlier version
     made; runs inside the caller's transaction."""
     dialect = conn.dialect
     quoted = dialect.identifier_preparer.quote(view_name(layout, g))
-    body = view_select(dialect, layout, table)
+    body = view_select(dialect, layout, table, complete_from)
     if dialect.name == "sqlite":
         conn.exec_driver_sql(f"DROP VIEW IF EXISTS {quoted}")
         conn.exec_driver_sql(f"CREATE VIEW {quoted} AS {body}")
