@@ -153,3 +153,43 @@ def test_another_apps_aggregation_of_the_same_name_is_left_alone(spark, tmp_path
     with pytest.raises(StoreError, match="belongs to app 'Trading', not to app 'Risk'; two apps cannot share"):
         tf.run(other, {"Trades": inbox}, data_dir=data, spark=spark)
     assert stored(mine, data, "hours", "n")  # untouched, still the first app's
+
+
+LEVELS_BEFORE = A.replace("every sec ... hour", "every sec, hour").replace(
+    "define aggregation", "@purge(enable='true', interval='1 hour', @retentionPeriod(sec='30 min', hour='all'))\n"
+                          "define aggregation")
+LEVELS_AFTER = LEVELS_BEFORE.replace("every sec, hour", "every sec, min, hour, day")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "mysql"])
+def test_levels_added_are_built_from_the_finer_levels_kept(spark, tmp_path: Path, backend: str) -> None:
+    """Minutes built from seconds, which were purged before a point (minutes before it are not kept, and
+    say so), and days from hours; then a new file goes into every level as usual."""
+    with nullcontext(None) if backend == "sqlite" else fresh_database(backend) as url:
+        before, after = (tf.load_app(app_with_store(t, url)[0]) for t in (LEVELS_BEFORE, LEVELS_AFTER))
+        data, inbox = tmp_path / "data", tmp_path / "in"
+        inbox.mkdir()
+        first, second = trades(1, T0, 500), trades(2, T0 + 2 * HOUR, 300)
+        first.to_csv(inbox / "1.csv", index=False)
+        tf.run(before, {"Trades": inbox}, data_dir=data, spark=spark)
+        cut = int(tf.purge(before, data_dir=data)["TA"].before[AggregationLayout.of(before, "TA").spec.finest])
+        assert T0 < cut < int(first["ts"].max())
+        steps = tf.migrate(after, data_dir=data)["TA"]
+        assert "level MINUTES built from level SECONDS" in steps[-2] and f"from {(cut + 59_999) // 60_000 * 60_000}" \
+            in steps[-2] and "the earlier ones are not kept" in steps[-2]
+        assert steps[-1].startswith("level DAYS built from level HOURS: ")
+        minute_cut = (cut + 59_999) // 60_000 * 60_000
+        kept = first[first["ts"] >= minute_cut]
+        assert stored(after, data, "minutes", "total") == pytest.approx(oracle(kept, 60_000, "price", "sum", None))
+        assert stored(after, data, "days", "n") == oracle(first, 86_400_000, "ts", "count", None)
+        with pytest.raises(tf.QueryError, match="keeps seconds only from"):  # minutes do not cover it whole
+            tf.query(after, f"from TA within {T0 + 60_000}L, {T0 + HOUR}L select symbol, total", data_dir=data)
+
+        second.to_csv(inbox / "2.csv", index=False)
+        result = tf.run(after, {"Trades": inbox}, data_dir=data, spark=spark)
+        assert result.aggregations["TA"].events_read == len(second)
+        both = pd.concat([first, second], ignore_index=True)
+        assert stored(after, data, "days", "total") == pytest.approx(oracle(both, 86_400_000, "price", "sum", None))
+        assert stored(after, data, "minutes", "n") == oracle(both[both["ts"] >= minute_cut], 60_000, "ts", "count",
+                                                             None)

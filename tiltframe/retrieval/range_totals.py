@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from tiltframe.errors import QueryError
+from tiltframe.model.bucket_bounds import bucket_end, bucket_start
 from tiltframe.model.durations import Granularity, Unit
-from tiltframe.retrieval.bucket_bounds import bucket_end, bucket_start
 from tiltframe.store.base import Store
 from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.timeutil.parse import iso_ts

@@ -171,8 +171,8 @@ class DefinitionPlan:
         out += [f"measure {m.name} added: columns {', '.join(m.columns)} at every level, NULL for the buckets "
                 f"stored before" for m in self.added]
         out += [f"level {s} removed: table {name}_{s} dropped" for s in self.removed_levels]
-        out += [f"level {s} added: table {name}_{s}, its history built again (not done in place yet: see "
-                f"'tiltframe migrate')" for s in self.added_levels]
+        out += [f"level {s} added: table {name}_{s}, built from the finest kept level it nests in (buckets that "
+                f"level no longer holds are not kept)" for s in self.added_levels]
         return out + list(self.notes)
 
 

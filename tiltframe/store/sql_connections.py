@@ -25,6 +25,7 @@ from tiltframe.store.schema import (
     AGGREGATIONS_TABLE,
     DEFINITIONS,
     DEFINITIONS_TABLE,
+    PURGES_TABLE,
     level_tables,
 )
 from tiltframe.store.sqlite_read import change_token, check_unchanged, kept, open_reader, stale
@@ -258,6 +259,12 @@ class SqlConnections:
                 raise StoreError(no_data)
             self._check_same_spec(conn, layout, row)
             yield conn, row
+
+    def _purged_before(self, conn: Connection, layout: AggregationLayout) -> dict[str, int]:
+        """Per table name of ``layout``: the start before which its buckets were purged."""
+        p = PURGES_TABLE.c
+        rows = conn.execute(sa.select(p.granularity, p.purged_before).where(p.aggregation == layout.name)).all()
+        return {f"{layout.name}_{suffix}": int(before) for suffix, before in rows}
 
     @contextmanager
     def _errors(self, action: str, layout: AggregationLayout) -> Iterator[None]:

@@ -17,6 +17,7 @@ from tiltframe.store.commits import now_ms
 from tiltframe.store.definition_changes import apply_plan, complete_from
 from tiltframe.store.definitions import Definition, DefinitionPlan, plan
 from tiltframe.store.layout import SHARD_ID, AggregationLayout
+from tiltframe.store.level_fills import fill_level
 from tiltframe.store.retries import retried
 from tiltframe.store.schema import (
     AGGREGATIONS_TABLE,
@@ -154,12 +155,21 @@ class SqlSchema(SqlConnections):
             change = plan(stored, new) if stored is not None else None
             if change is None or change.other_app:
                 raise StoreError(self._changed_definition(conn, layout, row))
-            if change.rebuild or change.added_levels:
+            if change.rebuild:
                 raise StoreError(_not_in_place(layout, change))
-            apply_plan(conn, layout, change, self._tables(layout))
+            tables = self._tables(layout)
+            apply_plan(conn, layout, change, tables)
+            since = complete_from(conn, layout)
+            levels = [g for g in layout.spec.granularities if g.table_suffix in change.stored.levels]
+            purged = self._purged_before(conn, layout)
+            built = []
+            for g in layout.spec.granularities:
+                if g.table_suffix in change.added_levels:
+                    tables[g].create(conn, checkfirst=True)
+                    built.append(fill_level(conn, layout, g, tables, levels, purged, since))
+            change = dataclasses.replace(change, notes=(*change.notes, *built))
             kept = {m: t for m, t in change.stored.complete_from.items() if new.measure(m) is not None
                     and m not in {a.name for a in change.added}}
-            since = complete_from(conn, layout)
             added = {m.name: since for m in change.added if since is not None}
             conn.execute(sa.update(AGGREGATIONS_TABLE).where(AGGREGATIONS_TABLE.c.name == layout.name).values(
                 spec_hash=layout.spec_hash, granularities=",".join(g.table_suffix for g in layout.spec.granularities)))
@@ -283,9 +293,7 @@ class SqlSchema(SqlConnections):
 
 def _not_in_place(layout: AggregationLayout, change: DefinitionPlan) -> str:
     """Why ``change`` cannot be carried out on the stored rows alone, and the ways on."""
-    parts = [f"its {part} changed ({old} -> {now})" for part, old, now in change.rebuild]
-    parts += [f"level {suffix} is new" for suffix in change.added_levels]
-    return (f"aggregation {layout.name} cannot follow its new definition in place: {'; '.join(parts)}, so its "
-            f"history must be built again from the inputs or the kept levels, which migrate does not do yet; "
-            f"define it under a new name (the old one stays readable), or run once with --rebuild over all its "
-            f"inputs")
+    parts = "; ".join(f"its {part} changed ({old} -> {now})" for part, old, now in change.rebuild)
+    return (f"aggregation {layout.name} cannot follow its new definition in place: {parts}, so every level must "
+            f"be built again from the inputs, which migrate does not do yet; define it under a new name (the old "
+            f"one stays readable), or run once with --rebuild over all its inputs")

@@ -256,12 +256,6 @@ class SqlWrites(SqlSchema):
                     break
         return rewritten
 
-    def _purged_before(self, conn: Connection, layout: AggregationLayout) -> dict[str, int]:
-        """Per table name of ``layout``: the start before which its buckets were purged."""
-        p = PURGES_TABLE.c
-        rows = conn.execute(sa.select(p.granularity, p.purged_before).where(p.aggregation == layout.name)).all()
-        return {f"{layout.name}_{suffix}": int(before) for suffix, before in rows}
-
 
 
 def _plain(value: Any) -> Any:

@@ -1,5 +1,5 @@
 """The bucket starts retrieval computes for the edges of a range are the ones the engine gives events: the
-same instants through ``engine.buckets.bucket_start`` (Spark) and ``retrieval.bucket_bounds`` (Python),
+same instants through ``engine.buckets.bucket_start`` (Spark) and ``model.bucket_bounds`` (Python),
 over zones with daylight saving, half-hour changes, fixed offsets and GMT, near their clock changes."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from pyspark.sql import functions as F
 
 from tiltframe.engine.buckets import bucket_start as spark_bucket_start
+from tiltframe.model.bucket_bounds import bucket_end, bucket_start
 from tiltframe.model.durations import Granularity, Unit
-from tiltframe.retrieval.bucket_bounds import bucket_end, bucket_start
 
 ZONES = ["UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "America/Santiago", "+05:45"]
 LEVELS = [Granularity(Unit.SECONDS), Granularity(Unit.SECONDS, 10), Granularity(Unit.MINUTES),
