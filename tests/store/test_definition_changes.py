@@ -193,3 +193,24 @@ def test_levels_added_are_built_from_the_finer_levels_kept(spark, tmp_path: Path
         assert stored(after, data, "days", "total") == pytest.approx(oracle(both, 86_400_000, "price", "sum", None))
         assert stored(after, data, "minutes", "n") == oracle(both[both["ts"] >= minute_cut], 60_000, "ts", "count",
                                                              None)
+
+
+@pytest.mark.slow
+def test_an_attribute_no_aggregate_reads_needs_no_migrate(spark, tmp_path: Path) -> None:
+    """A column added to the stream: the next run goes on from the same checkpoint, nothing refused."""
+    wider = tf.load_app(A.replace("ts long)", "ts long, venue string)"))
+    data, inbox = tmp_path / "data", tmp_path / "in"
+    inbox.mkdir()
+    first, second = trades(1, T0, 200), trades(2, T0 + 2 * HOUR, 100)
+    first.to_csv(inbox / "1.csv", index=False)
+    tf.run(tf.load_app(A), {"Trades": inbox}, data_dir=data, spark=spark)
+    assert tf.plan_changes(wider, data_dir=data)["TA"] == [
+        "attribute venue of stream Trades added: no aggregate reads it, nothing stored changes"]
+    assert stored(wider, data, "hours", "n")  # readable before any run of the new definition
+    second.assign(venue="X").to_csv(inbox / "2.csv", index=False)
+    result = tf.run(wider, {"Trades": inbox}, data_dir=data, spark=spark)
+    assert result.aggregations["TA"].events_read == len(second)
+    both = pd.concat([first, second], ignore_index=True)
+    assert stored(wider, data, "hours", "n") == oracle(both, HOUR, "ts", "count", None)
+    assert tf.plan_changes(wider, data_dir=data)["TA"] == []
+    assert [p.name for p in (data / "checkpoints").iterdir()] == [f"TA-{AggregationLayout.of(wider, 'TA').spec_hash}"]

@@ -41,6 +41,8 @@ def info_document(
     doc["max_event_time_gmt"] = ts_or_none(info.max_event_ts)
     doc["store"] = str(store_location(spec, agg, data_dir))
     doc["latest_rejected"] = records(rejected)
+    doc["complete_from"] = [{"measure": m, "complete_from": at, "complete_from_gmt": ts_or_none(at)}
+                            for m, at in info.complete_from]
     return doc
 
 
@@ -88,6 +90,13 @@ def print_info(
             purged.add_row(p.table, format_ts(p.purged_before), f"{p.rows_purged:,}",
                            format_ts(p.purged_at))
         out.print(purged)
+    if info.complete_from:
+        added = Table(title="measures added later (NULL in buckets that start before)", title_justify="left")
+        added.add_column("measure", no_wrap=True)
+        added.add_column("complete from (GMT)")
+        for measure, at in info.complete_from:
+            added.add_row(measure, format_ts(at))
+        out.print(added)
     if info.recorded_by_kind:
         kinds = Table(title="recorded events by kind", title_justify="left")
         kinds.add_column("kind")

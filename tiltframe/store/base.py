@@ -175,6 +175,10 @@ class AggregationInfo:
     purges: tuple[PurgeInfo, ...] = ()
     #: The shards whose rows the tables hold (empty when they are not partitioned).
     shards: tuple[str, ...] = ()
+    #: Measures added to the stored rollup, each with the instant before which its buckets read NULL.
+    complete_from: tuple[tuple[str, int], ...] = ()
+    #: The app that defined the aggregation (``@app:name``), as the store recorded it.
+    app: str | None = None
 
 
 class Store(Protocol):

@@ -154,6 +154,12 @@ class DefinitionPlan:
         return self.stored.spec_hash != self.new.spec_hash or bool(self.notes)
 
     @property
+    def shapes_nothing(self) -> bool:
+        """Nothing stored changes (attributes no aggregate reads, settings): the tables serve both."""
+        return not (self.rebuild or self.added or self.removed or self.added_levels or self.removed_levels
+                    or self.added_columns or self.dropped_columns or self.other_app)
+
+    @property
     def other_app(self) -> bool:
         """The stored aggregation was defined by another (named) app: its tables are not this app's."""
         return None not in (self.stored.app, self.new.app) and self.stored.app != self.new.app

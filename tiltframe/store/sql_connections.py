@@ -134,13 +134,19 @@ class SqlConnections:
                          recorded: bool = True) -> None:
         """Refuse stored tables of another definition, saying what changed and which command applies it; a
         pre-aggregated table's recorded definition can be followed."""
-        if row.spec_hash == layout.spec_hash:
+        if row.spec_hash == layout.spec_hash or self._same_tables(conn, layout):
             return
         if layout.table is not None and recorded:
             msg = (f"the stored table {layout.name} in {self.url} was made for a different definition of it; the "
                    f"change is applied by the next insert into it, or now by: tiltframe migrate APP")
             raise StoreError(msg)
         raise StoreError(self._changed_definition(conn, layout, row))
+
+    def _same_tables(self, conn: Connection, layout: AggregationLayout) -> bool:
+        """Whether the recorded definition of ``layout``'s aggregation differs from it only where nothing
+        stored changes (an attribute no aggregate reads, retention): its tables serve both."""
+        stored = self._definition(conn, layout.name) if layout.table is None else None
+        return stored is not None and plan(stored, Definition.of(layout, layout.app_name)).shapes_nothing
 
     def _changed_definition(self, conn: Connection, layout: AggregationLayout, row: sa.Row[Any]) -> str:
         """Why the stored tables of ``layout`` are not its own, and what to do about it."""

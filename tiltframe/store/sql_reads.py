@@ -152,6 +152,7 @@ class SqlReads(SqlConnections):
                 sa.select(c, sa.func.count()).where(r.aggregation == layout.name, *where)
                 .group_by(c).order_by(sa.func.count().desc(), c)).all()
                 for c, where in ((r.reason, (r.kind.is_distinct_from(RecordKind.MOVED.value),)), (r.kind, ())))
+            definition = self._definition(conn, layout.name) if layout.table is None else None
         batches, read, aggregated, rejected, moved, first_ts, last_ts = (_int(v) for v in totals)
         return AggregationInfo(  # plain ints: the servers' drivers give DECIMAL for a SUM
             name=layout.name, spec_hash=registered.spec_hash, zone=registered.zone, tables=tuple(tables),
@@ -162,6 +163,8 @@ class SqlReads(SqlConnections):
             purges=tuple(PurgeInfo(f"{layout.name}_{g}", int(b), int(n), int(at))
                          for g, b, n, at in sorted(purges, key=lambda p: order.get(p[0], len(order)))),
             shards=tuple(shards),
+            complete_from=tuple(sorted(definition.complete_from.items())) if definition else (),
+            app=definition.app if definition else None,
         )
 
     @retried

@@ -100,8 +100,15 @@ class SqlSchema(SqlConnections):
         stored = self._definition(conn, layout.name)
         if stored is not None and stored.spec_hash == layout.spec_hash:
             return stored.complete_from
-        self._write_definition(conn, Definition.of(layout, layout.app_name))
-        return {}
+        new = Definition.of(layout, layout.app_name)
+        if stored is not None:  # a change that shapes nothing stored (``_check_same_spec`` let it through)
+            a = AGGREGATIONS_TABLE.c
+            conn.execute(sa.update(AGGREGATIONS_TABLE).where(a.name == layout.name).values(spec_hash=layout.spec_hash))
+            new = dataclasses.replace(new, complete_from=stored.complete_from,
+                                      earlier=(*stored.earlier, stored.spec_hash))
+            logger.info("aggregation %s: %s", layout.name, "; ".join(plan(stored, new).steps()))
+        self._write_definition(conn, new)
+        return new.complete_from
 
     @staticmethod
     def _write_definition(conn: Connection, definition: Definition) -> None:
