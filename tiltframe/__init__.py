@@ -28,6 +28,7 @@ from tiltframe.api import (
     run,
     select,
     start,
+    verify,
 )
 from tiltframe.errors import (
     DataError,
@@ -64,4 +65,5 @@ __all__ = [
     "run",
     "select",
     "start",
+    "verify",
 ]

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from tiltframe.engine.reports import BatchReport, PipelineTotals
     from tiltframe.engine.runner import InputLike, Run, RunResult
     from tiltframe.engine.sinks import Sink
+    from tiltframe.engine.sources import FileInput
+    from tiltframe.engine.verification import Verification
     from tiltframe.store.purge import PurgeResult
 
 
@@ -401,6 +403,48 @@ def plan_changes(
             planned[agg.name] = ["not stored yet: its tables are made by its first run"] if change is None \
                 else change.steps()
         return planned
+    finally:
+        stores.close()
+
+
+def verify(
+    app: AppSpec,
+    inputs: Mapping[str, str | Path | FileInput],
+    *,
+    data_dir: str | Path | None = None,
+    within: tuple[str | int, str | int] | None = None,
+    aggregation: str | None = None,
+    checkpoint_dir: str | Path | None = None,
+    spark: SparkSession | None = None,
+) -> dict[str, Verification]:
+    """Recompute every stored level of each aggregation fed by ``inputs`` (or the one named) from the raw
+    events with one plain Spark batch job, straight from the events to each level, and compare it with the
+    store, bucket by bucket and key by key (docs/lifecycle.md).  ``within``: only the buckets that start in
+    that range (any ``within`` form: ``"2024-01-**"``, ``"last 1 day"``, ISO times, epoch ms)."""
+    from tiltframe.engine.filesystems import checkpoint_root
+    from tiltframe.engine.markers import checkpoint_dir as folder_of
+    from tiltframe.engine.session import get_session
+    from tiltframe.engine.sources import FileInput
+    from tiltframe.engine.verification import verify as recompute
+    from tiltframe.timeutil.ranges import within_range
+
+    directory = Path(data_dir or default_data_dir())
+    roots = {app.input_stream(name): value if isinstance(value, FileInput) else FileInput(str(value))
+             for name, value in inputs.items()}
+    checkpoints = checkpoint_root(checkpoint_dir, directory)
+    session = spark or get_session()
+    stores = StoreRegistry(directory)
+    try:
+        results: dict[str, Verification] = {}
+        for agg in app.aggregations_named(aggregation):
+            source = roots.get(app.root_stream(agg.source))
+            if source is None:
+                continue
+            layout = AggregationLayout.of(app, agg.name)
+            span = None if within is None else within_range(*within, zone=layout.zone)
+            results[agg.name] = recompute(session, app, layout, stores.for_aggregation(agg), source,
+                                          folder_of(directory, layout, checkpoints), span)
+        return results
     finally:
         stores.close()
 

@@ -80,6 +80,10 @@ class FileManifest:
             write_marker(self.folder / f"{batch_id}.json", seen)
         self._read.update({p: (batch_id, size, mtime) for p, (size, mtime) in seen.items()})
 
+    def paths(self) -> list[str]:
+        """Every file some batch read, in the order they were first read."""
+        return list(self._read)
+
     def changed(self) -> list[ChangedFile]:
         """Files that differ now from what was read, in the order they were read."""
         out = []

@@ -214,8 +214,9 @@ def _batch_dependent(layout: AggregationLayout) -> bool:
     return layout.tracks_arrival or any(s.state.build in (Build.EARLIEST, Build.LATEST) for s in layout.states)
 
 
-def _finest(layout: AggregationLayout, batch_id: int, sharded: bool, ansi: bool) -> _Aggregation:
-    """Partial states per finest bucket and group from the typed events of one batch (level 0).
+def _finest(layout: AggregationLayout, batch_id: int, sharded: bool, ansi: bool,
+            level: Granularity | None = None) -> _Aggregation:
+    """Partial states per finest bucket (or ``level``'s) and group from the typed events of one batch.
 
     Rejected events are grouped apart (``_rejected`` true, no bucket), so their count comes out of the
     same aggregation: an extra pass or an ``observe`` would stop Spark from sharing this shuffle with the
@@ -237,7 +238,7 @@ def _finest(layout: AggregationLayout, batch_id: int, sharded: bool, ansi: bool)
     else:
         aggs[AGG_EVENT_TIMESTAMP] = F.max(EVENT_TS)
     bad = F.col(REASON).isNotNull()
-    bucket = F.when(~bad, bucket_start(F.col(EVENT_TS), layout.spec.finest, layout.zone))
+    bucket = F.when(~bad, bucket_start(F.col(EVENT_TS), level or layout.spec.finest, layout.zone))
     return _grouped(bucket, layout, aggs, structs, bad, sharded)
 
 
@@ -389,6 +390,13 @@ class Levels:
             nulls = [F.lit(None).cast(f.dataType).alias(f.name) for f in levels[-1].schema.fields]
             tagged.append(records.select(F.lit(RECORD_LEVEL).alias(LEVEL), *nulls, RECORD))
         return functools.reduce(DataFrame.union, tagged)
+
+
+def level_from_events(events: DataFrame, layout: AggregationLayout, g: Granularity) -> DataFrame:
+    """The partial rows of level ``g`` straight from typed events, not through the finer levels (what
+    ``tiltframe verify`` holds the stored rows to); rejected events left out."""
+    rows = _finest(layout, 0, False, ansi_enabled(), g)(events)
+    return rows.where(~F.col(REJECTED)).drop(REJECTED)
 
 
 def levels_for(layout: AggregationLayout) -> Levels:

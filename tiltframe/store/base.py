@@ -252,6 +252,11 @@ class Store(Protocol):
         """Per level, the instant before which its buckets were purged (a level never purged is absent)."""
         ...
 
+    def recorded_events(self, layout: AggregationLayout, kinds: Sequence[str]) -> pd.DataFrame:
+        """Every recorded event of ``layout`` of the given kinds (``kind``, ``raw``, ``event_timestamp``,
+        ``adjusted_timestamp``)."""
+        ...
+
     def complete_from(self, layout: AggregationLayout) -> dict[str, int]:
         """Per measure added to a stored rollup: the instant before which its buckets read NULL."""
         ...

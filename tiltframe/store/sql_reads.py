@@ -120,6 +120,17 @@ class SqlReads(SqlConnections):
         with self._errors("read the rejected events of", layout), self._read(layout) as (conn, _):
             return typed_frame(fetch_all(conn, query), types)
 
+    @retried
+    def recorded_events(self, layout: AggregationLayout, kinds: Sequence[str]) -> pd.DataFrame:
+        """Every recorded event of ``layout`` of the given kinds: ``kind``, ``raw`` (its attributes as JSON),
+        ``event_timestamp`` and ``adjusted_timestamp`` (where a moved one went)."""
+        r = REJECTED_TABLE.c
+        types = {"kind": AttrType.STRING, "raw": AttrType.STRING, "event_timestamp": AttrType.LONG,
+                 "adjusted_timestamp": AttrType.LONG}
+        query = sa.select(*(r[c] for c in types)).where(r.aggregation == layout.name, r.kind.in_(list(kinds)))
+        with self._errors("read the recorded events of", layout), self._read(layout) as (conn, _):
+            return typed_frame(fetch_all(conn, query.order_by(r.id)), types)
+
     def info(self, layout: AggregationLayout) -> AggregationInfo:
         """Row counts and bucket ranges per table, batch totals and rejected counts by reason."""
         b, r = BATCHES_TABLE.c, REJECTED_TABLE.c
