@@ -60,7 +60,7 @@ def _relative(tolerance: float) -> Check:
 def _kll_rank(state: str, q: float) -> Check:
     def within(a: Any, _: Any, row: Mapping[str, Any]) -> bool:
         sketch = ds.kll_doubles_sketch.deserialize(bytes(row[state]))
-        error = 3 * sketch.get_normalized_rank_error(False)
+        error = 3 * ds.kll_doubles_sketch.get_normalized_rank_error(sketch.k, False)
         below, through = sketch.get_rank(float(a), False), sketch.get_rank(float(a), True)
         return below - error <= q <= through + error
     return within
@@ -112,5 +112,6 @@ def compare(level: str, stored: pd.DataFrame, recomputed: pd.DataFrame, layout: 
             if _missing(a) and _missing(b):
                 continue
             if _missing(a) or _missing(b) or not compared.get(column, _exact)(a, b, recomputed_row):
-                found.append(Difference(level, bucket, key, column, a, b))
+                found.append(Difference(level, bucket, key, column, None if _missing(a) else a,
+                                        None if _missing(b) else b))
     return found
