@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from tiltframe.engine.file_manifest import ChangedFile
+    from tiltframe.engine.range_rebuilds import RangeRebuild
     from tiltframe.engine.reports import BatchReport, PipelineTotals
     from tiltframe.engine.runner import InputLike, Run, RunResult
     from tiltframe.engine.sinks import Sink
@@ -412,7 +413,7 @@ def verify(
     inputs: Mapping[str, str | Path | FileInput],
     *,
     data_dir: str | Path | None = None,
-    within: tuple[str | int, str | int] | None = None,
+    within: tuple[object, object] | None = None,
     aggregation: str | None = None,
     checkpoint_dir: str | Path | None = None,
     spark: SparkSession | None = None,
@@ -420,12 +421,48 @@ def verify(
     """Recompute every stored level of each aggregation fed by ``inputs`` (or the one named) from the raw
     events with one plain Spark batch job, straight from the events to each level, and compare it with the
     store, bucket by bucket and key by key (docs/lifecycle.md).  ``within``: only the buckets that start in
-    that range (any ``within`` form: ``"2024-01-**"``, ``"last 1 day"``, ISO times, epoch ms)."""
+    that range (any ``within`` form: ``"2024-01-**"``, ``"last 1 day"``, ISO times, epoch ms; the end may be
+    None for one period)."""
+    from tiltframe.engine.verification import verify as check
+
+    return {name: check(*args) for name, args in _recomputations(app, inputs, data_dir, within, aggregation,
+                                                                    checkpoint_dir, spark)}
+
+
+def rebuild(
+    app: AppSpec,
+    inputs: Mapping[str, str | Path | FileInput],
+    *,
+    within: tuple[object, object],
+    data_dir: str | Path | None = None,
+    aggregation: str | None = None,
+    checkpoint_dir: str | Path | None = None,
+    spark: SparkSession | None = None,
+) -> dict[str, RangeRebuild]:
+    """Recompute the range ``within`` of each aggregation fed by ``inputs`` (or the one named) from the
+    inputs as they are now (after a source was corrected) and replace the stored buckets of every level
+    that overlap it, atomically and exactly once with respect to a running pipeline (docs/lifecycle.md)."""
+    from tiltframe.engine.range_rebuilds import rebuild_range
+
+    done = {}
+    for name, args in _recomputations(app, inputs, data_dir, within, aggregation, checkpoint_dir, spark):
+        *rest, span = args
+        assert span is not None
+        done[name] = rebuild_range(*rest, span)
+    return done
+
+
+def _recomputations(
+    app: AppSpec, inputs: Mapping[str, str | Path | FileInput], data_dir: str | Path | None,
+    within: tuple[object, object] | None, aggregation: str | None, checkpoint_dir: str | Path | None,
+    spark: SparkSession | None,
+) -> Iterator[tuple[str, tuple[Any, ...]]]:
+    """Per aggregation fed by ``inputs``: what a recomputation from them needs (session, app, layout, store,
+    input, checkpoint, range in epoch ms in the aggregation's zone)."""
     from tiltframe.engine.filesystems import checkpoint_root
     from tiltframe.engine.markers import checkpoint_dir as folder_of
     from tiltframe.engine.session import get_session
     from tiltframe.engine.sources import FileInput
-    from tiltframe.engine.verification import verify as recompute
     from tiltframe.timeutil.ranges import within_range
 
     directory = Path(data_dir or default_data_dir())
@@ -435,16 +472,14 @@ def verify(
     session = spark or get_session()
     stores = StoreRegistry(directory)
     try:
-        results: dict[str, Verification] = {}
         for agg in app.aggregations_named(aggregation):
             source = roots.get(app.root_stream(agg.source))
             if source is None:
                 continue
             layout = AggregationLayout.of(app, agg.name)
             span = None if within is None else within_range(*within, zone=layout.zone)
-            results[agg.name] = recompute(session, app, layout, stores.for_aggregation(agg), source,
-                                          folder_of(directory, layout, checkpoints), span)
-        return results
+            yield agg.name, (session, app, layout, stores.for_aggregation(agg), source,
+                             folder_of(directory, layout, checkpoints), span)
     finally:
         stores.close()
 

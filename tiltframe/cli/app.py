@@ -35,7 +35,7 @@ from tiltframe.cli.querying import query
 from tiltframe.cli.running import run
 from tiltframe.cli.serving import serve
 from tiltframe.cli.validating import print_changes, validate
-from tiltframe.cli.verifying import verify
+from tiltframe.cli.verifying import rebuild, verify
 from tiltframe.errors import UsageError
 from tiltframe.retrieval.formats import to_json
 from tiltframe.timeutil.parse import format_ts
@@ -269,6 +269,7 @@ def migrate(
 
 app.command()(validate)
 app.command()(verify)
+app.command()(rebuild)
 
 
 # --- demo ---------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""``tiltframe verify``: the stored levels recomputed from the raw inputs and compared; exit 1 on any
-difference."""
+"""``tiltframe verify`` (the stored levels recomputed from the raw inputs and compared; exit 1 on any
+difference) and ``tiltframe rebuild`` (a range recomputed and put in place)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from tiltframe.errors import UsageError
 from tiltframe.timeutil.parse import format_ts
 
 if TYPE_CHECKING:
+    from tiltframe.engine.range_rebuilds import RangeRebuild
     from tiltframe.engine.verification import Verification
 
 #: Differences printed per aggregation (all are counted).
@@ -99,3 +100,54 @@ def verify(
         print_verification(out, v, seconds / len(results))
     if not all(v.ok for v in results.values()):
         raise typer.Exit(1)
+
+
+def print_rebuild(out: Console, r: RangeRebuild, seconds: float) -> None:
+    out.print(f"{r.aggregation}: {r.events:,} events from {r.files:,} files recomputed ({seconds:.1f} s)", markup=False)
+    for note in r.notes:
+        out.print(f"  note: {note}", markup=False)
+    for level, (start, end) in r.spans.items():
+        out.print(f"  {level}: buckets from {format_ts(start)} to {format_ts(end)} (GMT) replaced by "
+                  f"{r.rows.get(level, 0):,} rows", markup=False)
+
+
+def rebuild(
+    app_file: AppArg,
+    within: Annotated[
+        str,
+        typer.Option("--within", metavar="'START, END'",
+                     help="The range to recompute (any within form: '2024-01-15', 'yesterday', ISO times, epoch "
+                          "ms); every level's buckets that overlap it are replaced."),
+    ],
+    input_: Annotated[
+        list[str] | None,
+        typer.Option("--input", "-i", metavar="STREAM=PATH",
+                     help="The directory of csv/json/parquet files feeding STREAM (as given to run)."),
+    ] = None,
+    data_dir: DataDirOpt = None,
+    aggregation: Annotated[
+        str | None, typer.Option("--aggregation", "-a", help="Only this aggregation.")
+    ] = None,
+    checkpoint_dir: CheckpointDirOpt = None,
+) -> None:
+    """Recompute a range from the inputs as they are now (after a source was corrected) and replace the
+    stored buckets of every level that overlap it, in one transaction, exactly once with respect to a
+    running pipeline.  Refused when the inputs differ from the store around the range (coarse buckets
+    would change outside it).  To recompute everything, use run --rebuild."""
+    with handle_errors():
+        spec = api.load_app(app_file)
+        inputs = pairs(input_, "--input")
+        if not inputs:
+            raise UsageError("rebuild needs the inputs to recompute from: --input STREAM=PATH")
+        bounds = within_bounds(within)
+        directory = resolve_data_dir(data_dir)
+        spark = logs.start_spark(None, directory)
+        started = time.monotonic()
+        results = api.rebuild(spec, inputs, within=bounds, data_dir=directory, aggregation=aggregation,
+                              checkpoint_dir=checkpoint_dir, spark=spark)
+        if not results:
+            raise UsageError("no aggregation reads the streams given with --input")
+    out = stdout_console()
+    seconds = time.monotonic() - started
+    for r in results.values():
+        print_rebuild(out, r, seconds / len(results))

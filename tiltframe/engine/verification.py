@@ -12,7 +12,7 @@ from tiltframe.engine.hadoop_paths import Location
 from tiltframe.engine.recompute import Recomputation, level_span
 from tiltframe.engine.sources import FileInput
 from tiltframe.model.app import AppSpec
-from tiltframe.retrieval.comparison import Difference, compare
+from tiltframe.retrieval.comparison import Difference, compare, incomplete_before
 from tiltframe.store.base import Store
 from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.store.pandas_merges import finalize, merge_rows
@@ -47,7 +47,7 @@ def verify(spark: SparkSession, app: AppSpec, layout: AggregationLayout, store: 
                           notes=recomputation.notes)
     try:
         purged = {g.table_suffix: at for g, at in store.purged_before(layout).items()}
-        skip = {out: at for measure, at in store.complete_from(layout).items() for out in layout.outputs_of(measure)}
+        skip = incomplete_before(layout, store.complete_from(layout))
         kll = [s.name for s in layout.states if s.merge.name == "KLL"]  # a KLL check reads the sketch
         for g in layout.spec.granularities:
             start, end = level_span(within, g, layout.zone)

@@ -21,7 +21,7 @@ import pandas as pd
 from tiltframe.functions.registry import get
 from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout
 
-__all__ = ["Difference", "compare"]
+__all__ = ["Difference", "compare", "incomplete_before"]
 
 #: Relative difference allowed between two double results merged in different orders.
 DOUBLE_TOLERANCE = 1e-7
@@ -85,6 +85,12 @@ def checks(layout: AggregationLayout) -> dict[str, Check]:
             if result.is_numeric and not result.is_integral:
                 out.update(dict.fromkeys(names, _relative(DOUBLE_TOLERANCE)))
     return out
+
+
+def incomplete_before(layout: AggregationLayout, complete_from: Mapping[str, int]) -> dict[str, int]:
+    """Per output of a measure added to a stored rollup: the bucket start before which it reads NULL (what
+    ``compare``'s ``skip`` takes)."""
+    return {out: at for measure, at in complete_from.items() for out in layout.outputs_of(measure)}
 
 
 def compare(level: str, stored: pd.DataFrame, recomputed: pd.DataFrame, layout: AggregationLayout,

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tiltframe.errors import StoreError
+
 if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
@@ -19,6 +21,10 @@ if TYPE_CHECKING:
     from tiltframe.model.durations import Granularity
     from tiltframe.store.definitions import Definition
     from tiltframe.store.layout import AggregationLayout
+
+class StoreChanged(StoreError):
+    """A batch committed between a read and the write that depended on it; nothing was written."""
+
 
 class RecordKind(enum.StrEnum):
     """Why an event is in the rejected-events table (its ``kind`` column)."""
@@ -255,6 +261,16 @@ class Store(Protocol):
     def recorded_events(self, layout: AggregationLayout, kinds: Sequence[str]) -> pd.DataFrame:
         """Every recorded event of ``layout`` of the given kinds (``kind``, ``raw``, ``event_timestamp``,
         ``adjusted_timestamp``)."""
+        ...
+
+    def commit_mark(self, layout: AggregationLayout) -> tuple[int, int | None]:
+        """What the aggregation's commit records are now, for :meth:`replace_buckets`."""
+        ...
+
+    def replace_buckets(self, layout: AggregationLayout, levels: Mapping[Granularity, tuple[int, int, pa.Table]],
+                        mark: tuple[int, int | None]) -> dict[Granularity, int]:
+        """Replace each level's stored rows in ``[start, end)`` by the rows given, atomically; ``StoreChanged``
+        (nothing written) when a batch committed since ``mark``."""
         ...
 
     def complete_from(self, layout: AggregationLayout) -> dict[str, int]:

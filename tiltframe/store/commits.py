@@ -46,6 +46,15 @@ def last_record(conn: Connection, layout: AggregationLayout, pipeline_id: str) -
         .order_by(_B.batch_id.desc()).limit(1)).first()
 
 
+def mark(conn: Connection, layout: AggregationLayout) -> tuple[int, int | None]:
+    """What ``layout``'s commit records are now (how many, the latest commit time): a writer that read the
+    inputs before it wrote checks that no batch committed in between."""
+    b = BATCHES_TABLE.c
+    count, latest = conn.execute(sa.select(sa.func.count(), sa.func.max(b.committed_at))
+                                 .where(b.aggregation == layout.name)).one()
+    return int(count), None if latest is None else int(latest)
+
+
 def forget(conn: Connection, layout: AggregationLayout) -> None:
     """Delete the aggregation's commit records, recorded events and purge marks (a rebuild)."""
     for table in (BATCHES_TABLE, REJECTED_TABLE, PURGES_TABLE):

@@ -20,6 +20,7 @@ from tiltframe.store.base import (
     BatchWrite,
     PipelineState,
     StagedBatch,
+    StoreChanged,
 )
 from tiltframe.store.commits import now_ms
 from tiltframe.store.frames import fetch_all, typed_frame
@@ -231,6 +232,38 @@ class SqlWrites(SqlSchema):
                     conn.execute(sa.update(PURGES_TABLE).where(*key).values(rows_purged=p.rows_purged + deleted[g],
                                                                        **values))
         return deleted
+
+    def commit_mark(self, layout: AggregationLayout) -> tuple[int, int | None]:
+        """What ``layout``'s commit records are now (``commits.mark``); give it to :meth:`replace_buckets`."""
+        with self._errors("read the commit records of", layout), self._engine.connect() as conn:
+            return commits.mark(conn, layout) if self._has_table(conn, BATCHES) else (0, None)
+
+    def replace_buckets(self, layout: AggregationLayout, levels: Mapping[Granularity, tuple[int, int, pa.Table]],
+                        mark: tuple[int, int | None]) -> dict[Granularity, int]:
+        """Replace, per level, the stored rows of the buckets in ``[start, end)`` by the partial rows given,
+        in one write transaction (``tiltframe rebuild``); returns the rows written per level.  Buckets the
+        level no longer keeps (purged) are not written.
+
+        Raises:
+            StoreChanged: a batch committed since ``mark`` was read: the rows given may lack its events, so
+                nothing is written (recompute and try again).
+        """
+        self._require_writable()
+        self.ensure_schema(layout)
+        tables = self._tables(layout)
+        written: dict[Granularity, int] = {}
+        with self._errors("rebuild a range of", layout), self._write(layout) as conn:
+            if commits.mark(conn, layout) != mark:
+                msg = f"a batch of aggregation {layout.name} was committed while its range was recomputed"
+                raise StoreChanged(msg)
+            purged = self._purged_before(conn, layout)
+            for g, (start, end, data) in levels.items():
+                table = tables[g]
+                at = table.c[AGG_TIMESTAMP]
+                conn.execute(sa.delete(table).where(at >= start, at < end))
+                rows = after(prepare_rows(layout, data), purged.get(table.name))
+                written[g] = upsert_rows(conn, layout, table, merge_sketches(conn, layout, table, rows))
+        return written
 
     def rewrite_older_states(self, layout: AggregationLayout) -> dict[str, int]:
         """Rewrite the sketch states ``layout``'s tables hold in an older format in the current one
