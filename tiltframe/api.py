@@ -5,13 +5,14 @@ Every CLI command is one call into this module, so the library and the CLI behav
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tiltframe.errors import QueryError, UsageError
+from tiltframe.errors import QueryError, StoreError, UsageError
 from tiltframe.model.app import AppSpec
 from tiltframe.model.queries import RetrievalQuery
 from tiltframe.store.base import AggregationInfo
@@ -325,7 +326,8 @@ def purge(
 
 def migrate(
     app: AppSpec, *, data_dir: str | Path | None = None, shard_id: str | None = None, partition_by_id: bool = False,
-    dry_run: bool = False,
+    dry_run: bool = False, inputs: Mapping[str, str | Path | FileInput] | None = None,
+    checkpoint_dir: str | Path | None = None, spark: SparkSession | None = None,
 ) -> dict[str, list[str]]:
     """Upgrade the stored tables to what ``app`` needs; returns the changes in words per aggregation or
     table (an empty list: up to date), and running it again changes nothing.  Stop the pipelines that
@@ -333,7 +335,9 @@ def migrate(
 
     - An aggregation whose definition changed: its stored tables follow the new one (measures and levels
       removed and added, docs/lifecycle.md); its pipeline's checkpoint goes on at its next start.  An
-      aggregation of that name that another app defined is left alone.
+      aggregation of that name that another app defined is left alone.  With ``inputs`` (as given to
+      ``run``), the measures added get their history from them (``rebuild`` of every bucket, once the
+      inputs are found to hold what the store holds); otherwise they read NULL before they are complete.
 
     - An aggregation partitioned by shard whose tables were made without shards: they gain a ``SHARD_ID``
       key column and their rows become ``shard_id``'s (the deployment that wrote them, which then keeps
@@ -363,6 +367,10 @@ def migrate(
                     continue
                 done = store.change_definition(layout)
                 changes += done.steps() if done is not None else []
+                if done is not None:
+                    _carry_checkpoint(layout, store, Path(directory), checkpoint_dir)
+                if inputs and store.complete_from(layout):
+                    changes += _backfill(app, layout, store, inputs, directory, checkpoint_dir, spark)
             if layout.table is not None:
                 changes += store.ensure_schema(layout)
                 if unfolded_raw_rows(store, layout.table, layout):
@@ -386,6 +394,40 @@ def migrate(
         return changed
     finally:
         stores.close()
+
+
+def _carry_checkpoint(layout: AggregationLayout, store: Any, directory: Path,
+                      checkpoint_dir: str | Path | None) -> None:
+    """The checkpoint of the definition a migration changed from goes on as this one's now (else at the
+    pipeline's next start, for checkpoints on a Hadoop file system, which need Spark)."""
+    from tiltframe.engine.filesystems import checkpoint_root
+    from tiltframe.engine.hadoop_paths import HadoopPath
+    from tiltframe.engine.identity import carry_checkpoint
+    from tiltframe.engine.markers import checkpoint_dir as folder_of
+
+    root = checkpoint_root(checkpoint_dir, directory)
+    if not isinstance(root, HadoopPath):
+        carry_checkpoint(store, layout, folder_of(directory, layout, root))
+
+
+def _backfill(app: AppSpec, layout: AggregationLayout, store: Any, inputs: Mapping[str, str | Path | FileInput],
+              directory: str | Path, checkpoint_dir: str | Path | None, spark: SparkSession | None) -> list[str]:
+    """Give the measures a migration added their history from ``inputs``; what was done, in words."""
+    from tiltframe.engine.range_rebuilds import rebuild_range
+
+    incomplete = store.complete_from(layout)
+    with contextlib.closing(_recomputations(app, inputs, directory, None, layout.name, checkpoint_dir,
+                                            spark)) as found:
+        for _, args in found:
+            try:
+                done = rebuild_range(*args[:-1], None)
+            except StoreError as exc:
+                return [f"measures {', '.join(incomplete)} not backfilled, so they read NULL before they are "
+                        f"complete: {exc}"]
+            store.mark_complete(layout, list(incomplete))
+            return [f"measures {', '.join(incomplete)} backfilled from {done.events:,} events of {done.files:,} "
+                    f"input files: complete from the start"]
+    return []
 
 
 def plan_changes(

@@ -214,3 +214,41 @@ def test_an_attribute_no_aggregate_reads_needs_no_migrate(spark, tmp_path: Path)
     assert stored(wider, data, "hours", "n") == oracle(both, HOUR, "ts", "count", None)
     assert tf.plan_changes(wider, data_dir=data)["TA"] == []
     assert [p.name for p in (data / "checkpoints").iterdir()] == [f"TA-{AggregationLayout.of(wider, 'TA').spec_hash}"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "mysql"])
+def test_a_measure_added_gets_its_history_from_the_inputs(spark, tmp_path: Path, backend: str) -> None:
+    """migrate --input: the inputs hold what the store holds, so the measure added is backfilled and is
+    complete from the start; a file not read yet by the pipeline is left to it (not counted twice)."""
+    with nullcontext(None) if backend == "sqlite" else fresh_database(backend) as url:
+        a, b = (tf.load_app(app_with_store(t, url)[0]) for t in (A, A.replace("count() as n", "max(volume) as big")))
+        data, inbox = tmp_path / "data", tmp_path / "in"
+        inbox.mkdir()
+        first, second = trades(1, T0, 300), trades(2, T0 + 2 * HOUR, 200)
+        first.to_csv(inbox / "1.csv", index=False)
+        tf.run(a, {"Trades": inbox}, data_dir=data, spark=spark)
+        second.to_csv(inbox / "2.csv", index=False)  # arrives before the migration, read after it
+        steps = tf.migrate(b, data_dir=data, inputs={"Trades": inbox}, spark=spark)["TA"]
+        assert steps[-1] == "measures big backfilled from 300 events of 1 input files: complete from the start"
+        assert tf.inspect(b, data_dir=data)[0].complete_from == ()
+        assert tf.run(b, {"Trades": inbox}, data_dir=data, spark=spark).aggregations["TA"].events_read == len(second)
+        both = pd.concat([first, second], ignore_index=True)
+        check(b, data, both, "big", "max", None)
+        check(b, data, both, "total", "sum", None)
+
+
+@pytest.mark.slow
+def test_a_measure_is_not_backfilled_from_inputs_that_lost_history(spark, tmp_path: Path) -> None:
+    b = tf.load_app(A.replace("count() as n", "max(volume) as big"))
+    data, inbox = tmp_path / "data", tmp_path / "in"
+    inbox.mkdir()
+    trades(1, T0, 300).to_csv(inbox / "1.csv", index=False)
+    trades(2, T0 + 2 * HOUR, 200).to_csv(inbox / "2.csv", index=False)
+    tf.run(tf.load_app(A), {"Trades": inbox}, data_dir=data, spark=spark)
+    (inbox / "1.csv").unlink()  # an old input gone
+    steps = tf.migrate(b, data_dir=data, inputs={"Trades": inbox}, spark=spark)["TA"]
+    assert steps[-1].startswith("measures big not backfilled, so they read NULL before they are complete: "
+                                "aggregation TA: the inputs differ from the store")
+    assert [m for m, _ in tf.inspect(b, data_dir=data)[0].complete_from] == ["big"]
+    assert all(v is None for v in stored(b, data, "hours", "big").values())

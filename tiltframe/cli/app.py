@@ -28,6 +28,7 @@ from tiltframe.cli.options import (
     check_config_file,
     check_format,
     check_name,
+    pairs,
     resolve_data_dir,
 )
 from tiltframe.cli.output import stderr_console, stdout_console
@@ -244,6 +245,13 @@ def compact(
 def migrate(
     app_file: AppArg, data_dir: DataDirOpt = None, shard_id: ShardOpt = None, config: ConfigOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only print the plan; change nothing.")] = False,
+    input_: Annotated[
+        list[str] | None,
+        typer.Option("--input", "-i", metavar="STREAM=PATH",
+                     help="The inputs as given to run: measures added get their history from them (once they "
+                          "are found to hold what the store holds); else they read NULL before they are complete."),
+    ] = None,
+    checkpoint_dir: CheckpointDirOpt = None,
 ) -> None:
     """Upgrade stored tables to what the app needs (stop the pipelines that write them first): an
     aggregation whose definition changed follows it (measures and levels added or removed; its checkpoint
@@ -256,8 +264,12 @@ def migrate(
         spec = api.load_app(app_file)
         check_config_file(config)
         deployment = load_deployment(shard_id, config)
-        changed = api.migrate(spec, data_dir=resolve_data_dir(data_dir), shard_id=deployment.shard_id,
-                              partition_by_id=deployment.partition_by_id, dry_run=dry_run)
+        directory = resolve_data_dir(data_dir)
+        inputs = pairs(input_, "--input")
+        spark = logs.start_spark(None, directory) if inputs and not dry_run else None
+        changed = api.migrate(spec, data_dir=directory, shard_id=deployment.shard_id,
+                              partition_by_id=deployment.partition_by_id, dry_run=dry_run, inputs=inputs,
+                              checkpoint_dir=checkpoint_dir, spark=spark)
     out = stdout_console()
     if not changed:
         out.print("the app defines no aggregation and no table; nothing to migrate")

@@ -112,7 +112,7 @@ def open_pipeline(
     if rebuild:
         _rebuild(store, layout, checkpoint, shard_id)
     store.ensure_schema(layout)
-    _carry_checkpoint(store, layout, checkpoint)
+    carry_checkpoint(store, layout, checkpoint)
     pipeline_id = pipeline_id_for(checkpoint, layout)
     held = store.last_committed_batch(layout, pipeline_id)
     note = StoreNote.read(checkpoint, pipeline_id, store.url)
@@ -125,7 +125,7 @@ def open_pipeline(
     return NotingStore(store, note), pipeline_id  # type: ignore[return-value]
 
 
-def _carry_checkpoint(store: Store, layout: AggregationLayout, checkpoint: Location) -> None:
+def carry_checkpoint(store: Store, layout: AggregationLayout, checkpoint: Location) -> None:
     """Make the checkpoint of the definition ``tiltframe migrate`` changed from this definition's.
 
     Checkpoints are named by definition (``markers.checkpoint_dir``), and the stored rows of a migrated

@@ -26,7 +26,7 @@ from tiltframe.engine.sources import FileInput
 from tiltframe.errors import StoreError
 from tiltframe.model.app import AppSpec
 from tiltframe.model.durations import Granularity
-from tiltframe.retrieval.comparison import compare, incomplete_before
+from tiltframe.retrieval.comparison import Difference, compare, incomplete_before
 from tiltframe.store.base import Store, StoreChanged
 from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.store.pandas_merges import finalize, merge_rows
@@ -35,6 +35,8 @@ __all__ = ["RangeRebuild", "rebuild_range"]
 
 #: Recomputations tried while batches keep committing in between.
 ATTEMPTS = 3
+#: The span of every bucket (a rebuild without a range).
+EVERYTHING = (-(2**62), 2**62)
 
 
 @dataclass
@@ -51,20 +53,26 @@ class RangeRebuild:
 
 
 def rebuild_range(spark: SparkSession, app: AppSpec, layout: AggregationLayout, store: Store, source: FileInput,
-                  checkpoint: Location, within: tuple[int, int]) -> RangeRebuild:
+                  checkpoint: Location, within: tuple[int, int] | None) -> RangeRebuild:
     """Replace the buckets of every level of ``layout`` that overlap ``within`` by their recomputation from
-    ``source``.
+    ``source``.  Without ``within``, every bucket: the measures a migration added get their history, so the
+    recomputation must first equal the store in every other measure (inputs gone would lose history).
 
     Raises:
-        StoreError: the recomputation differs from the store outside the range, or batches kept committing.
+        StoreError: the recomputation differs from the store outside the range (or anywhere, without
+            one), or batches kept committing.
     """
     for _ in range(ATTEMPTS):
         mark = store.commit_mark(layout)
         recomputation = Recomputation.of(spark, app, layout, store, source, checkpoint)
         try:
-            spans = {g: level_span(within, g, layout.zone) for g in layout.spec.granularities}
-            _check_outside(recomputation, store, layout, within, spans)
-            levels = {g: (start, end, pa.Table.from_pandas(recomputation.level(g, (start, end))[
+            spans = {g: level_span(within, g, layout.zone) if within is not None else EVERYTHING
+                     for g in layout.spec.granularities}
+            if within is None:
+                _check_everywhere(recomputation, store, layout)
+            else:
+                _check_outside(recomputation, store, layout, within, spans)
+            levels = {g: (start, end, pa.Table.from_pandas(recomputation.level(g, within and (start, end))[
                 list(layout.column_types)], preserve_index=False)) for g, (start, end) in spans.items()}
             try:
                 written = store.replace_buckets(layout, levels, mark)
@@ -78,6 +86,28 @@ def rebuild_range(spark: SparkSession, app: AppSpec, layout: AggregationLayout, 
     msg = (f"aggregation {layout.name}: batches kept committing while the range was recomputed ({ATTEMPTS} "
            f"times); run rebuild again when the pipeline is quieter")
     raise StoreError(msg)
+
+
+def _check_everywhere(recomputation: Recomputation, store: Store, layout: AggregationLayout) -> None:
+    """Refuse when the inputs do not hold what the store holds (besides the measures still incomplete)."""
+    skip = incomplete_before(layout, store.complete_from(layout))
+    purged = store.purged_before(layout)
+    differences = []
+    for g in layout.spec.granularities:
+        rows = finalize(recomputation.level(g), layout)
+        stored = finalize(merge_rows(store.read(layout, g), layout), layout)
+        if g in purged:
+            rows = rows[rows[AGG_TIMESTAMP] >= purged[g]].reset_index(drop=True)
+        differences += compare(str(g), stored, rows, layout, skip)
+    if differences:
+        raise StoreError(_differ(layout, "", differences))
+
+
+def _differ(layout: AggregationLayout, where: str, differences: list[Difference]) -> str:
+    shown = "; ".join(f"{d.level} bucket {d.bucket} key {d.key} {d.column or 'row'}: stored {d.stored}, "
+                      f"recomputed {d.recomputed}" for d in differences[:3])
+    return (f"aggregation {layout.name}: the inputs differ from the store{where} ({len(differences)} differences: "
+            f"{shown})")
 
 
 def _check_outside(recomputation: Recomputation, store: Store, layout: AggregationLayout, within: tuple[int, int],
@@ -104,9 +134,7 @@ def _check_outside(recomputation: Recomputation, store: Store, layout: Aggregati
         stored = stored[(stored[AGG_TIMESTAMP] >= lo) & (stored[AGG_TIMESTAMP] < hi)].reset_index(drop=True)
         differences += compare(str(g), stored, finalize(rows, layout), layout, skip)
     if differences:
-        shown = "; ".join(f"{d.level} bucket {d.bucket} key {d.key} {d.column or 'row'}: stored {d.stored}, "
-                          f"recomputed {d.recomputed}" for d in differences[:3])
-        msg = (f"aggregation {layout.name}: the inputs differ from the store outside the range, in the "
-               f"{g} buckets around it that coarser levels also hold ({len(differences)} differences: {shown}); "
-               f"rebuild a range that covers them (or the whole coarse buckets), or run verify to see them all")
+        where = f" outside the range, in the {g} buckets around it that coarser levels hold"
+        msg = (f"{_differ(layout, where, differences)}; rebuild a range that covers them (or the whole coarse "
+               f"buckets), or run verify to see them all")
         raise StoreError(msg)

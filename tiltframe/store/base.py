@@ -273,6 +273,10 @@ class Store(Protocol):
         (nothing written) when a batch committed since ``mark``."""
         ...
 
+    def mark_complete(self, layout: AggregationLayout, measures: Sequence[str]) -> None:
+        """Record that measures a migration added now hold their whole history (backfilled)."""
+        ...
+
     def complete_from(self, layout: AggregationLayout) -> dict[str, int]:
         """Per measure added to a stored rollup: the instant before which its buckets read NULL."""
         ...

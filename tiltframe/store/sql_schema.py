@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -184,6 +185,19 @@ class SqlSchema(SqlConnections):
                 new, complete_from={**kept, **added}, earlier=(*change.stored.earlier, change.stored.spec_hash)))
         self.ensure_schema(layout)  # the tables of levels added, and every view
         return change
+
+    def mark_complete(self, layout: AggregationLayout, measures: Sequence[str]) -> None:
+        """Record that ``measures`` (added by a migration) now hold their whole history (backfilled), and
+        make the views show it."""
+        self._require_writable()
+        with self._errors("record the measures backfilled of", layout), self._write(layout, schema=True) as conn:
+            stored = self._definition(conn, layout.name)
+            if stored is None or stored.spec_hash != layout.spec_hash:
+                return
+            complete = {m: at for m, at in stored.complete_from.items() if m not in measures}
+            self._write_definition(conn, dataclasses.replace(stored, complete_from=complete))
+            for g, table in self._tables(layout).items():
+                replace_view(conn, layout, table, g, complete)
 
     def _follow_table_change(self, conn: Connection, layout: AggregationLayout, row: sa.Row[Any]) -> tuple[str, ...]:
         text = conn.execute(sa.select(TABLES_TABLE.c.definition).where(TABLES_TABLE.c.name == layout.name)).scalar()
