@@ -89,6 +89,11 @@ SKIPPED_BY_REASON: dict[str, list[tuple[str, str]]] = {
     _SPARK_CLI: [
         ("README.md", "tiltframe run app.siddhi --input TradeStream=data/trades/"),
     ],
+    "starts Spark in a new process (15 s) to recompute from the inputs; tests/engine/test_verification.py "
+    "and test_range_rebuilds.py run both commands on real stores": [
+        ("README.md", "tiltframe verify app.siddhi --input TradeStream=data/trades/"),
+        ("README.md", 'tiltframe rebuild app.siddhi --input TradeStream=data/trades/ --within "2024-01-02"'),
+    ],
     "starts Spark in a new process (15 s); the Python block below inserts the same folder with tf.insert, "
     "and tests/cli/test_tables_cli.py runs both commands": [
         ("docs/preaggregation.md", "tiltframe insert app.siddhi AdImpressions data/impressions/"),
