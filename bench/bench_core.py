@@ -184,6 +184,20 @@ def checked_pipeline(spark, parquet_dir: Path, files_per_batch: int | None, *, t
     return p
 
 
+def verified(spark, parquet_dir: Path, data_dir: Path) -> float:
+    """Seconds ``tf.verify`` takes over the store of the pipeline's last run; it must find no difference."""
+    import tiltframe as tf
+    from tiltframe.engine.sources import FileInput
+
+    app = tf.load_app(APP)
+    t0 = time.perf_counter()
+    result = tf.verify(app, {"TradeStream": FileInput(str(parquet_dir), "parquet")}, data_dir=data_dir,
+                       spark=spark)["TradeAggregation"]
+    elapsed = time.perf_counter() - t0
+    assert result.ok and result.events > 0, result.differences[:5]  # a verify that finds a difference is no figure
+    return elapsed
+
+
 def _batches_label(files_per_batch: int | None) -> str:
     return "all files in one micro-batch" if files_per_batch is None else f"micro-batches of {files_per_batch} files"
 
@@ -199,6 +213,9 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=ROOT / ".bench-data")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs of each contender (medians are printed)")
     parser.add_argument("--json", action="store_true", help="also print one JSON line per workload, setting and store")
+    parser.add_argument("--verify", action="store_true",
+                        help="then time `tiltframe verify` over the last SQLite run's store (every level recomputed "
+                             "from the input and compared), next to the pipeline's time")
     parser.add_argument("--store", nargs="+", default=["sqlite"], choices=STORES,
                         help="where the pipeline writes: the embedded SQLite store and/or a fresh database on a server")
     parser.add_argument("--postgres-url", default=os.environ.get(SERVER_URL_ENV["postgresql"]),
@@ -286,6 +303,11 @@ def main() -> None:
                     record["chunked_cascade_s"] = k
                 if args.json:
                     print(json.dumps(record))
+            if args.verify and "sqlite" in args.store:
+                p = runs[(f, "sqlite")][-1]
+                v = verified(spark, parquet, args.cache / f"{name}-{args.events}-run")
+                print(f"    tiltframe verify over that store   {v:7.1f} s  (every level recomputed from the input and "
+                      f"compared, no difference); verify / pipeline: {v / p['seconds']:.2f}")
             cold = colds[f]
             first = "the process's first pipeline run" if f == settings[0] else "after another setting's"
             print(f"    the untimed warm-up run (sqlite; {first}): {cold['seconds']:.1f} s, first batch "
