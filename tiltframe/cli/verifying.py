@@ -4,6 +4,8 @@ difference) and ``tiltframe rebuild`` (a range recomputed and put in place)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -24,6 +26,13 @@ if TYPE_CHECKING:
 
 #: Differences printed per aggregation (all are counted).
 SHOWN = 50
+
+InputsOpt = Annotated[
+    list[str] | None,
+    typer.Option("--input", "-i", metavar="STREAM=PATH",
+                 help="The directory of csv/json/parquet files feeding STREAM (as given to run)."),
+]
+AggregationOpt = Annotated[str | None, typer.Option("--aggregation", "-a", help="Only this aggregation.")]
 
 
 def within_bounds(text: str) -> tuple[Any, Any]:
@@ -60,11 +69,7 @@ def print_verification(out: Console, v: Verification, seconds: float) -> None:
 
 def verify(
     app_file: AppArg,
-    input_: Annotated[
-        list[str] | None,
-        typer.Option("--input", "-i", metavar="STREAM=PATH",
-                     help="The directory of csv/json/parquet files feeding STREAM (as given to run)."),
-    ] = None,
+    input_: InputsOpt = None,
     data_dir: DataDirOpt = None,
     within: Annotated[
         str | None,
@@ -72,30 +77,16 @@ def verify(
                      help="Only the buckets that start in this range (any within form: '2024-01-**', "
                           "'yesterday', 'last 6 hours', ISO times, epoch ms) \\[default: every bucket]."),
     ] = None,
-    aggregation: Annotated[
-        str | None, typer.Option("--aggregation", "-a", help="Only this aggregation.")
-    ] = None,
+    aggregation: AggregationOpt = None,
     checkpoint_dir: CheckpointDirOpt = None,
 ) -> None:
     """Recompute every stored level from the raw inputs with a plain Spark batch job (each level straight
     from the events, not through the finer ones) and compare bucket by bucket and key by key; prints each
     difference (level, bucket, key, stored, recomputed) and exits 1 on any.  Reads the files the pipeline
     read; events it recorded as late or moved count as it counted them; sketches agree within their error."""
-    with handle_errors():
-        spec = api.load_app(app_file)
-        inputs = pairs(input_, "--input")
-        if not inputs:
-            raise UsageError("verify needs the inputs to recompute from: --input STREAM=PATH")
-        bounds = within_bounds(within) if within is not None else None
-        directory = resolve_data_dir(data_dir)
-        spark = logs.start_spark(None, directory)
-        started = time.monotonic()
-        results = api.verify(spec, inputs, data_dir=directory, within=bounds, aggregation=aggregation,
-                             checkpoint_dir=checkpoint_dir, spark=spark)
-        if not results:
-            raise UsageError("no aggregation reads the streams given with --input")
+    results, seconds = _recomputed("verify", api.verify, app_file, input_, within, data_dir, aggregation,
+                                   checkpoint_dir)
     out = stdout_console()
-    seconds = time.monotonic() - started
     for v in results.values():
         print_verification(out, v, seconds / len(results))
     if not all(v.ok for v in results.values()):
@@ -119,35 +110,36 @@ def rebuild(
                      help="The range to recompute (any within form: '2024-01-15', 'yesterday', ISO times, epoch "
                           "ms); every level's buckets that overlap it are replaced."),
     ],
-    input_: Annotated[
-        list[str] | None,
-        typer.Option("--input", "-i", metavar="STREAM=PATH",
-                     help="The directory of csv/json/parquet files feeding STREAM (as given to run)."),
-    ] = None,
+    input_: InputsOpt = None,
     data_dir: DataDirOpt = None,
-    aggregation: Annotated[
-        str | None, typer.Option("--aggregation", "-a", help="Only this aggregation.")
-    ] = None,
+    aggregation: AggregationOpt = None,
     checkpoint_dir: CheckpointDirOpt = None,
 ) -> None:
     """Recompute a range from the inputs as they are now (after a source was corrected) and replace the
     stored buckets of every level that overlap it, in one transaction, exactly once with respect to a
     running pipeline.  Refused when the inputs differ from the store around the range (coarse buckets
     would change outside it).  To recompute everything, use run --rebuild."""
+    results, seconds = _recomputed("rebuild", api.rebuild, app_file, input_, within, data_dir, aggregation,
+                                   checkpoint_dir)
+    out = stdout_console()
+    for r in results.values():
+        print_rebuild(out, r, seconds / len(results))
+
+
+def _recomputed(command: str, call: Callable[..., dict[str, Any]], app_file: Path, input_: list[str] | None,
+                within: str | None, data_dir: Path | None, aggregation: str | None,
+                checkpoint_dir: str | None) -> tuple[dict[str, Any], float]:
+    """What ``call`` (``api.verify`` or ``api.rebuild``) gives for the command's options, and its seconds."""
     with handle_errors():
         spec = api.load_app(app_file)
         inputs = pairs(input_, "--input")
         if not inputs:
-            raise UsageError("rebuild needs the inputs to recompute from: --input STREAM=PATH")
-        bounds = within_bounds(within)
+            raise UsageError(f"{command} needs the inputs to recompute from: --input STREAM=PATH")
         directory = resolve_data_dir(data_dir)
         spark = logs.start_spark(None, directory)
         started = time.monotonic()
-        results = api.rebuild(spec, inputs, within=bounds, data_dir=directory, aggregation=aggregation,
-                              checkpoint_dir=checkpoint_dir, spark=spark)
+        results = call(spec, inputs, data_dir=directory, within=within_bounds(within) if within else None,
+                       aggregation=aggregation, checkpoint_dir=checkpoint_dir, spark=spark)
         if not results:
             raise UsageError("no aggregation reads the streams given with --input")
-    out = stdout_console()
-    seconds = time.monotonic() - started
-    for r in results.values():
-        print_rebuild(out, r, seconds / len(results))
+    return results, time.monotonic() - started
