@@ -141,8 +141,9 @@ class SqlSchema(SqlConnections):
     def change_definition(self, layout: AggregationLayout) -> DefinitionPlan | None:
         """Take the stored tables of ``layout``'s aggregation to ``layout`` (``tiltframe migrate``): measures
         and levels removed lose their columns and tables, measures added gain theirs (reading NULL for the
-        buckets that start before they are complete), levels added are created empty; the registration, the
-        recorded definition and the views follow, in one schema transaction.  Returns the plan carried out
+        buckets that start before they are complete), levels added are built from a finer kept level
+        (``store.level_fills``); the registration, the recorded definition and the views follow, in one schema
+        transaction.  Returns the plan carried out
         (None: the store does not hold the aggregation).
 
         Raises:
