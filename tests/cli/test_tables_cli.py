@@ -63,8 +63,8 @@ def test_insert_select_compact(spark: object, tmp_path: Path) -> None:
     app_file.write_text(APP.replace("sum(clicked) as clicks", "max(clicked) as clicked"))
     result = runner.invoke(app, ["migrate", str(app_file), "--data-dir", data])
     assert result.exit_code == 0, result.output
-    assert "AdImpressions: measure clicks removed; measure clicked added: intervals stored before hold no value" in (
-        " ".join(result.stdout.split()))
+    assert "AdImpressions: changed - measure clicks removed - measure clicked added: intervals stored before hold no " \
+        "value" in " ".join(result.stdout.split())
     assert "Clicks" not in result.stdout  # a raw table has nothing stored to migrate
     assert select("SELECT site, impressions FROM AdImpressions GROUP BY site ORDER BY site") == [
         {"site": w["site"], "impressions": w["impressions"]} for w in want]

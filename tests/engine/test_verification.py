@@ -151,7 +151,7 @@ def test_the_command_prints_each_difference_and_exits_1(spark, tmp_path: Path) -
     assert "Stats: every stored level equals the recomputation" in ok.output
     alter(app, data, "Stats_DAYS", {"symbol": "ORCL"}, "n_COUNT", 1)
     bad = CliRunner().invoke(cli, ["verify", str(app_file), "-i", f"Trades={inbox}", "-d", str(data),
-                                   "--within", "2023-11-15, 2023-11-16"])
+                                   "--within", "2023-11-15, 2023-11-16"], env={"COLUMNS": "160"})
     assert bad.exit_code == 1, bad.output
     assert "Stats: 1 differences" in bad.output
     assert "2023-11-15 00:00:00 (1700006400000)" in bad.output and "ORCL" in bad.output
