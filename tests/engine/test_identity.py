@@ -114,3 +114,25 @@ def test_rebuild_drops_the_store_and_the_checkpoint(tmp_path: Path, where: tuple
         assert plain.read(layout, SEC).empty and plain.info(layout).batches == 0
         assert _commit(store, layout, new, 0)
         assert plain.read(layout, SEC)["total_SUM"].tolist() == [1]
+
+
+def test_rebuild_drops_the_checkpoints_of_earlier_definitions_too(tmp_path: Path) -> None:
+    """A checkpoint an earlier definition left behind is never carried in after a rebuild."""
+    import dataclasses
+
+    from tiltframe.store.definitions import Definition
+
+    layout = make_layout()
+    root = tmp_path / "checkpoints"
+    current, earlier = root / f"{layout.name}-{layout.spec_hash}", root / f"{layout.name}-0123456789abcdef"
+    with SqlStore.sqlite(tmp_path / "db") as plain:
+        store, pid = open_pipeline(plain, layout, current)
+        _commit(store, layout, pid, 0)
+        recorded = dataclasses.replace(Definition.of(layout), earlier=("0123456789abcdef",))
+        with plain.write_transaction("record an earlier definition") as conn:
+            plain._write_definition(conn, recorded)
+        earlier.mkdir(parents=True)
+        (earlier / PIPELINE_FILE).write_text(json.dumps({"pipeline_id": "old", "spec_hash": "0123456789abcdef"}))
+        store, new = open_pipeline(plain, layout, current, rebuild=True)
+        assert not earlier.exists() and new not in (pid, "old")
+        assert json.loads((current / PIPELINE_FILE).read_text())["pipeline_id"] == new

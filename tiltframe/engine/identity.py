@@ -162,6 +162,12 @@ def _rebuild(store: Store, layout: AggregationLayout, checkpoint: Location, shar
     full store, whose replays would be taken for recovery)."""
     store.reset(layout, shard_id)
     remove_tree(checkpoint)
+    # The checkpoints of earlier definitions too: one left behind would be carried in at the next start
+    # (``carry_checkpoint``) and skip every file it had read.
+    definition = store.recorded_definition(layout)
+    for earlier in definition.earlier if definition is not None else ():
+        if earlier != layout.spec_hash:
+            remove_tree(checkpoint.parent / f"{layout.name}-{earlier}")
     logger.info("rebuilding aggregation %s: its stored rows and its checkpoint %s are dropped; every input is "
                 "read again", layout.name, checkpoint)
 
