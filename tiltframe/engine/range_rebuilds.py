@@ -23,13 +23,13 @@ from pyspark.sql import SparkSession
 from tiltframe.engine.hadoop_paths import Location
 from tiltframe.engine.recompute import Recomputation, level_span
 from tiltframe.engine.sources import FileInput
+from tiltframe.engine.verification import level_differences
 from tiltframe.errors import StoreError
 from tiltframe.model.app import AppSpec
 from tiltframe.model.durations import Granularity
-from tiltframe.retrieval.comparison import Difference, compare, incomplete_before
+from tiltframe.retrieval.comparison import Difference, incomplete_before
 from tiltframe.store.base import Store, StoreChanged
-from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
-from tiltframe.store.pandas_merges import finalize, merge_rows
+from tiltframe.store.layout import AggregationLayout
 
 __all__ = ["RangeRebuild", "rebuild_range"]
 
@@ -92,13 +92,8 @@ def _check_everywhere(recomputation: Recomputation, store: Store, layout: Aggreg
     """Refuse when the inputs do not hold what the store holds (besides the measures still incomplete)."""
     skip = incomplete_before(layout, store.complete_from(layout))
     purged = store.purged_before(layout)
-    differences = []
-    for g in layout.spec.granularities:
-        rows = finalize(recomputation.level(g), layout)
-        stored = finalize(merge_rows(store.read(layout, g), layout), layout)
-        if g in purged:
-            rows = rows[rows[AGG_TIMESTAMP] >= purged[g]].reset_index(drop=True)
-        differences += compare(str(g), stored, rows, layout, skip)
+    differences = [d for g in layout.spec.granularities
+                   for d in level_differences(recomputation, store, layout, g, None, purged.get(g), skip)[1]]
     if differences:
         raise StoreError(_differ(layout, "", differences))
 
@@ -127,12 +122,8 @@ def _check_outside(recomputation: Recomputation, store: Store, layout: Aggregati
     skip = incomplete_before(layout, store.complete_from(layout))
     differences = []
     for lo, hi in ((start, within[0]), (within[1], end)):
-        if lo >= hi:
-            continue
-        rows = recomputation.level(g, (lo, hi))
-        stored = finalize(merge_rows(store.read(layout, g, lo, hi), layout), layout)
-        stored = stored[(stored[AGG_TIMESTAMP] >= lo) & (stored[AGG_TIMESTAMP] < hi)].reset_index(drop=True)
-        differences += compare(str(g), stored, finalize(rows, layout), layout, skip)
+        if lo < hi:
+            differences += level_differences(recomputation, store, layout, g, (lo, hi), purged.get(g), skip)[1]
     if differences:
         where = f" outside the range, in the {g} buckets around it that coarser levels hold"
         msg = (f"{_differ(layout, where, differences)}; rebuild a range that covers them (or the whole coarse "

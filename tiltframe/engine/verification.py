@@ -4,6 +4,7 @@ the store, bucket by bucket and key by key (``retrieval.comparison``; docs/lifec
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
@@ -12,12 +13,13 @@ from tiltframe.engine.hadoop_paths import Location
 from tiltframe.engine.recompute import Recomputation, level_span
 from tiltframe.engine.sources import FileInput
 from tiltframe.model.app import AppSpec
+from tiltframe.model.durations import Granularity
 from tiltframe.retrieval.comparison import Difference, compare, incomplete_before
 from tiltframe.store.base import Store
 from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.store.pandas_merges import finalize, merge_rows
 
-__all__ = ["Verification", "verify"]
+__all__ = ["Verification", "level_differences", "verify"]
 
 
 @dataclass
@@ -46,22 +48,32 @@ def verify(spark: SparkSession, app: AppSpec, layout: AggregationLayout, store: 
     result = Verification(layout.name, files=recomputation.files, events=recomputation.count,
                           notes=recomputation.notes)
     try:
-        purged = {g.table_suffix: at for g, at in store.purged_before(layout).items()}
+        purged = store.purged_before(layout)
         skip = incomplete_before(layout, store.complete_from(layout))
-        kll = [s.name for s in layout.states if s.merge.name == "KLL"]  # a KLL check reads the sketch
         for g in layout.spec.granularities:
-            start, end = level_span(within, g, layout.zone)
-            stored = finalize(merge_rows(store.read(layout, g, start, end), layout), layout)
-            rows = recomputation.level(g, within)
-            recomputed = finalize(rows, layout).assign(**{s: rows[s] for s in kll})
-            cut = purged.get(g.table_suffix)
-            if cut is not None:
-                recomputed = recomputed[recomputed[AGG_TIMESTAMP] >= cut]
-                stored = stored[stored[AGG_TIMESTAMP] >= cut]
-            if within is not None:
-                stored = stored[(stored[AGG_TIMESTAMP] >= within[0]) & (stored[AGG_TIMESTAMP] < within[1])]
-            result.rows[str(g)] = max(len(stored), len(recomputed))
-            result.differences += compare(str(g), stored.reset_index(drop=True), recomputed, layout, skip)
+            result.rows[str(g)], found = level_differences(recomputation, store, layout, g, within, purged.get(g),
+                                                           skip)
+            result.differences += found
     finally:
         recomputation.close()
     return result
+
+
+def level_differences(recomputation: Recomputation, store: Store, layout: AggregationLayout, g: Granularity,
+                      within: tuple[int, int] | None, purged_before: int | None,
+                      skip: Mapping[str, int]) -> tuple[int, list[Difference]]:
+    """Level ``g`` as stored against its recomputation, for the buckets that start in ``within`` (every bucket
+    without it) and not before ``purged_before``; returns the rows compared and the differences.  ``skip``:
+    per output, the bucket start before which it is not compared (``incomplete_before``)."""
+    start, end = level_span(within, g, layout.zone)
+    stored = finalize(merge_rows(store.read(layout, g, start, end), layout), layout)
+    rows = recomputation.level(g, within)
+    kll = [s.name for s in layout.states if s.merge.name == "KLL"]  # a KLL check reads the recomputed sketch
+    recomputed = finalize(rows, layout).assign(**{s: rows[s] for s in kll})
+    if purged_before is not None:
+        recomputed = recomputed[recomputed[AGG_TIMESTAMP] >= purged_before]
+        stored = stored[stored[AGG_TIMESTAMP] >= purged_before]
+    if within is not None:
+        stored = stored[(stored[AGG_TIMESTAMP] >= within[0]) & (stored[AGG_TIMESTAMP] < within[1])]
+    compared = max(len(stored), len(recomputed))
+    return compared, compare(str(g), stored.reset_index(drop=True), recomputed.reset_index(drop=True), layout, skip)
