@@ -361,12 +361,10 @@ def migrate(
             store = stores.for_aggregation(agg)
             changes = changed[agg.name] = []
             if layout.table is None:
-                planned = store.definition_plan(layout)
-                if planned is not None and planned.other_app:
-                    changes += planned.steps()
-                    continue
                 done = store.change_definition(layout)
                 changes += done.steps() if done is not None else []
+                if done is not None and done.other_app:
+                    continue
                 if done is not None:
                     _carry_checkpoint(layout, store, Path(directory), checkpoint_dir)
                 if inputs and store.complete_from(layout):

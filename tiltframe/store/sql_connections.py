@@ -16,7 +16,7 @@ from tiltframe.errors import StoreError
 from tiltframe.model.durations import Granularity
 from tiltframe.store import mysql
 from tiltframe.store.base import Capabilities
-from tiltframe.store.definitions import Definition, plan
+from tiltframe.store.definitions import Definition, DefinitionPlan, plan
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.merged_reads import MergedReads
 from tiltframe.store.read_plans import ReadPlans
@@ -105,6 +105,9 @@ class SqlConnections:
         # transaction (which may drop one) and by a failed read (another process may have dropped one).
         self._present: set[str] = set()
         self._staging_ready: set[tuple[str, str]] = set()
+        # Per aggregation, the measures' complete-from instants as of a change token (``SqlReads.complete_from``:
+        # every retrieval asks, and reading them cost nearly what reading a small level does).
+        self._complete_from: dict[str, tuple[object, dict[str, int]]] = {}
 
     def __repr__(self) -> str:
         return f"SqlStore({self.url!r}{', read_only=True' if self._read_only else ''})"
@@ -133,36 +136,35 @@ class SqlConnections:
     def _check_same_spec(self, conn: Connection, layout: AggregationLayout, row: sa.Row[Any], *,
                          recorded: bool = True) -> None:
         """Refuse stored tables of another definition, saying what changed and which command applies it; a
-        pre-aggregated table's recorded definition can be followed."""
-        if row.spec_hash == layout.spec_hash or self._same_tables(conn, layout):
+        pre-aggregated table's recorded definition can be followed, and an aggregation's changed only where
+        nothing stored changes (an attribute no aggregate reads, retention) is served by the same tables."""
+        if row.spec_hash == layout.spec_hash:
             return
-        if layout.table is not None and recorded:
-            msg = (f"the stored table {layout.name} in {self.url} was made for a different definition of it; the "
-                   f"change is applied by the next insert into it, or now by: tiltframe migrate APP")
-            raise StoreError(msg)
-        raise StoreError(self._changed_definition(conn, layout, row))
+        change = None
+        if layout.table is not None:
+            if recorded:
+                msg = (f"the stored table {layout.name} in {self.url} was made for a different definition of it; "
+                       f"the change is applied by the next insert into it, or now by: tiltframe migrate APP")
+                raise StoreError(msg)
+        elif (stored := self._definition(conn, layout.name)) is not None:
+            change = plan(stored, Definition.of(layout, layout.app_name))
+            if change.shapes_nothing:
+                return
+        raise StoreError(self._changed_definition(layout, row, change))
 
-    def _same_tables(self, conn: Connection, layout: AggregationLayout) -> bool:
-        """Whether the recorded definition of ``layout``'s aggregation differs from it only where nothing
-        stored changes (an attribute no aggregate reads, retention): its tables serve both."""
-        stored = self._definition(conn, layout.name) if layout.table is None else None
-        return stored is not None and plan(stored, Definition.of(layout, layout.app_name)).shapes_nothing
-
-    def _changed_definition(self, conn: Connection, layout: AggregationLayout, row: sa.Row[Any]) -> str:
-        """Why the stored tables of ``layout`` are not its own, and what to do about it."""
-        stored = self._definition(conn, layout.name)
-        new = Definition.of(layout, layout.app_name)
-        if stored is None:
+    def _changed_definition(self, layout: AggregationLayout, row: sa.Row[Any], change: DefinitionPlan | None) -> str:
+        """Why the stored tables of ``layout`` are not its own (``change``: the plan from the recorded definition,
+        None when none was recorded), and what to do about it."""
+        if change is None:
             return (f"the stored tables of aggregation {layout.name} in {self.url} were made for a different "
                     f"definition of {layout.name} (stored spec hash {row.spec_hash}, this definition "
                     f"{layout.spec_hash}), by a tiltframe that did not record definitions, so the change cannot be "
                     f"planned; run the app that made them once (it records its definition), then: tiltframe "
                     f"migrate APP -d DIR")
-        change = plan(stored, new)
         if change.other_app:
-            return (f"aggregation {layout.name} in {self.url} belongs to app {stored.app!r}, not to app "
-                    f"{new.app!r}; two apps cannot share an aggregation's tables: give this one another name, or "
-                    f"use another data directory or store (the other app's tables are left as they are)")
+            return (f"aggregation {layout.name} in {self.url} belongs to app {change.stored.app!r}, not to app "
+                    f"{change.new.app!r}; two apps cannot share an aggregation's tables: give this one another "
+                    f"name, or use another data directory or store (the other app's tables are left as they are)")
         steps = "; ".join(change.steps()) or "nothing stored changes"
         return (f"the stored tables of aggregation {layout.name} in {self.url} were made for an earlier definition "
                 f"of it ({steps}); see the plan with: tiltframe validate APP -d DIR, and apply it with: tiltframe "

@@ -207,12 +207,20 @@ class SqlReads(SqlConnections):
     @retried
     def complete_from(self, layout: AggregationLayout) -> dict[str, int]:
         """Per measure added to a stored rollup (``tiltframe migrate``): the instant before which its buckets
-        read NULL, since they hold events aggregated before it existed (none: every measure complete)."""
+        read NULL, since they hold events aggregated before it existed (none: every measure complete).  The
+        embedded store's answer is kept until anything is committed to it."""
         if layout.table is not None:
             return {}
+        token = self.change_token()  # taken first: a commit after it makes the next call read again
+        kept = self._complete_from.get(layout.name)
+        if token is not None and kept is not None and kept[0] == token:
+            return kept[1]
         with self._errors("read the definition of", layout), self._read(layout) as (conn, _):
             stored = self._definition(conn, layout.name)
-        return {} if stored is None else stored.complete_from
+        found = {} if stored is None else stored.complete_from
+        if token is not None:
+            self._complete_from[layout.name] = (token, found)
+        return found
 
     @retried
     def recorded_definition(self, layout: AggregationLayout) -> Definition | None:

@@ -133,7 +133,7 @@ class SqlSchema(SqlConnections):
                 return None
             stored = self._definition(conn, layout.name)
             if stored is None and row.spec_hash != layout.spec_hash:
-                raise StoreError(self._changed_definition(conn, layout, row))
+                raise StoreError(self._changed_definition(layout, row, None))
         new = Definition.of(layout, layout.app_name)
         return plan(stored or new, new)
 
@@ -143,12 +143,12 @@ class SqlSchema(SqlConnections):
         and levels removed lose their columns and tables, measures added gain theirs (reading NULL for the
         buckets that start before they are complete), levels added are built from a finer kept level
         (``store.level_fills``); the registration, the recorded definition and the views follow, in one schema
-        transaction.  Returns the plan carried out
-        (None: the store does not hold the aggregation).
+        transaction.  Returns the plan carried out (None: the store does not hold the aggregation, or holds
+        this definition); for another app's aggregation of that name, its plan, of which nothing is done.
 
         Raises:
-            StoreError: another app's aggregation of that name, a change the plan cannot carry out without
-                rebuilding from the inputs, or a definition the store did not record.
+            StoreError: a change the plan cannot carry out without rebuilding from the inputs, or a definition
+                the store did not record.
         """
         self._require_writable()
         if not self._exists() or layout.table is not None:
@@ -157,13 +157,15 @@ class SqlSchema(SqlConnections):
             row = self._registration(conn, layout)
             if row is None:
                 return None
-            stored = self._definition(conn, layout.name)
             if row.spec_hash == layout.spec_hash:
                 return None
+            stored = self._definition(conn, layout.name)
+            if stored is None:
+                raise StoreError(self._changed_definition(layout, row, None))
             new = Definition.of(layout, layout.app_name)
-            change = plan(stored, new) if stored is not None else None
-            if change is None or change.other_app:
-                raise StoreError(self._changed_definition(conn, layout, row))
+            change = plan(stored, new)
+            if change.other_app:
+                return change
             if change.rebuild:
                 raise StoreError(_not_in_place(layout, change))
             tables = self._tables(layout)
