@@ -12,9 +12,10 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tiltframe.errors import QueryError, StoreError, UsageError
+from tiltframe.errors import DefinitionError, QueryError, StoreError, UsageError
 from tiltframe.model.app import AppSpec
 from tiltframe.model.queries import RetrievalQuery
+from tiltframe.retrieval.stored_apps import as_stored, not_stored_yet
 from tiltframe.store.base import AggregationInfo
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.raw_rows import unfolded_raw_rows
@@ -255,10 +256,21 @@ def query(
     if q.request_stream is not None and request is None:
         msg = f"this query joins request stream {q.request_stream}; give request=... or use the on-demand form"
         raise QueryError(msg)
-    layout = AggregationLayout.of(app, q.aggregation)
     stores = StoreRegistry(data_dir or default_data_dir(), read_only=True, share_files=True)
     try:
-        result = retrieve(layout, stores.for_aggregation(layout.spec), q, request)
+        store = stores.for_aggregation(app.aggregation(q.aggregation))
+        try:
+            result = retrieve(AggregationLayout.of(app, q.aggregation), store, q, request)
+        except StoreError:
+            stored = as_stored(app, store, q.aggregation)
+            if stored is app:
+                raise
+            # The store holds an earlier definition (a measure or level added since): read what it holds.
+            try:
+                q = _as_query(stored, text)
+            except (QueryError, DefinitionError) as e:
+                raise QueryError(f"{not_stored_yet(app, stored, q.aggregation)}. {e}") from None
+            result = retrieve(AggregationLayout.of(stored, q.aggregation), store, q, request)
     finally:
         stores.close()
     if as_spark:
@@ -275,8 +287,11 @@ def inspect(
     named)."""
     stores = StoreRegistry(data_dir or default_data_dir(), read_only=True, share_files=True)
     try:
-        return [stores.for_aggregation(agg).info(AggregationLayout.of(app, agg.name))
-                for agg in app.aggregations_named(aggregation)]
+        infos = []
+        for agg in app.aggregations_named(aggregation):
+            store = stores.for_aggregation(agg)
+            infos.append(store.info(AggregationLayout.of(as_stored(app, store, agg.name), agg.name)))
+        return infos
     finally:
         stores.close()
 
@@ -360,6 +375,12 @@ def migrate(
             layout = AggregationLayout.of(app, agg.name, partition_by_default=partition_by_id)
             store = stores.for_aggregation(agg)
             changes = changed[agg.name] = []
+            if layout.table is None and inputs and _rebuilds(store, layout):
+                swapped = _swap(app, layout, store, inputs, directory, checkpoint_dir, spark)
+                if swapped:  # else no input feeds it, and change_definition says what to give
+                    # The checkpoint is carried at the next start: the old pipeline may still run on it.
+                    changes += swapped
+                    continue
             if layout.table is None:
                 done = store.change_definition(layout)
                 changes += done.steps() if done is not None else []
@@ -406,6 +427,25 @@ def _carry_checkpoint(layout: AggregationLayout, store: Any, directory: Path,
     root = checkpoint_root(checkpoint_dir, directory)
     if not isinstance(root, HadoopPath):
         carry_checkpoint(store, layout, folder_of(directory, layout, root))
+
+
+def _rebuilds(store: Any, layout: AggregationLayout) -> bool:
+    """Whether the stored rollup of ``layout``'s aggregation must be rebuilt from the inputs to follow it."""
+    change = store.definition_plan(layout)
+    return change is not None and bool(change.rebuild) and not change.other_app
+
+
+def _swap(app: AppSpec, layout: AggregationLayout, store: Any, inputs: Mapping[str, str | Path | FileInput],
+          directory: str | Path, checkpoint_dir: str | Path | None, spark: SparkSession | None) -> list[str]:
+    """Rebuild ``layout``'s rollup from ``inputs`` as the files its running pipeline committed, beside the
+    stored one, and swap it in (``engine.rollup_swaps``); what was done, in words."""
+    from tiltframe.engine.rollup_swaps import swap_rollup
+
+    with contextlib.closing(_recomputations(app, inputs, directory, None, layout.name, checkpoint_dir,
+                                            spark)) as found:
+        for _, (session, _, _, _, source, checkpoint, _) in found:
+            return swap_rollup(session, app, layout, store, source, checkpoint).lines()
+    return []
 
 
 def _backfill(app: AppSpec, layout: AggregationLayout, store: Any, inputs: Mapping[str, str | Path | FileInput],
@@ -500,6 +540,7 @@ def _recomputations(
     """Per aggregation fed by ``inputs``: what a recomputation from them needs (session, app, layout, store,
     input, checkpoint, range in epoch ms in the aggregation's zone)."""
     from tiltframe.engine.filesystems import checkpoint_root
+    from tiltframe.engine.identity import going_on_from
     from tiltframe.engine.markers import checkpoint_dir as folder_of
     from tiltframe.engine.session import get_session
     from tiltframe.engine.sources import FileInput
@@ -518,8 +559,9 @@ def _recomputations(
                 continue
             layout = AggregationLayout.of(app, agg.name)
             span = None if within is None else within_range(*within, zone=layout.zone)
-            yield agg.name, (session, app, layout, stores.for_aggregation(agg), source,
-                             folder_of(directory, layout, checkpoints), span)
+            store = stores.for_aggregation(agg)
+            checkpoint = going_on_from(store, layout, folder_of(directory, layout, checkpoints))
+            yield agg.name, (session, app, layout, store, source, checkpoint, span)
     finally:
         stores.close()
 
@@ -550,7 +592,7 @@ def rejected(app: AppSpec, aggregation: str, *, data_dir: str | Path | None = No
     another bucket (column ``kind``), with their reasons and original event times."""
     stores = StoreRegistry(data_dir or default_data_dir(), read_only=True, share_files=True)
     try:
-        layout = AggregationLayout.of(app, aggregation)
-        return stores.for_aggregation(layout.spec).rejected(layout, limit)
+        store = stores.for_aggregation(app.aggregation(aggregation))
+        return store.rejected(AggregationLayout.of(as_stored(app, store, aggregation), aggregation), limit)
     finally:
         stores.close()

@@ -136,3 +136,26 @@ def test_rebuild_drops_the_checkpoints_of_earlier_definitions_too(tmp_path: Path
         store, new = open_pipeline(plain, layout, current, rebuild=True)
         assert not earlier.exists() and new not in (pid, "old")
         assert json.loads((current / PIPELINE_FILE).read_text())["pipeline_id"] == new
+
+
+def test_a_folder_without_a_pipeline_marker_is_not_carried_in(tmp_path: Path) -> None:
+    """Spark remakes a moved checkpoint's folder when a pipeline still running writes to it; such a remnant
+    is no checkpoint, and the pipeline goes on from its own."""
+    import dataclasses
+
+    from tiltframe.store.definitions import Definition
+
+    layout = make_layout()
+    root = tmp_path / "checkpoints"
+    current, earlier = root / f"{layout.name}-{layout.spec_hash}", root / f"{layout.name}-0123456789abcdef"
+    with SqlStore.sqlite(tmp_path / "db") as plain:
+        store, pid = open_pipeline(plain, layout, current)
+        _commit(store, layout, pid, 0)
+        _spark_commits(current, 0)
+        recorded = dataclasses.replace(Definition.of(layout), earlier=("0123456789abcdef",))
+        with plain.write_transaction("record an earlier definition") as conn:
+            plain._write_definition(conn, recorded)
+        (earlier / SPARK_DIR / "offsets").mkdir(parents=True)
+        (earlier / SPARK_DIR / "offsets" / "1").write_text("v1\n")
+        store, again = open_pipeline(plain, layout, current)
+        assert again == pid and earlier.exists()

@@ -80,9 +80,9 @@ class FileManifest:
             write_marker(self.folder / f"{batch_id}.json", seen)
         self._read.update({p: (batch_id, size, mtime) for p, (size, mtime) in seen.items()})
 
-    def paths(self) -> list[str]:
-        """Every file some batch read, in the order they were first read."""
-        return list(self._read)
+    def paths(self, upto: int | None = None) -> list[str]:
+        """Every file some batch read (``upto``: some batch up to that id), in the order they were first read."""
+        return [p for p, (batch, _, _) in self._read.items() if upto is None or batch <= upto]
 
     def changed(self) -> list[ChangedFile]:
         """Files that differ now from what was read, in the order they were read."""

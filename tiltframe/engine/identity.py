@@ -136,24 +136,46 @@ def carry_checkpoint(store: Store, layout: AggregationLayout, checkpoint: Locati
     is replaced.  A move is one rename, and a crash before it leaves the earlier one in place for the
     next start.
     """
+    source = going_on_from(store, layout, checkpoint)
+    if source == checkpoint:
+        return
+    marker = source / PIPELINE_FILE
+    meta = json.loads(marker.read_text(encoding="utf-8"))
+    write_marker(marker, {**meta, "spec_hash": layout.spec_hash, "migrated_from": source.name})
+    remove_tree(checkpoint)
+    move_tree(source, checkpoint)
+    logger.info("aggregation %s: the checkpoint of its earlier definition %s goes on as %s", layout.name, source,
+                checkpoint)
+
+
+def going_on_from(store: Store, layout: AggregationLayout, checkpoint: Location) -> Location:
+    """The checkpoint the pipeline of ``layout`` goes on from at its next start: ``checkpoint`` (its own), or
+    the latest earlier definition's, which :func:`carry_checkpoint` then makes its own.  Before a migration,
+    the stored definition counts as an earlier one."""
     definition = store.recorded_definition(layout)
     if definition is None:
-        return
-    for earlier in reversed(definition.earlier):
-        if earlier == layout.spec_hash:
-            return  # this definition's own checkpoint is the latest one
-        source = checkpoint.parent / f"{layout.name}-{earlier}"
-        if not source.exists():
-            continue
-        marker = source / PIPELINE_FILE
-        if marker.exists():
-            meta = json.loads(marker.read_text(encoding="utf-8"))
-            write_marker(marker, {**meta, "spec_hash": layout.spec_hash, "migrated_from": earlier})
-        remove_tree(checkpoint)
-        move_tree(source, checkpoint)
-        logger.info("aggregation %s: the checkpoint of its earlier definition %s goes on as %s", layout.name,
-                    source, checkpoint)
-        return
+        return checkpoint
+    hashes = definition.earlier
+    if definition.spec_hash != layout.spec_hash:
+        hashes = (*hashes, definition.spec_hash)
+    return _latest_checkpoint(checkpoint, layout.name, hashes, until=layout.spec_hash) or checkpoint
+
+
+def _latest_checkpoint(checkpoint: Location, name: str, hashes: tuple[str, ...], *,
+                       until: str) -> Location | None:
+    """The checkpoint beside ``checkpoint`` of the latest of the definitions ``hashes`` (oldest first) that
+    has one, looking back no further than ``until``.  Only a folder with a pipeline marker counts: Spark
+    remakes a moved checkpoint's folder when a pipeline that still runs writes to it, and such a remnant
+    must not be taken for the pipeline's progress."""
+    for earlier in reversed(hashes):
+        if earlier == until:
+            return None  # this definition's own checkpoint is the latest one
+        source = checkpoint.parent / f"{name}-{earlier}"
+        if (source / PIPELINE_FILE).exists():
+            return source
+        if source.exists():
+            logger.warning("%s holds no pipeline marker (%s): not a checkpoint, left as it is", source, PIPELINE_FILE)
+    return None
 
 
 def _rebuild(store: Store, layout: AggregationLayout, checkpoint: Location, shard_id: str | None) -> None:

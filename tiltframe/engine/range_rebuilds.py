@@ -21,7 +21,7 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from tiltframe.engine.hadoop_paths import Location
-from tiltframe.engine.recompute import Recomputation, level_span
+from tiltframe.engine.recompute import ATTEMPTS, Recomputation, level_span
 from tiltframe.engine.sources import FileInput
 from tiltframe.engine.verification import level_differences
 from tiltframe.errors import StoreError
@@ -33,8 +33,6 @@ from tiltframe.store.layout import AggregationLayout
 
 __all__ = ["RangeRebuild", "rebuild_range"]
 
-#: Recomputations tried while batches keep committing in between.
-ATTEMPTS = 3
 #: The span of every bucket (a rebuild without a range).
 EVERYTHING = (-(2**62), 2**62)
 
@@ -68,10 +66,15 @@ def rebuild_range(spark: SparkSession, app: AppSpec, layout: AggregationLayout, 
         try:
             spans = {g: level_span(within, g, layout.zone) if within is not None else EVERYTHING
                      for g in layout.spec.granularities}
-            if within is None:
-                _check_everywhere(recomputation, store, layout)
-            else:
-                _check_outside(recomputation, store, layout, within, spans)
+            try:
+                if within is None:
+                    _check_everywhere(recomputation, store, layout)
+                else:
+                    _check_outside(recomputation, store, layout, within, spans)
+            except StoreError:
+                if store.commit_mark(layout) != mark:
+                    continue  # a batch committed meanwhile is in the store, not in the recomputation
+                raise
             levels = {g: (start, end, pa.Table.from_pandas(recomputation.level(g, within and (start, end))[
                 list(layout.column_types)], preserve_index=False)) for g, (start, end) in spans.items()}
             try:

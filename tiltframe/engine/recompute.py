@@ -6,7 +6,9 @@ no cascade (each level is grouped straight from the events), no store merges, no
 the files the pipeline read (its checkpoint's record of them; every file of the input when there is none),
 as they are now, and counts the events as the pipeline did: invalid ones are left out as the typing leaves
 them out, and the events the store recorded as too late, older than the buffer or moved are taken out, the
-moved ones put back at the bucket they went into.  Only small, aggregated rows come to the driver.
+moved ones put back at the bucket they went into.  The files of a batch the pipeline has not committed to
+the store yet (one running now) are left out: that batch adds them when it commits.  Only small, aggregated
+rows come to the driver.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import functools
+import json
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -29,6 +32,7 @@ from tiltframe.engine.file_reads import read_files
 from tiltframe.engine.filesystems import local_path
 from tiltframe.engine.hadoop_paths import Location
 from tiltframe.engine.partials import level_from_events
+from tiltframe.engine.pipeline import PIPELINE_FILE
 from tiltframe.engine.sources import FORMATS, FileInput, located
 from tiltframe.errors import UsageError
 from tiltframe.model.app import AppSpec
@@ -37,7 +41,10 @@ from tiltframe.model.durations import Granularity
 from tiltframe.store.base import PipelineState, RecordKind, Store
 from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 
-__all__ = ["Recomputation", "level_span"]
+__all__ = ["ATTEMPTS", "Recomputation", "level_span"]
+
+#: Recomputations tried while a running pipeline keeps committing batches in between.
+ATTEMPTS = 3
 
 #: Recorded kinds of events the pipeline did not aggregate into their own bucket (invalid ones are found
 #: again by typing; events replayed before a recovery point were aggregated by an earlier pipeline).
@@ -56,9 +63,11 @@ class Recomputation:
 
     @classmethod
     def of(cls, spark: SparkSession, app: AppSpec, layout: AggregationLayout, store: Store, source: FileInput,
-           checkpoint: Location) -> Recomputation:
+           checkpoint: Location, *, fresh: bool = False) -> Recomputation:
         """Read ``source`` (the input of the aggregation's root stream) as the pipeline whose checkpoint is
-        ``checkpoint`` read it."""
+        ``checkpoint`` read it.  ``fresh``: every valid event in its own bucket, as a pipeline of ``layout``
+        that read those files in one batch would count them (a rollup rebuilt under a new definition, whose
+        stored rows hold no late or moved events)."""
         spec = layout.spec
         if spec.time_attribute is None:
             msg = (f"aggregation {spec.name} groups events by their arrival time, which the inputs do not hold: "
@@ -70,7 +79,8 @@ class Recomputation:
             raise UsageError(msg)
         root = app.stream(app.root_stream(spec.source))
         folder, fmt = located(spark, source, root)
-        paths, note = _files_read([f.path for f in folder.files() if _matches(f.name, fmt, source.glob)], checkpoint)
+        paths, note = _files_read([f.path for f in folder.files() if _matches(f.name, fmt, source.glob)], checkpoint,
+                                  _last_committed(store, layout, checkpoint))
         notes = [note] if note else []
         frames, problems = read_files(spark, paths, fmt, root)
         if problems:
@@ -84,7 +94,10 @@ class Recomputation:
         typed = functools.reduce(DataFrame.union, [
             type_events(raw, layout.stream, required=required, time_attribute=spec.time_attribute, arrival_ms=0)
             for raw in frames])
-        events = _as_the_pipeline_counted(spark, layout, store, typed).cache()
+        if fresh:
+            events = arrange(typed, _exact(layout), PipelineState()).where(F.col(REASON).isNull()).cache()
+        else:
+            events = _as_the_pipeline_counted(spark, layout, store, typed).cache()
         return cls(layout, events, len(paths), events.count(), notes)
 
     def level(self, g: Granularity, within: tuple[int, int] | None = None) -> pd.DataFrame:
@@ -120,9 +133,19 @@ def _matches(name: str, fmt: str, glob: str | None) -> bool:
     return any(name.lower().endswith(suffix) for suffix, f in FORMATS.items() if f == fmt)
 
 
-def _files_read(paths: list[str], checkpoint: Location) -> tuple[list[str], str | None]:
-    """The files of ``paths`` the pipeline read (its checkpoint's record), and a note on those left out."""
-    read = {_same(p) for p in FileManifest(checkpoint).paths()}
+def _last_committed(store: Store, layout: AggregationLayout, checkpoint: Location) -> int | None:
+    """The latest batch of the checkpoint's pipeline the store holds (None: no pipeline there, or the store
+    holds none of its batches, so that every file it recorded counts)."""
+    marker = checkpoint / PIPELINE_FILE
+    if not marker.exists():
+        return None
+    return store.last_committed_batch(layout, str(json.loads(marker.read_text(encoding="utf-8"))["pipeline_id"]))
+
+
+def _files_read(paths: list[str], checkpoint: Location, upto: int | None) -> tuple[list[str], str | None]:
+    """The files of ``paths`` the pipeline read (its checkpoint's record) in the batches up to ``upto``, and
+    a note on those left out."""
+    read = {_same(p) for p in FileManifest(checkpoint).paths(upto)}
     if not read:
         return paths, "the pipeline's checkpoint holds no record of the files it read: every file is read"
     kept = [p for p in paths if _same(p) in read]
@@ -135,13 +158,17 @@ def _same(path: str) -> str:
     return str(local.resolve()) if local is not None else path
 
 
+def _exact(layout: AggregationLayout) -> AggregationLayout:
+    """``layout`` without a buffer or lateness: no event is late in a recomputation."""
+    return dataclasses.replace(layout, spec=dataclasses.replace(
+        layout.spec, buffer_size=None, ignore_events_older_than_buffer=None, allowed_lateness_ms=None))
+
+
 def _as_the_pipeline_counted(spark: SparkSession, layout: AggregationLayout, store: Store,
                              typed: DataFrame) -> DataFrame:
     """The valid events, less those the store recorded as not aggregated into their own bucket, plus the
     moved ones at the bucket they went into."""
-    exact = dataclasses.replace(layout, spec=dataclasses.replace(
-        layout.spec, buffer_size=None, ignore_events_older_than_buffer=None, allowed_lateness_ms=None))
-    events = arrange(typed, exact, PipelineState()).where(F.col(REASON).isNull())
+    events = arrange(typed, _exact(layout), PipelineState()).where(F.col(REASON).isNull())
     recorded = store.recorded_events(layout, _NOT_IN_OWN_BUCKET)
     if recorded.empty:
         return events

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from tiltframe.model.durations import Granularity
-    from tiltframe.store.definitions import Definition
+    from tiltframe.store.definitions import Definition, DefinitionPlan
     from tiltframe.store.layout import AggregationLayout
 
 class StoreChanged(StoreError):
@@ -273,6 +273,12 @@ class Store(Protocol):
         (nothing written) when a batch committed since ``mark``."""
         ...
 
+    def swap_rollup(self, layout: AggregationLayout, levels: Mapping[Granularity, pa.Table],
+                    mark: tuple[int, int | None]) -> tuple[DefinitionPlan, dict[Granularity, int]]:
+        """Put every level of ``layout``, rebuilt from the inputs, in place of an earlier definition's rollup,
+        atomically; ``StoreChanged`` (nothing changed) when a batch committed since ``mark``."""
+        ...
+
     def mark_complete(self, layout: AggregationLayout, measures: Sequence[str]) -> None:
         """Record that measures a migration added now hold their whole history (backfilled)."""
         ...
@@ -283,6 +289,10 @@ class Store(Protocol):
 
     def recorded_definition(self, layout: AggregationLayout) -> Definition | None:
         """The definition of ``layout``'s aggregation the store recorded (``store.definitions``)."""
+        ...
+
+    def definition_plan(self, layout: AggregationLayout) -> DefinitionPlan | None:
+        """The plan from the stored definition of ``layout``'s aggregation to ``layout`` (None: not stored)."""
         ...
 
     def purge(

@@ -11,7 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from tiltframe.store.base import BatchWrite
+from tiltframe.store.base import BatchWrite, RecordKind
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.schema import BATCHES_TABLE, PURGES_TABLE, REJECTED_TABLE
 
@@ -53,6 +53,15 @@ def mark(conn: Connection, layout: AggregationLayout) -> tuple[int, int | None]:
     count, latest = conn.execute(sa.select(sa.func.count(), sa.func.max(b.committed_at))
                                  .where(b.aggregation == layout.name)).one()
     return int(count), None if latest is None else int(latest)
+
+
+def forget_late_and_purged(conn: Connection, layout: AggregationLayout) -> None:
+    """Delete the records of the aggregation's events that went late, too old or into another bucket (a
+    rollup rebuilt from its inputs holds each in its own bucket) and its purge marks."""
+    r = REJECTED_TABLE.c
+    late = [RecordKind.TOO_LATE.value, RecordKind.OLDER_THAN_BUFFER.value, RecordKind.MOVED.value]
+    conn.execute(sa.delete(REJECTED_TABLE).where(r.aggregation == layout.name, r.kind.in_(late)))
+    conn.execute(sa.delete(PURGES_TABLE).where(PURGES_TABLE.c.aggregation == layout.name))
 
 
 def forget(conn: Connection, layout: AggregationLayout) -> None:

@@ -160,6 +160,12 @@ class DefinitionPlan:
                     or self.added_columns or self.dropped_columns or self.other_app)
 
     @property
+    def reads_stored(self) -> bool:
+        """Each measure and level of the new definition is stored as it is: it reads the stored tables (less
+        than they hold) correctly."""
+        return not (self.rebuild or self.added or self.added_levels or self.other_app)
+
+    @property
     def other_app(self) -> bool:
         """The stored aggregation was defined by another (named) app: its tables are not this app's."""
         return None not in (self.stored.app, self.new.app) and self.stored.app != self.new.app

@@ -134,10 +134,12 @@ class SqlConnections:
         return self._tables_cache[key]
 
     def _check_same_spec(self, conn: Connection, layout: AggregationLayout, row: sa.Row[Any], *,
-                         recorded: bool = True) -> None:
+                         recorded: bool = True, reading: bool = False) -> None:
         """Refuse stored tables of another definition, saying what changed and which command applies it; a
         pre-aggregated table's recorded definition can be followed, and an aggregation's changed only where
-        nothing stored changes (an attribute no aggregate reads, retention) is served by the same tables."""
+        nothing stored changes (an attribute no aggregate reads, retention) is served by the same tables.
+        ``reading``: a definition whose measures and levels the tables all hold reads them (with fewer
+        measures or levels, ``retrieval.stored_apps``)."""
         if row.spec_hash == layout.spec_hash:
             return
         change = None
@@ -148,7 +150,7 @@ class SqlConnections:
                 raise StoreError(msg)
         elif (stored := self._definition(conn, layout.name)) is not None:
             change = plan(stored, Definition.of(layout, layout.app_name))
-            if change.shapes_nothing:
+            if change.shapes_nothing or (reading and change.reads_stored):
                 return
         raise StoreError(self._changed_definition(layout, row, change))
 
@@ -265,7 +267,7 @@ class SqlConnections:
             row = self._registration(conn, layout)
             if row is None:
                 raise StoreError(no_data)
-            self._check_same_spec(conn, layout, row)
+            self._check_same_spec(conn, layout, row, reading=True)
             yield conn, row
 
     def _purged_before(self, conn: Connection, layout: AggregationLayout) -> dict[str, int]:

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pyarrow as pa
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from tiltframe.errors import DefinitionError, StoreError
+from tiltframe.model.durations import Granularity
 from tiltframe.model.tables import TableSpec
-from tiltframe.store import commits, mysql, staging
+from tiltframe.store import commits, mysql, rollup_swaps, staging
+from tiltframe.store.base import StoreChanged
 from tiltframe.store.commits import now_ms
 from tiltframe.store.definition_changes import apply_plan, complete_from
 from tiltframe.store.definitions import Definition, DefinitionPlan, plan
@@ -189,6 +192,50 @@ class SqlSchema(SqlConnections):
         self.ensure_schema(layout)  # the tables of levels added, and every view
         return change
 
+    def swap_rollup(self, layout: AggregationLayout, levels: Mapping[Granularity, pa.Table],
+                    mark: tuple[int, int | None]) -> tuple[DefinitionPlan, dict[Granularity, int]]:
+        """Put ``levels`` (every level of ``layout``, rebuilt from the inputs) in place of the stored rollup of
+        an earlier definition that differs in what every row depends on (its zone, keys or time attribute):
+        written beside it first, then swapped in by one write transaction that also moves the registration
+        and the recorded definition on (``store.rollup_swaps``).  Commit records stay (the pipeline goes on
+        from the earlier definition's checkpoint); purge records and the events recorded as late or moved
+        go (the rebuilt rows hold every event in its own bucket).  Returns the plan carried out and the rows
+        written per level.
+
+        Raises:
+            StoreChanged: a batch committed since ``mark`` was read; nothing changed.
+            StoreError: the stored definition is not one this plan applies to (any more).
+        """
+        self._require_writable()
+        tables = self._tables(layout)
+        with self._errors("rebuild", layout), self._write(schema=True) as conn:
+            written = rollup_swaps.build(conn, layout, tables, levels)
+        try:
+            with self._errors("swap in the rebuilt rollup of", layout), self._write(layout, schema=True) as conn:
+                if commits.mark(conn, layout) != mark:
+                    msg = f"a batch of aggregation {layout.name} was committed while it was rebuilt"
+                    raise StoreChanged(msg)
+                stored = self._definition(conn, layout.name)
+                change = None if stored is None else plan(stored, Definition.of(layout, layout.app_name))
+                if change is None or not change.rebuild or change.other_app:
+                    msg = f"aggregation {layout.name} changed while it was rebuilt: run migrate again"
+                    raise StoreError(msg)
+                commits.forget_late_and_purged(conn, layout)
+                conn.execute(sa.update(AGGREGATIONS_TABLE).where(AGGREGATIONS_TABLE.c.name == layout.name).values(
+                    spec_hash=layout.spec_hash, zone=layout.zone,
+                    granularities=",".join(g.table_suffix for g in layout.spec.granularities)))
+                self._write_definition(conn, dataclasses.replace(
+                    change.new, earlier=(*change.stored.earlier, change.stored.spec_hash)))
+                # Last: MySQL commits the statements above when it meets this DDL, and an old pipeline's
+                # next batch then finds the new definition registered and stops.
+                rollup_swaps.swap(conn, layout, tables, change.stored.levels)
+        except StoreError:
+            with self._errors("drop the rebuilt tables of", layout), self._write(schema=True) as conn:
+                rollup_swaps.drop_built(conn, layout, tables)
+            raise
+        self.ensure_schema(layout)  # the views (the staging table is remade by the next pipeline if it must)
+        return change, written
+
     def mark_complete(self, layout: AggregationLayout, measures: Sequence[str]) -> None:
         """Record that ``measures`` (added by a migration) now hold their whole history (backfilled), and
         make the views show it."""
@@ -319,5 +366,5 @@ def _not_in_place(layout: AggregationLayout, change: DefinitionPlan) -> str:
     """Why ``change`` cannot be carried out on the stored rows alone, and the ways on."""
     parts = "; ".join(f"its {part} changed ({old} -> {now})" for part, old, now in change.rebuild)
     return (f"aggregation {layout.name} cannot follow its new definition in place: {parts}, so every level must "
-            f"be built again from the inputs, which migrate does not do yet; define it under a new name (the old "
-            f"one stays readable), or run once with --rebuild over all its inputs")
+            f"be built again from the inputs: give them to migrate (tiltframe migrate APP -d DIR --input "
+            f"STREAM=PATH), which builds the new rollup beside the old one and swaps it in")

@@ -104,11 +104,26 @@ class SqlWrites(SqlSchema):
                 staging.ensure_staging(conn, layout)
             self._staging_ready.add(key)
         with self._errors("empty the staging table of", layout), self._write() as conn:
+            self._check_still_registered(conn, layout)
             staging.clear_pipeline(conn, layout, pipeline_id)
             url = self._engine.url
             if not mysql.is_mysql(conn.dialect):
                 url = url.set(drivername="postgresql")  # psycopg's conninfo
             return staging.target(url.render_as_string(hide_password=False), conn, layout)
+
+    def _check_still_registered(self, conn: Connection, layout: AggregationLayout) -> None:
+        """Refuse a batch of a definition the aggregation was migrated away from while its pipeline ran (its
+        rows would not fit the tables, or would land in another zone's buckets)."""
+        row = self._registration(conn, layout)
+        if row is None or row.spec_hash == layout.spec_hash:
+            return
+        try:
+            self._check_same_spec(conn, layout, row)
+        except StoreError as e:
+            msg = (f"aggregation {layout.name} in {self.url} was migrated to another definition while this "
+                   f"pipeline ran, so its batches no longer fit: start the app as it is now (its pipeline goes "
+                   f"on from this one's checkpoint). {e}")
+            raise StoreError(msg) from None
 
     @retried
     def write_batch(self, layout: AggregationLayout, batch: BatchWrite) -> bool:
@@ -127,6 +142,7 @@ class SqlWrites(SqlSchema):
         check_holdable(self._engine.dialect.name, self.url, layout, batch.batch_id, levels)
         try:
             with self._errors("write a batch of", layout), self._write(layout) as conn:
+                self._check_still_registered(conn, layout)
                 if commits.is_committed(conn, layout, batch.pipeline_id, batch.batch_id):
                     return False
                 purged = self._purged_before(conn, layout)
