@@ -19,17 +19,13 @@ from tiltframe.api import (
     insert,
     inspect,
     load_app,
-    migrate,
     parse_records,
-    plan_changes,
     purge,
     query,
-    rebuild,
     rejected,
     run,
     select,
     start,
-    verify,
 )
 from tiltframe.errors import (
     DataError,
@@ -41,6 +37,7 @@ from tiltframe.errors import (
     TiltframeError,
     UsageError,
 )
+from tiltframe.lifecycle import migrate, plan_changes, rebuild, verify
 
 __all__ = [
     "DataError",

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from tiltframe import api
+from tiltframe import api, lifecycle
 from tiltframe.cli import logs
 from tiltframe.cli.errors import handle_errors
 from tiltframe.cli.group import TiltframeGroup, configure_logging
@@ -143,7 +143,7 @@ def inspect(
             typer.echo(to_json(docs))
             return
         out = stdout_console()
-        pending = api.plan_changes(spec, data_dir=directory)
+        pending = lifecycle.plan_changes(spec, data_dir=directory)
         for agg, info in zip(aggs, infos, strict=True):
             print_info(out, spec, agg, info, rejected[agg.name], directory, changed[agg.name])
             steps = [s for s in pending.get(agg.name, [])
@@ -273,7 +273,7 @@ def migrate(
         directory = resolve_data_dir(data_dir)
         inputs = pairs(input_, "--input")
         spark = logs.start_spark(None, directory) if inputs and not dry_run else None
-        changed = api.migrate(spec, data_dir=directory, shard_id=deployment.shard_id,
+        changed = lifecycle.migrate(spec, data_dir=directory, shard_id=deployment.shard_id,
                               partition_by_id=deployment.partition_by_id, dry_run=dry_run, inputs=inputs,
                               checkpoint_dir=checkpoint_dir, spark=spark)
     out = stdout_console()

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tiltframe import api
+from tiltframe import api, lifecycle
 from tiltframe.cli.errors import handle_errors
 from tiltframe.cli.options import AppArg, check_format
 from tiltframe.cli.output import stdout_console
@@ -181,7 +181,7 @@ def validate(
         if data_dir is not None:
             from tiltframe.cli.options import resolve_data_dir
 
-            doc["changes"] = api.plan_changes(spec, data_dir=resolve_data_dir(data_dir))
+            doc["changes"] = lifecycle.plan_changes(spec, data_dir=resolve_data_dir(data_dir))
     if fmt == "json":
         typer.echo(to_json(doc))
         return

@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tiltframe import api
+from tiltframe import api, lifecycle
 from tiltframe.cli import logs
 from tiltframe.cli.errors import handle_errors
 from tiltframe.cli.options import AppArg, CheckpointDirOpt, DataDirOpt, pairs, resolve_data_dir
@@ -84,7 +84,7 @@ def verify(
     from the events, not through the finer ones) and compare bucket by bucket and key by key; prints each
     difference (level, bucket, key, stored, recomputed) and exits 1 on any.  Reads the files the pipeline
     read; events it recorded as late or moved count as it counted them; sketches agree within their error."""
-    results, seconds = _recomputed("verify", api.verify, app_file, input_, within, data_dir, aggregation,
+    results, seconds = _recomputed("verify", lifecycle.verify, app_file, input_, within, data_dir, aggregation,
                                    checkpoint_dir)
     out = stdout_console()
     for v in results.values():
@@ -119,7 +119,7 @@ def rebuild(
     stored buckets of every level that overlap it, in one transaction, exactly once with respect to a
     running pipeline.  Refused when the inputs differ from the store around the range (coarse buckets
     would change outside it).  To recompute everything, use run --rebuild."""
-    results, seconds = _recomputed("rebuild", api.rebuild, app_file, input_, within, data_dir, aggregation,
+    results, seconds = _recomputed("rebuild", lifecycle.rebuild, app_file, input_, within, data_dir, aggregation,
                                    checkpoint_dir)
     out = stdout_console()
     for r in results.values():
@@ -129,7 +129,7 @@ def rebuild(
 def _recomputed(command: str, call: Callable[..., dict[str, Any]], app_file: Path, input_: list[str] | None,
                 within: str | None, data_dir: Path | None, aggregation: str | None,
                 checkpoint_dir: str | None) -> tuple[dict[str, Any], float]:
-    """What ``call`` (``api.verify`` or ``api.rebuild``) gives for the command's options, and its seconds."""
+    """What ``call`` (``lifecycle.verify`` or ``rebuild``) gives for the command's options, and its seconds."""
     with handle_errors():
         spec = api.load_app(app_file)
         inputs = pairs(input_, "--input")

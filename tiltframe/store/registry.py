@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from pathlib import Path
 
 from tiltframe.model.aggregations import AggregationSpec, StoreSpec
 from tiltframe.store.base import Store
+
+
+def default_data_dir() -> Path:
+    """``$TILTFRAME_DATA_DIR``, else ``./tiltframe-data``: where the embedded store and checkpoints live."""
+    return Path(os.environ.get("TILTFRAME_DATA_DIR", "tiltframe-data"))
 
 
 def check_store_spec(spec: StoreSpec) -> None:

@@ -1,0 +1,264 @@
+"""The Python API of a rollup's life after its first run (docs/lifecycle.md): ``migrate`` its tables to a
+changed definition, ``plan_changes`` without changing anything, ``verify`` it against the raw events and
+``rebuild`` a range of it from them.  The CLI's ``migrate``, ``validate -d``, ``verify`` and ``rebuild``
+are one call each into this module; ``tiltframe`` exports them beside the rest of ``api``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from tiltframe.errors import StoreError
+from tiltframe.model.app import AppSpec
+from tiltframe.store.layout import AggregationLayout
+from tiltframe.store.raw_rows import unfolded_raw_rows
+from tiltframe.store.registry import StoreRegistry, default_data_dir
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from tiltframe.engine.hadoop_paths import Location
+    from tiltframe.engine.range_rebuilds import RangeRebuild
+    from tiltframe.engine.sources import FileInput
+    from tiltframe.engine.verification import Verification
+    from tiltframe.store.base import Store
+
+__all__ = ["migrate", "plan_changes", "rebuild", "verify"]
+
+
+def migrate(
+    app: AppSpec, *, data_dir: str | Path | None = None, shard_id: str | None = None, partition_by_id: bool = False,
+    dry_run: bool = False, inputs: Mapping[str, str | Path | FileInput] | None = None,
+    checkpoint_dir: str | Path | None = None, spark: SparkSession | None = None,
+) -> dict[str, list[str]]:
+    """Upgrade the stored tables to what ``app`` needs; returns the changes in words per aggregation or
+    table (an empty list: up to date), and running it again changes nothing.  Stop the pipelines that
+    write these tables first.  ``dry_run``: only say what would change (:func:`plan_changes`).
+
+    - An aggregation whose definition changed: its stored tables follow the new one (measures and levels
+      removed and added, docs/lifecycle.md); its pipeline's checkpoint goes on at its next start.  An
+      aggregation of that name that another app defined is left alone.  With ``inputs`` (as given to
+      ``run``), the measures added get their history from them (``rebuild`` of every bucket, once the
+      inputs are found to hold what the store holds); otherwise they read NULL before they are complete.
+
+    - An aggregation partitioned by shard whose tables were made without shards: they gain a ``SHARD_ID``
+      key column and their rows become ``shard_id``'s (the deployment that wrote them, which then keeps
+      that id).
+    - A pre-aggregated table whose definition changed: its stored rows follow the new definition
+      (docs/preaggregation.md).
+    - Sketch states stored in an older format (DDSketch's JSON) are rewritten in the current one (the
+      DDSketch libraries' protobuf); readers take both, so this only makes them readable by other tools.
+    """
+    from tiltframe.engine.shards import Deployment, claim_shard
+
+    if dry_run:
+        return plan_changes(app, data_dir=data_dir, partition_by_id=partition_by_id)
+    deployment = Deployment(shard_id, partition_by_id)
+    directory = data_dir or default_data_dir()
+    stores = StoreRegistry(directory)
+    try:
+        changed: dict[str, list[str]] = {}
+        for agg in app.aggregations:
+            layout = AggregationLayout.of(app, agg.name, partition_by_default=partition_by_id)
+            store = stores.for_aggregation(agg)
+            changes = changed[agg.name] = []
+            if layout.table is None and inputs and _rebuilds(store, layout):
+                swapped = _swap(app, layout, store, inputs, directory, checkpoint_dir, spark)
+                if swapped:  # else no input feeds it, and change_definition says what to give
+                    # The checkpoint is carried at the next start: the old pipeline may still run on it.
+                    changes += swapped
+                    continue
+            if layout.table is None:
+                done = store.change_definition(layout)
+                changes += done.steps() if done is not None else []
+                if done is not None and done.other_app:
+                    continue
+                if done is not None:
+                    _carry_checkpoint(layout, store, Path(directory), checkpoint_dir)
+                if inputs and store.complete_from(layout):
+                    changes += _backfill(app, layout, store, inputs, directory, checkpoint_dir, spark)
+            if layout.table is not None:
+                changes += store.ensure_schema(layout)
+                if unfolded_raw_rows(store, layout.table, layout):
+                    from tiltframe.engine.inserts import fold_raw_rows
+                    from tiltframe.engine.session import get_session
+
+                    stats = fold_raw_rows(get_session(), layout.table, layout, store)
+                    if stats is not None:
+                        changes.append(
+                            f"{stats.events_read} rows stored raw before pre-aggregation folded into the rollup, "
+                            f"{stats.events_rejected} of them rejected (recorded with their reason)"
+                        )
+            elif layout.partitioned:
+                shard = deployment.shard_for(agg)
+                tables = store.add_shards(layout, shard)
+                if tables:
+                    claim_shard(directory, shard)
+                    changes.append(f"added SHARD_ID to {', '.join(tables)} (existing rows: shard {shard})")
+            changes += [f"{rows:,} rows of {table} hold their sketch states in the current format now"
+                        for table, rows in store.rewrite_older_states(layout).items()]
+        return changed
+    finally:
+        stores.close()
+
+
+def _carry_checkpoint(layout: AggregationLayout, store: Store, directory: Path,
+                      checkpoint_dir: str | Path | None) -> None:
+    """The checkpoint of the definition a migration changed from goes on as this one's now (else at the
+    pipeline's next start, for checkpoints on a Hadoop file system, which need Spark)."""
+    from tiltframe.engine.filesystems import checkpoint_root
+    from tiltframe.engine.hadoop_paths import HadoopPath
+    from tiltframe.engine.identity import carry_checkpoint
+    from tiltframe.engine.markers import checkpoint_dir as folder_of
+
+    root = checkpoint_root(checkpoint_dir, directory)
+    if not isinstance(root, HadoopPath):
+        carry_checkpoint(store, layout, folder_of(directory, layout, root))
+
+
+def _rebuilds(store: Store, layout: AggregationLayout) -> bool:
+    """Whether the stored rollup of ``layout``'s aggregation must be rebuilt from the inputs to follow it."""
+    change = store.definition_plan(layout)
+    return change is not None and bool(change.rebuild) and not change.other_app
+
+
+def _swap(app: AppSpec, layout: AggregationLayout, store: Store, inputs: Mapping[str, str | Path | FileInput],
+          directory: str | Path, checkpoint_dir: str | Path | None, spark: SparkSession | None) -> list[str]:
+    """Rebuild ``layout``'s rollup from ``inputs`` as the files its running pipeline committed, beside the
+    stored one, and swap it in (``engine.rollup_swaps``); what was done, in words."""
+    from tiltframe.engine.rollup_swaps import swap_rollup
+
+    with contextlib.closing(_recomputations(app, inputs, directory, None, layout.name, checkpoint_dir,
+                                            spark)) as found:
+        for t in found:
+            return swap_rollup(t.spark, app, layout, store, t.source, t.checkpoint).lines()
+    return []
+
+
+def _backfill(app: AppSpec, layout: AggregationLayout, store: Store, inputs: Mapping[str, str | Path | FileInput],
+              directory: str | Path, checkpoint_dir: str | Path | None, spark: SparkSession | None) -> list[str]:
+    """Give the measures a migration added their history from ``inputs``; what was done, in words."""
+    from tiltframe.engine.range_rebuilds import rebuild_range
+
+    incomplete = store.complete_from(layout)
+    with contextlib.closing(_recomputations(app, inputs, directory, None, layout.name, checkpoint_dir,
+                                            spark)) as found:
+        for t in found:
+            try:
+                done = rebuild_range(t.spark, app, t.layout, t.store, t.source, t.checkpoint, None)
+            except StoreError as exc:
+                return [f"measures {', '.join(incomplete)} not backfilled, so they read NULL before they are "
+                        f"complete: {exc}"]
+            store.mark_complete(layout, list(incomplete))
+            return [f"measures {', '.join(incomplete)} backfilled from {done.events:,} events of {done.files:,} "
+                    f"input files: complete from the start"]
+    return []
+
+
+def plan_changes(
+    app: AppSpec, *, data_dir: str | Path | None = None, partition_by_id: bool = False
+) -> dict[str, list[str]]:
+    """What ``migrate`` would change in the stored tables of each aggregation of ``app``, in words (an empty
+    list: nothing; an aggregation not stored yet says so), without changing anything or starting Spark."""
+    stores = StoreRegistry(data_dir or default_data_dir())
+    try:
+        planned: dict[str, list[str]] = {}
+        for agg in app.aggregations:
+            layout = AggregationLayout.of(app, agg.name, partition_by_default=partition_by_id)
+            if layout.table is not None:
+                continue
+            change = stores.for_aggregation(agg).definition_plan(layout)
+            planned[agg.name] = ["not stored yet: its tables are made by its first run"] if change is None \
+                else change.steps()
+        return planned
+    finally:
+        stores.close()
+
+
+def verify(
+    app: AppSpec,
+    inputs: Mapping[str, str | Path | FileInput],
+    *,
+    data_dir: str | Path | None = None,
+    within: tuple[object, object] | None = None,
+    aggregation: str | None = None,
+    checkpoint_dir: str | Path | None = None,
+    spark: SparkSession | None = None,
+) -> dict[str, Verification]:
+    """Recompute every stored level of each aggregation fed by ``inputs`` (or the one named) from the raw
+    events with one plain Spark batch job, straight from the events to each level, and compare it with the
+    store, bucket by bucket and key by key (docs/lifecycle.md).  ``within``: only the buckets that start in
+    that range (any ``within`` form: ``"2024-01-**"``, ``"last 1 day"``, ISO times, epoch ms; the end may be
+    None for one period)."""
+    from tiltframe.engine.verification import verify as check
+
+    return {t.layout.name: check(t.spark, app, t.layout, t.store, t.source, t.checkpoint, t.span)
+            for t in _recomputations(app, inputs, data_dir, within, aggregation, checkpoint_dir, spark)}
+
+
+def rebuild(
+    app: AppSpec,
+    inputs: Mapping[str, str | Path | FileInput],
+    *,
+    within: tuple[object, object],
+    data_dir: str | Path | None = None,
+    aggregation: str | None = None,
+    checkpoint_dir: str | Path | None = None,
+    spark: SparkSession | None = None,
+) -> dict[str, RangeRebuild]:
+    """Recompute the range ``within`` of each aggregation fed by ``inputs`` (or the one named) from the
+    inputs as they are now (after a source was corrected) and replace the stored buckets of every level
+    that overlap it, atomically and exactly once with respect to a running pipeline (docs/lifecycle.md)."""
+    from tiltframe.engine.range_rebuilds import rebuild_range
+
+    return {t.layout.name: rebuild_range(t.spark, app, t.layout, t.store, t.source, t.checkpoint, t.span)
+            for t in _recomputations(app, inputs, data_dir, within, aggregation, checkpoint_dir, spark)}
+
+
+class _Recomputed(NamedTuple):
+    """One aggregation to recompute from its input."""
+
+    spark: SparkSession
+    layout: AggregationLayout
+    store: Store
+    source: FileInput
+    #: The checkpoint of the pipeline whose files are read (``identity.going_on_from``).
+    checkpoint: Location
+    #: The range, epoch ms in the aggregation's zone (None: every bucket).
+    span: tuple[int, int] | None
+
+
+def _recomputations(
+    app: AppSpec, inputs: Mapping[str, str | Path | FileInput], data_dir: str | Path | None,
+    within: tuple[object, object] | None, aggregation: str | None, checkpoint_dir: str | Path | None,
+    spark: SparkSession | None,
+) -> Iterator[_Recomputed]:
+    """Per aggregation fed by ``inputs`` (or the one named): what a recomputation from them needs."""
+    from tiltframe.engine.filesystems import checkpoint_root
+    from tiltframe.engine.identity import going_on_from
+    from tiltframe.engine.markers import checkpoint_dir as folder_of
+    from tiltframe.engine.session import get_session
+    from tiltframe.engine.sources import FileInput
+    from tiltframe.timeutil.ranges import within_range
+
+    directory = Path(data_dir or default_data_dir())
+    roots = {app.input_stream(name): value if isinstance(value, FileInput) else FileInput(str(value))
+             for name, value in inputs.items()}
+    checkpoints = checkpoint_root(checkpoint_dir, directory)
+    session = spark or get_session()
+    stores = StoreRegistry(directory)
+    try:
+        for agg in app.aggregations_named(aggregation):
+            source = roots.get(app.root_stream(agg.source))
+            if source is None:
+                continue
+            layout = AggregationLayout.of(app, agg.name)
+            span = None if within is None else within_range(*within, zone=layout.zone)
+            store = stores.for_aggregation(agg)
+            checkpoint = going_on_from(store, layout, folder_of(directory, layout, checkpoints))
+            yield _Recomputed(session, layout, store, source, checkpoint, span)
+    finally:
+        stores.close()
