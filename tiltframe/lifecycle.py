@@ -120,9 +120,16 @@ def _carry_checkpoint(layout: AggregationLayout, store: Store, directory: Path,
 
 
 def _rebuilds(store: Store, layout: AggregationLayout) -> bool:
-    """Whether the stored rollup of ``layout``'s aggregation must be rebuilt from the inputs to follow it."""
+    """Whether the stored rollup of ``layout``'s aggregation is rebuilt from the inputs to follow it: what
+    every row depends on changed, or a level was added finer than every stored one (no stored level holds
+    its buckets)."""
     change = store.definition_plan(layout)
-    return change is not None and bool(change.rebuild) and not change.other_app
+    if change is None or change.other_app:
+        return False
+    order = [g.table_suffix for g in layout.spec.granularities]
+    kept = [order.index(s) for s in change.stored.levels if s in order]
+    finer = any(order.index(s) < min(kept, default=len(order)) for s in change.added_levels)
+    return bool(change.rebuild) or finer
 
 
 def _swap(app: AppSpec, layout: AggregationLayout, store: Store, inputs: Mapping[str, str | Path | FileInput],

@@ -117,3 +117,25 @@ def test_a_changed_key_is_rebuilt_and_a_pipeline_goes_on(spark, tmp_path: Path) 
     check(keyed, data, first, "GMT", ["symbol", "venue"])
     tf.run(keyed, {"Trades": inbox}, data_dir=data, spark=spark)
     check(keyed, data, pd.concat([first, second], ignore_index=True), "GMT", ["symbol", "venue"])
+
+
+@pytest.mark.slow
+def test_a_finer_level_is_rebuilt_from_the_inputs_and_lost_inputs_refuse_a_rebuild(spark, tmp_path: Path) -> None:
+    minutes = A.replace("every sec ... day", "every min ... day")
+    coarse, fine = tf.load_app(minutes), tf.load_app(A)
+    data, inbox = tmp_path / "data", tmp_path / "in"
+    inbox.mkdir()
+    first, second = trades(5, T0, 300), trades(6, T0 + 6 * HOUR, 200)
+    first.to_csv(inbox / "1.csv", index=False)
+    second.to_csv(inbox / "2.csv", index=False)
+    tf.run(coarse, {"Trades": inbox}, data_dir=data, spark=spark)
+    done = tf.migrate(fine, data_dir=data, inputs={"Trades": inbox}, spark=spark)["TA"]
+    assert done[0].startswith("level SECONDS added") and "rebuilt from 500 events of 2 input files" in done[1]
+    check(fine, data, pd.concat([first, second], ignore_index=True), "GMT", ["symbol"])
+
+    # An input gone: a rebuild would lose its events, so nothing changes.
+    (inbox / "2.csv").unlink()
+    zoned = tf.load_app(B)
+    with pytest.raises(StoreError, match="they hold 300 events it can use, while the store holds 500"):
+        tf.migrate(zoned, data_dir=data, inputs={"Trades": inbox}, spark=spark)
+    check(fine, data, pd.concat([first, second], ignore_index=True), "GMT", ["symbol"])

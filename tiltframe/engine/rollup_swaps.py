@@ -1,5 +1,6 @@
 """``tiltframe migrate --input`` of a definition that changes what every stored row depends on (its zone,
-keys or time attribute): the whole rollup recomputed from its inputs and swapped in (docs/lifecycle.md).
+keys or time attribute), or adds a level finer than every stored one: the whole rollup recomputed from
+its inputs and swapped in (docs/lifecycle.md), provided they still hold every event the store holds.
 
 The recomputation reads the files the running pipeline has committed (``engine.recompute``), while the old
 rollup stays readable and its pipeline goes on.  The swap (``Store.swap_rollup``) happens only if no batch
@@ -59,7 +60,7 @@ def swap_rollup(spark: SparkSession, app: AppSpec, layout: AggregationLayout, st
             levels = {g: pa.Table.from_pandas(recomputation.level(g)[list(layout.column_types)], preserve_index=False)
                       for g in layout.spec.granularities}
             try:
-                change, written = store.swap_rollup(layout, levels, mark)
+                change, written = store.swap_rollup(layout, levels, recomputation.count, mark)
             except StoreChanged:
                 continue
             return RollupSwap(layout.name, change.steps(), {str(g): n for g, n in written.items()},

@@ -273,10 +273,11 @@ class Store(Protocol):
         (nothing written) when a batch committed since ``mark``."""
         ...
 
-    def swap_rollup(self, layout: AggregationLayout, levels: Mapping[Granularity, pa.Table],
+    def swap_rollup(self, layout: AggregationLayout, levels: Mapping[Granularity, pa.Table], events: int,
                     mark: tuple[int, int | None]) -> tuple[DefinitionPlan, dict[Granularity, int]]:
-        """Put every level of ``layout``, rebuilt from the inputs, in place of an earlier definition's rollup,
-        atomically; ``StoreChanged`` (nothing changed) when a batch committed since ``mark``."""
+        """Put every level of ``layout``, rebuilt from ``events`` of the inputs, in place of an earlier
+        definition's rollup, atomically; ``StoreChanged`` (nothing changed) when a batch committed since
+        ``mark``, ``StoreError`` when the store aggregated more events than that."""
         ...
 
     def mark_complete(self, layout: AggregationLayout, measures: Sequence[str]) -> None:

@@ -55,6 +55,14 @@ def mark(conn: Connection, layout: AggregationLayout) -> tuple[int, int | None]:
     return int(count), None if latest is None else int(latest)
 
 
+def events_aggregated(conn: Connection, layout: AggregationLayout) -> int:
+    """The events the aggregation's committed batches put into its buckets (their own or another)."""
+    b = BATCHES_TABLE.c
+    total = conn.execute(sa.select(sa.func.sum(b.events_aggregated + b.events_moved))
+                         .where(b.aggregation == layout.name)).scalar()
+    return int(total or 0)
+
+
 def forget_late_and_purged(conn: Connection, layout: AggregationLayout) -> None:
     """Delete the records of the aggregation's events that went late, too old or into another bucket (a
     rollup rebuilt from its inputs holds each in its own bucket) and its purge marks."""

@@ -192,10 +192,11 @@ class SqlSchema(SqlConnections):
         self.ensure_schema(layout)  # the tables of levels added, and every view
         return change
 
-    def swap_rollup(self, layout: AggregationLayout, levels: Mapping[Granularity, pa.Table],
+    def swap_rollup(self, layout: AggregationLayout, levels: Mapping[Granularity, pa.Table], events: int,
                     mark: tuple[int, int | None]) -> tuple[DefinitionPlan, dict[Granularity, int]]:
-        """Put ``levels`` (every level of ``layout``, rebuilt from the inputs) in place of the stored rollup of
-        an earlier definition that differs in what every row depends on (its zone, keys or time attribute):
+        """Put ``levels`` (every level of ``layout``, rebuilt from ``events`` of the inputs) in place of the
+        stored rollup of an earlier definition (one that differs in what every row depends on, or lacks a
+        finer level), unless the store aggregated more events than that (inputs gone):
         written beside it first, then swapped in by one write transaction that also moves the registration
         and the recorded definition on (``store.rollup_swaps``).  Commit records stay (the pipeline goes on
         from the earlier definition's checkpoint); purge records and the events recorded as late or moved
@@ -204,7 +205,8 @@ class SqlSchema(SqlConnections):
 
         Raises:
             StoreChanged: a batch committed since ``mark`` was read; nothing changed.
-            StoreError: the stored definition is not one this plan applies to (any more).
+            StoreError: the stored definition is not one this plan applies to (any more), or the store holds
+                more events than the rebuilt levels.
         """
         self._require_writable()
         tables = self._tables(layout)
@@ -217,8 +219,15 @@ class SqlSchema(SqlConnections):
                     raise StoreChanged(msg)
                 stored = self._definition(conn, layout.name)
                 change = None if stored is None else plan(stored, Definition.of(layout, layout.app_name))
-                if change is None or not change.rebuild or change.other_app:
+                if change is None or not change.changed or change.other_app:
                     msg = f"aggregation {layout.name} changed while it was rebuilt: run migrate again"
+                    raise StoreError(msg)
+                held = commits.events_aggregated(conn, layout)
+                if events < held:
+                    msg = (f"aggregation {layout.name} cannot be rebuilt from its inputs: they hold {events:,} "
+                           f"events it can use, while the store holds {held:,}; an input went away or changed, "
+                           f"and the rebuilt rollup would lose history. Nothing changed; restore the inputs, or "
+                           f"define the new rollup under another name")
                     raise StoreError(msg)
                 commits.forget_late_and_purged(conn, layout)
                 conn.execute(sa.update(AGGREGATIONS_TABLE).where(AGGREGATIONS_TABLE.c.name == layout.name).values(
