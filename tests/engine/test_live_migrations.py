@@ -6,66 +6,20 @@ the raw events: the batches committed during the recomputation are neither lost 
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 
 import tiltframe as tf
+from tests.engine.rollups import APP, HOUR, MEASURES, T0, ZONE, ZONED, check, deliver, trades, wait
 from tests.servers import app_with_store, fresh_database
 from tiltframe.engine.reports import BatchReport
 from tiltframe.errors import TiltframeError
 
-A = """
-define stream Trades (symbol string, price double, volume long, ts long);
-define aggregation TA
-from Trades
-select symbol, sum(price) as total, count() as n
-group by symbol
-aggregate by ts every sec ... day;
-"""
+A = APP
 ADDED = A.replace("count() as n", "count() as n, max(volume) as biggest")
-ZONE = "Asia/Kolkata"
-ZONED = A.replace("define aggregation", f"@timezone('{ZONE}')\ndefine aggregation")
-HOUR = 3_600_000
-T0 = 472_222 * HOUR  # 2023-11-14 22:00 GMT
-LEVELS = {"seconds": "s", "minutes": "min", "hours": "h", "days": "D"}
-
-
-def trades(seed: int, start: int, n: int) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    return pd.DataFrame({"symbol": rng.choice(["IBM", "WSO2"], n), "price": np.round(rng.uniform(1, 100, n), 2),
-                         "volume": rng.integers(1, 1_000, n), "ts": start + rng.integers(0, 6 * HOUR, n)})
-
-
-def deliver(events: pd.DataFrame, inbox: Path, name: str) -> None:
-    """A whole file at once, as a following pipeline must be given them."""
-    events.to_csv(inbox / f".{name}", index=False)
-    (inbox / f".{name}").rename(inbox / name)
-
-
-def wait(condition: Callable[[], bool], what: str, seconds: float = 180) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"waited {seconds} s for {what}")
-        time.sleep(0.3)
-
-
-def check(app: tf.AppSpec, data: Path, events: pd.DataFrame, zone: str, columns: dict[str, tuple[str, str]]) -> None:
-    """Every level of TA against pandas; ``columns``: output -> (event column, pandas aggregate)."""
-    local = pd.to_datetime(events["ts"], unit="ms", utc=True).dt.tz_convert(zone)
-    for per, freq in LEVELS.items():
-        start = (local.dt.floor(freq) if freq != "D" else local.dt.normalize()).astype("int64") // 1_000_000
-        want = events.assign(b=start).groupby(["b", "symbol"]).agg(**columns).reset_index()
-        got = tf.query(app, f"from TA within 0L, 9000000000000L per '{per}' select AGG_TIMESTAMP, symbol, "
-                       f"{', '.join(columns)}", data_dir=data)
-        got = got.rename(columns={"AGG_TIMESTAMP": "b"}).sort_values(["b", "symbol"]).reset_index(drop=True)
-        pd.testing.assert_frame_equal(got, want, check_dtype=False, obj=per)
 
 
 def events_read(reports: list[BatchReport]) -> int:
@@ -101,8 +55,7 @@ def test_a_measure_is_backfilled_while_its_pipeline_commits(spark, tmp_path: Pat
             handle.close()
         assert len(done) == 1 and done[0].startswith("measures biggest backfilled from "), done
         everything = pd.concat([first, second, third], ignore_index=True)
-        check(b, data, everything, "UTC", {"total": ("price", "sum"), "n": ("price", "count"),
-                                           "biggest": ("volume", "max")})
+        check(b, data, everything, measures={**MEASURES, "biggest": ("volume", "max")})
         assert not tf.verify(b, {"Trades": inbox}, data_dir=data, spark=spark)["TA"].differences
 
 
@@ -133,5 +86,4 @@ def test_a_zone_is_rebuilt_while_the_old_pipeline_commits(spark, tmp_path: Path,
             old.stop()
             old.close()
         tf.run(zoned, {"Trades": inbox}, data_dir=data, spark=spark)
-        check(zoned, data, pd.concat([first, second, third], ignore_index=True), ZONE,
-              {"total": ("price", "sum"), "n": ("price", "count")})
+        check(zoned, data, pd.concat([first, second, third], ignore_index=True), zone=ZONE)

@@ -8,57 +8,19 @@ from __future__ import annotations
 from contextlib import nullcontext
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 
 import tiltframe as tf
+from tests.engine.rollups import APP, HOUR, T0, ZONE, ZONED, check, trades
 from tests.servers import app_with_store, fresh_database
 from tiltframe.errors import StoreError
 from tiltframe.store.base import BatchStats, BatchWrite
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.registry import StoreRegistry
 
-A = """
-define stream Trades (symbol string, venue string, price double, ts long);
-define aggregation TA
-from Trades
-select symbol, sum(price) as total, count() as n
-group by symbol
-aggregate by ts every sec ... day;
-"""
-ZONE = "Asia/Kolkata"  # +05:30: its hours and days start half way through GMT's
-B = A.replace("define aggregation", f"@timezone('{ZONE}')\ndefine aggregation")
+A, B = APP, ZONED
 KEYS = A.replace("select symbol,", "select symbol, venue,").replace("group by symbol", "group by symbol, venue")
-HOUR = 3_600_000
-T0 = 472_222 * HOUR  # 2023-11-14 22:00 GMT
-LEVELS = {"seconds": "s", "minutes": "min", "hours": "h", "days": "D"}
-
-
-def trades(seed: int, start: int, n: int) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    return pd.DataFrame({
-        "symbol": rng.choice(["IBM", "WSO2"], n), "venue": rng.choice(["X", "Y"], n),
-        "price": np.round(rng.uniform(1, 100, n), 2), "ts": start + rng.integers(0, 6 * HOUR, n),
-    })
-
-
-def oracle(events: pd.DataFrame, freq: str, zone: str, keys: list[str]) -> dict:
-    local = pd.to_datetime(events["ts"], unit="ms", utc=True).dt.tz_convert(zone)
-    start = (local.dt.floor(freq) if freq != "D" else local.dt.normalize()).astype("int64") // 1_000_000
-    got = events.assign(b=start).groupby(["b", *keys])["price"].agg(["sum", "count"])
-    return {k: (s, c) for k, (s, c) in zip(got.index, got.itertuples(index=False), strict=True)}
-
-
-def check(app: tf.AppSpec, data: Path, events: pd.DataFrame, zone: str, keys: list[str]) -> None:
-    for per, freq in LEVELS.items():
-        q = f"from TA within 0L, 9000000000000L per '{per}' select AGG_TIMESTAMP, {', '.join(keys)}, total, n"
-        answer = tf.query(app, q, data_dir=data)
-        got = {(int(r[0]), *r[1:-2]): (r[-2], r[-1]) for r in answer.itertuples(index=False)}
-        want = {(k if isinstance(k, tuple) else (k,)): v for k, v in oracle(events, freq, zone, keys).items()}
-        assert got.keys() == want.keys(), per
-        for key, (total, n) in want.items():
-            assert got[key][1] == n and got[key][0] == pytest.approx(total), (per, key)
 
 
 @pytest.mark.slow
@@ -85,7 +47,7 @@ def test_a_changed_zone_is_rebuilt_beside_and_swapped_in(spark, tmp_path: Path, 
         assert done[0] == step
         assert done[1].startswith("rebuilt from 500 events of 1 input files beside the stored rollup")
         assert tf.migrate(b, data_dir=data, inputs={"Trades": inbox}, spark=spark)["TA"] == []
-        check(b, data, first, ZONE, ["symbol"])
+        check(b, data, first, zone=ZONE)
 
         # The earlier definition's pipeline, still running, cannot write into the swapped tables.
         batch = BatchWrite("old", 99, BatchStats(0, 0, 0))
@@ -96,7 +58,7 @@ def test_a_changed_zone_is_rebuilt_beside_and_swapped_in(spark, tmp_path: Path, 
         second.to_csv(inbox / "2.csv", index=False)
         tf.run(b, {"Trades": inbox}, data_dir=data, spark=spark)
         both = pd.concat([first, second], ignore_index=True)
-        check(b, data, both, ZONE, ["symbol"])
+        check(b, data, both, zone=ZONE)
         assert all(not v.differences for v in tf.verify(b, {"Trades": inbox}, data_dir=data, spark=spark).values())
 
 
@@ -114,9 +76,9 @@ def test_a_changed_key_is_rebuilt_and_a_pipeline_goes_on(spark, tmp_path: Path) 
     assert done[1] == "rebuild every level of TA from its inputs: its type of venue changed (none -> string)"
     assert done[2].startswith("rebuilt from 400 events of 1 input files")
     assert "1 files of the input are not read yet by the pipeline: left out" in done
-    check(keyed, data, first, "GMT", ["symbol", "venue"])
+    check(keyed, data, first, keys=("symbol", "venue"))
     tf.run(keyed, {"Trades": inbox}, data_dir=data, spark=spark)
-    check(keyed, data, pd.concat([first, second], ignore_index=True), "GMT", ["symbol", "venue"])
+    check(keyed, data, pd.concat([first, second], ignore_index=True), keys=("symbol", "venue"))
 
 
 @pytest.mark.slow
@@ -131,11 +93,11 @@ def test_a_finer_level_is_rebuilt_from_the_inputs_and_lost_inputs_refuse_a_rebui
     tf.run(coarse, {"Trades": inbox}, data_dir=data, spark=spark)
     done = tf.migrate(fine, data_dir=data, inputs={"Trades": inbox}, spark=spark)["TA"]
     assert done[0].startswith("level SECONDS added") and "rebuilt from 500 events of 2 input files" in done[1]
-    check(fine, data, pd.concat([first, second], ignore_index=True), "GMT", ["symbol"])
+    check(fine, data, pd.concat([first, second], ignore_index=True))
 
     # An input gone: a rebuild would lose its events, so nothing changes.
     (inbox / "2.csv").unlink()
     zoned = tf.load_app(B)
     with pytest.raises(StoreError, match="they hold 300 events it can use, while the store holds 500"):
         tf.migrate(zoned, data_dir=data, inputs={"Trades": inbox}, spark=spark)
-    check(fine, data, pd.concat([first, second], ignore_index=True), "GMT", ["symbol"])
+    check(fine, data, pd.concat([first, second], ignore_index=True))
