@@ -1,7 +1,7 @@
-"""The small public API: load an app, run it, query it, inspect it (and, from ``lifecycle``, migrate,
-verify and rebuild it).
+"""The small public API: load an app, run it, query it, inspect it (a rollup's later life, migrate, verify
+and rebuild, is ``tiltframe.lifecycle``).
 
-Every CLI command is one call into this module, so the library and the CLI behave the same.
+Every CLI command is one call into this module or that one, so the library and the CLI behave the same.
 """
 
 from __future__ import annotations

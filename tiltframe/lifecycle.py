@@ -35,14 +35,17 @@ def migrate(
     checkpoint_dir: str | Path | None = None, spark: SparkSession | None = None,
 ) -> dict[str, list[str]]:
     """Upgrade the stored tables to what ``app`` needs; returns the changes in words per aggregation or
-    table (an empty list: up to date), and running it again changes nothing.  Stop the pipelines that
-    write these tables first.  ``dry_run``: only say what would change (:func:`plan_changes`).
+    table (an empty list: up to date), and running it again changes nothing.  A pipeline of the earlier
+    definition still running is refused at its next batch; start the app as it is now after.
+    ``dry_run``: only say what would change (:func:`plan_changes`).
 
     - An aggregation whose definition changed: its stored tables follow the new one (measures and levels
       removed and added, docs/lifecycle.md); its pipeline's checkpoint goes on at its next start.  An
       aggregation of that name that another app defined is left alone.  With ``inputs`` (as given to
       ``run``), the measures added get their history from them (``rebuild`` of every bucket, once the
       inputs are found to hold what the store holds); otherwise they read NULL before they are complete.
+      A changed zone, key or time attribute, or a level finer than every stored one, needs ``inputs``:
+      the whole rollup is rebuilt from them beside the stored one and swapped in.
 
     - An aggregation partitioned by shard whose tables were made without shards: they gain a ``SHARD_ID``
       key column and their rows become ``shard_id``'s (the deployment that wrote them, which then keeps
