@@ -259,11 +259,13 @@ def migrate(
     ] = None,
     checkpoint_dir: CheckpointDirOpt = None,
 ) -> None:
-    """Upgrade stored tables to what the app needs (stop the pipelines that write them first): an
-    aggregation whose definition changed follows it (measures and levels added or removed; its checkpoint
-    goes on at the next run); tables of an aggregation now partitioned by shard gain a SHARD_ID key column,
-    their rows becoming this deployment's shard's; a pre-aggregated table follows its changed definition;
-    sketch states stored in an older format are rewritten in the current one.  Safe to run again."""
+    """Upgrade stored tables to what the app needs (a pipeline of the earlier definition still running
+    stops at its next batch): an aggregation whose definition changed follows it (measures and levels
+    added or removed; with --input, a changed zone or key rebuilt from the inputs beside the stored rollup
+    and swapped in; its checkpoint goes on at the next run); tables of an aggregation now partitioned by
+    shard gain a SHARD_ID key column, their rows becoming this deployment's shard's; a pre-aggregated table
+    follows its changed definition; sketch states stored in an older format are rewritten in the current
+    one.  Safe to run again."""
     from tiltframe.engine.shards import load_deployment
 
     with handle_errors():
