@@ -25,8 +25,9 @@ if TYPE_CHECKING:
     from tiltframe.engine.sources import FileInput
     from tiltframe.engine.verification import Verification
     from tiltframe.store.base import Store
+    from tiltframe.store.definitions import DefinitionPlan
 
-__all__ = ["migrate", "plan_changes", "rebuild", "verify"]
+__all__ = ["migrate", "pending_changes", "plan_changes", "rebuild", "verify"]
 
 
 def migrate(
@@ -173,17 +174,27 @@ def plan_changes(
 ) -> dict[str, list[str]]:
     """What ``migrate`` would change in the stored tables of each aggregation of ``app``, in words (an empty
     list: nothing; an aggregation not stored yet says so), without changing anything or starting Spark."""
+    return {name: ["not stored yet: its tables are made by its first run"] if change is None else change.steps()
+            for name, change in _plans(app, data_dir, partition_by_id)}
+
+
+def pending_changes(app: AppSpec, *, data_dir: str | Path | None = None) -> dict[str, list[str]]:
+    """Per stored aggregation of ``app`` whose tables ``migrate`` must change before they serve it (reads
+    answer from what they hold until then): the steps that change what is stored."""
+    return {name: change.steps(notes=False) for name, change in _plans(app, data_dir, False)
+            if change is not None and not change.shapes_nothing}
+
+
+def _plans(app: AppSpec, data_dir: str | Path | None,
+           partition_by_id: bool) -> Iterator[tuple[str, DefinitionPlan | None]]:
+    """Each aggregation of ``app`` (not a pre-aggregated table's rollup) and the plan from its stored
+    definition (None: not stored)."""
     stores = StoreRegistry(data_dir or default_data_dir())
     try:
-        planned: dict[str, list[str]] = {}
         for agg in app.aggregations:
             layout = AggregationLayout.of(app, agg.name, partition_by_default=partition_by_id)
-            if layout.table is not None:
-                continue
-            change = stores.for_aggregation(agg).definition_plan(layout)
-            planned[agg.name] = ["not stored yet: its tables are made by its first run"] if change is None \
-                else change.steps()
-        return planned
+            if layout.table is None:
+                yield agg.name, stores.for_aggregation(agg).definition_plan(layout)
     finally:
         stores.close()
 

@@ -143,11 +143,10 @@ def inspect(
             typer.echo(to_json(docs))
             return
         out = stdout_console()
-        pending = lifecycle.plan_changes(spec, data_dir=directory)
+        pending = lifecycle.pending_changes(spec, data_dir=directory)
         for agg, info in zip(aggs, infos, strict=True):
             print_info(out, spec, agg, info, rejected[agg.name], directory, changed[agg.name])
-            steps = [s for s in pending.get(agg.name, [])
-                     if "nothing stored changes" not in s and not s.startswith("not stored yet")]
+            steps = pending.get(agg.name)
             if steps:
                 out.print(f"the app's definition of {agg.name} is not migrated yet (shown: what the store holds); "
                           f"tiltframe migrate APP -d DIR would do:", *(f"  - {s}" for s in steps), sep="\n")

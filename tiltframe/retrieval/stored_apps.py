@@ -10,6 +10,7 @@ store refuses it, naming the plan.
 from __future__ import annotations
 
 import dataclasses
+from typing import TypeGuard
 
 from tiltframe.model.aggregations import AggregateItem, ExpressionItem
 from tiltframe.model.app import AppSpec
@@ -30,8 +31,7 @@ def as_stored(app: AppSpec, store: Store, name: str) -> AppSpec:
     added = {m.name for m in change.added}
     agg = app.aggregation(name)
     kept = dataclasses.replace(
-        agg, select=tuple(i for i in agg.select if not (isinstance(i, AggregateItem | ExpressionItem)
-                                                       and i.alias in added)),
+        agg, select=tuple(i for i in agg.select if not (_is_measure(i) and i.alias in added)),
         granularities=tuple(g for g in agg.granularities if g.table_suffix not in change.added_levels))
     return dataclasses.replace(app, aggregations=tuple(kept if a.name == name else a for a in app.aggregations))
 
@@ -41,9 +41,14 @@ def not_stored_yet(app: AppSpec, stored: AppSpec, name: str) -> str:
     if stored is app:
         return ""
     mine, theirs = app.aggregation(name), stored.aggregation(name)
-    measures = [i.alias for i in mine.select if i not in theirs.select and hasattr(i, "alias")]
+    measures = [i.alias for i in mine.select if _is_measure(i) and i not in theirs.select]
     levels = [str(g) for g in mine.granularities if g not in theirs.granularities]
     parts = ([f"measures {', '.join(measures)}"] if measures else []) + ([f"levels {', '.join(levels)}"] if levels
                                                                           else [])
     return (f"{' and '.join(parts)} of aggregation {name} are defined by the app but not stored yet: add them with "
             f"tiltframe migrate APP -d DIR (docs/lifecycle.md)")
+
+
+def _is_measure(item: object) -> TypeGuard[AggregateItem | ExpressionItem]:
+    """An aggregate or a latest-event value (a measure of ``store.definitions``), not a key."""
+    return isinstance(item, AggregateItem | ExpressionItem)

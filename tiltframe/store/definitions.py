@@ -170,8 +170,8 @@ class DefinitionPlan:
         """The stored aggregation was defined by another (named) app: its tables are not this app's."""
         return None not in (self.stored.app, self.new.app) and self.stored.app != self.new.app
 
-    def steps(self) -> list[str]:
-        """The plan in words, one step per line."""
+    def steps(self, *, notes: bool = True) -> list[str]:
+        """The plan in words, one step per line; without ``notes``, only the steps that change what is stored."""
         name = self.new.name
         if self.other_app:
             return [f"aggregation {name} in this store belongs to app {self.stored.app!r}, not to "
@@ -185,7 +185,7 @@ class DefinitionPlan:
         out += [f"level {s} removed: table {name}_{s} dropped" for s in self.removed_levels]
         out += [f"level {s} added: table {name}_{s}, built from the finest kept level it nests in (buckets that "
                 f"level no longer holds are not kept)" for s in self.added_levels]
-        return out + list(self.notes)
+        return out + list(self.notes) if notes else out
 
 
 def plan(stored: Definition, new: Definition) -> DefinitionPlan:
