@@ -16,6 +16,7 @@ from tiltframe.engine.hadoop_paths import HadoopPath, Location
 from tiltframe.engine.identity import SPARK_DIR, STORE_FILE, open_pipeline
 from tiltframe.engine.pipeline import PIPELINE_FILE
 from tiltframe.errors import StoreError
+from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.sql import SqlStore
 
 
@@ -116,23 +117,31 @@ def test_rebuild_drops_the_store_and_the_checkpoint(tmp_path: Path, where: tuple
         assert plain.read(layout, SEC)["total_SUM"].tolist() == [1]
 
 
-def test_rebuild_drops_the_checkpoints_of_earlier_definitions_too(tmp_path: Path) -> None:
-    """A checkpoint an earlier definition left behind is never carried in after a rebuild."""
+#: The digest of a definition recorded as the one before the current (``_record_earlier``).
+EARLIER = "0123456789abcdef"
+
+
+def _record_earlier(plain: SqlStore, layout: AggregationLayout) -> None:
+    """Record ``layout``'s definition as migrated from the definition ``EARLIER``."""
     import dataclasses
 
     from tiltframe.store.definitions import Definition
 
+    with plain.write_transaction("record an earlier definition") as conn:
+        plain._write_definition(conn, dataclasses.replace(Definition.of(layout), earlier=(EARLIER,)))
+
+
+def test_rebuild_drops_the_checkpoints_of_earlier_definitions_too(tmp_path: Path) -> None:
+    """A checkpoint an earlier definition left behind is never carried in after a rebuild."""
     layout = make_layout()
     root = tmp_path / "checkpoints"
-    current, earlier = root / f"{layout.name}-{layout.spec_hash}", root / f"{layout.name}-0123456789abcdef"
+    current, earlier = root / f"{layout.name}-{layout.spec_hash}", root / f"{layout.name}-{EARLIER}"
     with SqlStore.sqlite(tmp_path / "db") as plain:
         store, pid = open_pipeline(plain, layout, current)
         _commit(store, layout, pid, 0)
-        recorded = dataclasses.replace(Definition.of(layout), earlier=("0123456789abcdef",))
-        with plain.write_transaction("record an earlier definition") as conn:
-            plain._write_definition(conn, recorded)
+        _record_earlier(plain, layout)
         earlier.mkdir(parents=True)
-        (earlier / PIPELINE_FILE).write_text(json.dumps({"pipeline_id": "old", "spec_hash": "0123456789abcdef"}))
+        (earlier / PIPELINE_FILE).write_text(json.dumps({"pipeline_id": "old", "spec_hash": EARLIER}))
         store, new = open_pipeline(plain, layout, current, rebuild=True)
         assert not earlier.exists() and new not in (pid, "old")
         assert json.loads((current / PIPELINE_FILE).read_text())["pipeline_id"] == new
@@ -141,20 +150,14 @@ def test_rebuild_drops_the_checkpoints_of_earlier_definitions_too(tmp_path: Path
 def test_a_folder_without_a_pipeline_marker_is_not_carried_in(tmp_path: Path) -> None:
     """Spark remakes a moved checkpoint's folder when a pipeline still running writes to it; such a remnant
     is no checkpoint, and the pipeline goes on from its own."""
-    import dataclasses
-
-    from tiltframe.store.definitions import Definition
-
     layout = make_layout()
     root = tmp_path / "checkpoints"
-    current, earlier = root / f"{layout.name}-{layout.spec_hash}", root / f"{layout.name}-0123456789abcdef"
+    current, earlier = root / f"{layout.name}-{layout.spec_hash}", root / f"{layout.name}-{EARLIER}"
     with SqlStore.sqlite(tmp_path / "db") as plain:
         store, pid = open_pipeline(plain, layout, current)
         _commit(store, layout, pid, 0)
         _spark_commits(current, 0)
-        recorded = dataclasses.replace(Definition.of(layout), earlier=("0123456789abcdef",))
-        with plain.write_transaction("record an earlier definition") as conn:
-            plain._write_definition(conn, recorded)
+        _record_earlier(plain, layout)
         (earlier / SPARK_DIR / "offsets").mkdir(parents=True)
         (earlier / SPARK_DIR / "offsets" / "1").write_text("v1\n")
         store, again = open_pipeline(plain, layout, current)
