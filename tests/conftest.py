@@ -7,24 +7,33 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.jvm_options import SHORT_LIVED_JVM
+
 # Test data is small: Spark's fixed costs per query dominate, not its throughput.  For the suite's sessions
 # (this process's and every CLI it starts) two shuffle partitions; no code generation (its compile time
 # exceeds the rows' run time); no adaptive re-planning.  Results do not depend on any of them; together
 # they take a quarter off the suite's CPU time, and without adaptive execution's coalescing more tasks get
 # empty partitions, a case worth running.  tiltframe's own defaults (adaptive, code generation) are run by
 # the standalone-cluster tests (spark-submit reads no PYSPARK_SUBMIT_ARGS), the tests about settings and
-# every benchmark.
+# every benchmark.  The processes tests start get the options of a short-lived JVM (tests/jvm_options.py);
+# this process's session does not.
+SHORT_LIVED = f"--driver-java-options {SHORT_LIVED_JVM}"
 os.environ.setdefault("TILTFRAME_SHUFFLE_PARTITIONS", "2")
 os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--conf spark.sql.codegen.wholeStage=false "
                       "--conf spark.sql.codegen.factoryMode=NO_CODEGEN --conf spark.sql.adaptive.enabled=false "
-                      "pyspark-shell")
+                      f"{SHORT_LIVED} pyspark-shell")
 
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     from tiltframe.engine.session import get_session
 
-    session = get_session("local[2]")
+    submit_args = os.environ["PYSPARK_SUBMIT_ARGS"]
+    os.environ["PYSPARK_SUBMIT_ARGS"] = submit_args.replace(SHORT_LIVED, "")
+    try:
+        session = get_session("local[2]")
+    finally:
+        os.environ["PYSPARK_SUBMIT_ARGS"] = submit_args
     yield session
     session.stop()
 
