@@ -11,9 +11,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tiltframe.errors import DefinitionError, QueryError, StoreError, UsageError
+from tiltframe.errors import DefinitionError, NotSupportedYet, QueryError, StoreError, UsageError
 from tiltframe.model.app import AppSpec
 from tiltframe.model.queries import RetrievalQuery
+from tiltframe.model.trickle import TRICKLE_SUFFIX, TrickleQuery
 from tiltframe.retrieval.stored_apps import as_stored, not_stored_yet
 from tiltframe.store.base import AggregationInfo
 from tiltframe.store.layout import AggregationLayout
@@ -38,12 +39,25 @@ def load_app(source: str | Path) -> AppSpec:
     looks_like_text = "\n" in text or "define " in text.lower() or ";" in text
     if isinstance(source, Path) or not looks_like_text:
         path = Path(source)
+        if path.suffix == TRICKLE_SUFFIX:
+            msg = (f"'{path}' is a trickle query: 'tiltframe validate {path}' (or tf.load_trickle) checks it; "
+                   "this release does not run trickle queries yet (docs/trickle.md)")
+            raise NotSupportedYet(msg)
         app = parse_app(read_app_file(path))
         if not (app.streams or app.aggregations or app.queries or app.continuous or app.tables):
             msg = f"app file '{path}' defines nothing (expected 'define stream ...', 'define aggregation ...', ...)"
             raise UsageError(msg)
         return app
     return parse_app(str(source))
+
+
+def load_trickle(source: str | Path) -> TrickleQuery:
+    """Parse and check a trickle query (Tremor's language) from a ``.trickle`` file or from its text."""
+    from tiltframe.lang.trickle_parser import parse_trickle
+
+    if isinstance(source, Path) or str(source).endswith(TRICKLE_SUFFIX):
+        return parse_trickle(read_app_file(Path(source)))
+    return parse_trickle(str(source))
 
 
 def read_app_file(path: Path) -> str:

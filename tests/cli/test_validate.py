@@ -130,3 +130,45 @@ def test_an_unknown_format(app_file: Path) -> None:
     result = runner.invoke(app, ["validate", str(app_file), "--format", "yaml"])
     assert result.exit_code == 2
     assert "--format: unknown format 'yaml' (expected one of: json, text)" in result.stderr
+
+
+# --- trickle queries ---------------------------------------------------------------------------------------
+
+TRICKLE = """\
+use std::time::nanos;
+define window `15secs` from tumbling with interval = nanos::from_seconds(15) end;
+define window by_two from tumbling with size = 2 end;
+select {"n": aggr::stats::count(), "g": group[0], "p": aggr::stats::hdr(event.v, ["0.5"])}
+from in[`15secs`, by_two] group by set(event.g) into out;
+"""
+
+
+def test_validate_lists_a_trickle_querys_windows_and_selects(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.trickle"
+    path.write_text(TRICKLE, encoding="utf-8")
+    result = runner.invoke(app, ["validate", str(path), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["language"] == "trickle" and doc["valid"] is True
+    assert [(w["name"], w["interval_ns"], w["size"]) for w in doc["windows"]] == [
+        ("15secs", 15_000_000_000, None), ("by_two", None, 2)]
+    assert doc["selects"] == [{"index": 0, "from": "in", "windows": ["15secs", "by_two"], "into": "out",
+                               "grouped": True, "aggregates": ["aggr::stats::count", "aggr::stats::hdr"]}]
+    text = runner.invoke(app, ["validate", str(path)], env={"COLUMNS": "160"})
+    assert text.exit_code == 0 and "interval 15_000_000_000 ns" in text.stdout and "size 2" in text.stdout
+
+
+def test_an_invalid_trickle_query_says_where_and_exits_2(tmp_path: Path) -> None:
+    path = tmp_path / "bad.trickle"
+    path.write_text(TRICKLE.replace("by_two]", "by_tw]"), encoding="utf-8")
+    result = runner.invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2
+    assert "unknown window 'by_tw' — did you mean 'by_two'?" in result.stderr and "at line 4, column 1" in result.stderr
+
+
+def test_running_a_trickle_query_is_refused_with_the_way_to_check_it(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.trickle"
+    path.write_text(TRICKLE, encoding="utf-8")
+    result = runner.invoke(app, ["run", str(path), "--input", f"in={tmp_path}"])
+    assert result.exit_code == 2
+    assert "is a trickle query" in result.stderr and "does not run trickle queries yet" in result.stderr

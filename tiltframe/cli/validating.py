@@ -14,11 +14,13 @@ from tiltframe.cli.errors import handle_errors
 from tiltframe.cli.options import AppArg, check_format
 from tiltframe.cli.output import stdout_console
 from tiltframe.http.catalog import continuous_documents, table_documents
+from tiltframe.model.trickle import TRICKLE_SUFFIX
 from tiltframe.retrieval.formats import to_json
 
 if TYPE_CHECKING:
     from tiltframe.model.app import AppSpec
     from tiltframe.model.expressions import Expr
+    from tiltframe.model.trickle import TrickleQuery
 
 FORMATS = ("text", "json")
 
@@ -172,6 +174,9 @@ def validate(
     """
     with handle_errors():
         check_format(fmt, FORMATS)
+    if app_file.suffix == TRICKLE_SUFFIX:
+        _validate_trickle(app_file, fmt)
+        return
     with handle_errors(str(app_file)):
         spec = api.load_app(app_file)
         from tiltframe.lang.checks.app import check_runnable
@@ -190,3 +195,39 @@ def validate(
     if data_dir is not None:
         out.print(f"against the data in {data_dir}:", markup=False)
         print_changes(out, doc["changes"], "tiltframe migrate would change")
+
+
+def trickle_document(query: TrickleQuery, query_file: Path) -> dict[str, Any]:
+    """What a trickle query defines, as JSON-ready data: ``app``, ``language`` ("trickle"), ``valid``,
+    ``windows`` (``name``, ``interval_ns`` or ``size``, ``max_groups``, ``emit_empty_windows``, ``script``:
+    whether one gives the time or weight), ``streams`` (made with ``create stream``) and ``selects`` (``index``,
+    ``from``, ``windows``: the tilt frame, ``into``, ``grouped``, ``aggregates``: the functions it applies)."""
+    from tiltframe.lang.checks.trickle import FUNCTIONS, calls_in
+
+    windows = [{"name": w.name, "interval_ns": w.interval_ns, "size": w.size, "max_groups": w.max_groups,
+                "emit_empty_windows": w.emit_empty_windows, "script": w.script is not None} for w in query.windows]
+    selects = [{"index": i, "from": s.source, "windows": list(s.windows), "into": s.into,
+                "grouped": s.group_by is not None,
+                "aggregates": sorted({c.name for c in calls_in(s.target) if FUNCTIONS[c.name][2]})}
+               for i, s in enumerate(query.selects)]
+    return {"app": str(query_file), "language": "trickle", "valid": True, "windows": windows,
+            "streams": list(query.streams), "selects": selects}
+
+
+def _validate_trickle(query_file: Path, fmt: str) -> None:
+    with handle_errors(str(query_file)):
+        doc = trickle_document(api.load_trickle(query_file), query_file)
+    if fmt == "json":
+        typer.echo(to_json(doc))
+        return
+    out = stdout_console()
+    out.print("[green]ok[/]: ", end="")
+    out.print(doc["app"], markup=False, soft_wrap=True)
+    out.print(_table("windows", ("window", "tumbling by", "max groups", "emit empty", "script"), [
+        (w["name"], f"interval {w['interval_ns']:_} ns" if w["interval_ns"] else f"size {w['size']}",
+         str(w["max_groups"] or "-"), "yes" if w["emit_empty_windows"] else "no", "yes" if w["script"] else "no")
+        for w in doc["windows"]]))
+    out.print(_table("selects", ("#", "from", "tilt frame", "into", "grouped", "aggregates"), [
+        (str(s["index"]), s["from"], ", ".join(s["windows"]) or "-", s["into"], "yes" if s["grouped"] else "no",
+         _names(s["aggregates"]))
+        for s in doc["selects"]], whole=4))

@@ -1,0 +1,213 @@
+"""Validation of a trickle query: every stream, window and function it names exists, and aggregates,
+``group`` and ``window`` appear only where they mean something.
+
+- a select reads ``in`` or a stream made with ``create stream`` and writes ``out``, ``err`` or such a stream;
+- the windows of ``from in[w1, w2]`` are defined, each once in the chain;
+- functions are those of the subset (``FUNCTIONS``), with their number of arguments; aggregate functions
+  only in the emitted expression of a windowed select, never inside another aggregate;
+- ``group[N]`` within the group's values and key; ``group`` and ``window`` in ``where`` and ``group by``
+  never (they are known only once the event is grouped);
+- a window's ``script`` reads only the event and constants.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from tiltframe.errors import DefinitionError, unknown
+from tiltframe.lang.syntax import snippet
+from tiltframe.model.expressions import Binary, Call, Literal, Pos, Unary
+from tiltframe.model.trickle import (
+    INPUT_PORT,
+    OUTPUT_PORTS,
+    Array,
+    GroupBy,
+    GroupEach,
+    GroupExpr,
+    GroupSet,
+    Merge,
+    Patch,
+    Path,
+    Record,
+    Select,
+    TExpr,
+    TrickleQuery,
+)
+
+#: Function -> (fewest, most arguments, is an aggregate).  ``hdr`` and ``dds`` take the percentiles as an
+#: optional second argument (``["0.5", "0.99"]``).
+FUNCTIONS: dict[str, tuple[int, int, bool]] = {
+    "aggr::stats::count": (0, 0, True),
+    **{f"aggr::stats::{f}": (1, 1, True) for f in ("sum", "min", "max", "mean", "var", "stdev")},
+    "aggr::stats::hdr": (1, 2, True),
+    "aggr::stats::dds": (1, 2, True),
+    **{f"aggr::win::{f}": (1, 1, True) for f in ("first", "last", "collect_flattened", "collect_nested")},
+    "record::keys": (1, 1, False),
+    "record::values": (1, 1, False),
+    "array::len": (1, 1, False),
+    "string::lowercase": (1, 1, False),
+    "win::cardinality": (0, 0, False),
+    "system::ingest_ns": (0, 0, False),
+}
+
+
+def validate_trickle(query: TrickleQuery) -> TrickleQuery:
+    """``query`` unchanged when every name in it holds; else the first problem, at its line and column."""
+    check = _Checks(query)
+    check.definitions()
+    for select in query.selects:
+        check.select(select)
+    return query
+
+
+def calls_in(expr: TExpr) -> Iterator[Call]:
+    """Every function call in ``expr``, outermost first."""
+    return (node for node in _nodes(expr) if isinstance(node, Call))
+
+
+def _nodes(expr: TExpr) -> Iterator[TExpr]:
+    """``expr`` and every expression inside it, outermost first (an aggregate's arguments included)."""
+    yield expr
+    if isinstance(expr, Path):
+        kids: tuple[TExpr, ...] = tuple(s for s in expr.segments if not isinstance(s, str))
+    elif isinstance(expr, Record):
+        kids = tuple(part for pair in expr.fields for part in pair)
+    elif isinstance(expr, Array):
+        kids = expr.items
+    elif isinstance(expr, Patch):
+        kids = (expr.target, *(op.value for op in expr.ops if op.value is not None))
+    elif isinstance(expr, Merge):
+        kids = (expr.target, expr.value)
+    elif isinstance(expr, Unary):
+        kids = (expr.operand,)
+    elif isinstance(expr, Binary):
+        kids = (expr.left, expr.right)
+    elif isinstance(expr, Call):
+        kids = expr.args
+    else:
+        kids = ()
+    for kid in kids:
+        yield from _nodes(kid)
+
+
+def _dimensions(group: GroupBy) -> int:
+    """How many values ``group`` holds for a group by ``group``: one per expression or ``each`` in it."""
+    return sum(_dimensions(item) for item in group.items) if isinstance(group, GroupSet) else 1
+
+
+class _Checks:
+    def __init__(self, query: TrickleQuery) -> None:
+        self.query = query
+        self.windows = {w.name for w in query.windows}
+
+    def error(self, message: str, pos: Pos | None) -> DefinitionError:
+        if pos is None:
+            return DefinitionError(message)
+        return DefinitionError(message, line=pos.line, column=pos.column,
+                               snippet=snippet(self.query.text, pos.line, pos.column))
+
+    def definitions(self) -> None:
+        seen: set[str] = set()
+        for window in self.query.windows:
+            if window.name in seen:
+                raise self.error(f"window {window.name} is defined twice", window.pos)
+            seen.add(window.name)
+            if window.script is not None:
+                for node in _nodes(window.script):
+                    if isinstance(node, Path) and node.root != "event":
+                        raise self.error(f"a window script reads the event only, not {node.root}", node.pos)
+                    if isinstance(node, Call):
+                        self.call(node)
+                        if FUNCTIONS[node.name][2]:
+                            raise self.error(f"{node.name} is an aggregate: a window script gives one event's "
+                                             "time or weight", node.pos)
+        streams: set[str] = set()
+        for name in self.query.streams:
+            if name in (INPUT_PORT, *OUTPUT_PORTS) or name in streams:
+                raise self.error(f"stream {name} is defined twice ({INPUT_PORT}, out and err always exist)", None)
+            streams.add(name)
+
+    def select(self, select: Select) -> None:
+        created = set(self.query.streams)
+        if select.source not in created | {INPUT_PORT}:
+            raise self.error(unknown("stream to read", select.source, created | {INPUT_PORT}), select.pos)
+        if select.into not in created | set(OUTPUT_PORTS):
+            raise self.error(unknown("stream to write", select.into, created | set(OUTPUT_PORTS)), select.pos)
+        if len(set(select.windows)) != len(select.windows):
+            raise self.error("a window appears twice in the tilt frame", select.pos)
+        for name in select.windows:
+            if name not in self.windows:
+                raise self.error(unknown("window", name, self.windows), select.pos)
+        windowed = bool(select.windows)
+        self.expression(select.target, select, aggregates=windowed)
+        for clause, expr in (("where", select.where), ("having", select.having)):
+            if expr is not None:
+                self.expression(expr, select, aggregates=False, clause=clause)
+        if select.group_by is not None:
+            self.group(select.group_by, select)
+
+    def group(self, group: GroupBy, select: Select) -> None:
+        if isinstance(group, GroupSet):
+            for item in group.items:
+                self.group(item, select)
+            return
+        assert isinstance(group, (GroupExpr, GroupEach))
+        self.expression(group.expr, select, aggregates=False, clause="group by")
+
+    def expression(self, expr: TExpr, select: Select, *, aggregates: bool, clause: str | None = None) -> None:
+        for node in _nodes(expr):
+            if isinstance(node, Call):
+                self.call(node)
+                if FUNCTIONS[node.name][2]:
+                    self.aggregate(node, select, allowed=aggregates, clause=clause)
+            elif isinstance(node, Path):
+                if clause in ("where", "group by") and node.root != "event":
+                    raise self.error(f"{clause} reads the event, not {node.root}", node.pos)
+                self.path(node, select)
+
+    def aggregate(self, call: Call, select: Select, *, allowed: bool, clause: str | None) -> None:
+        if not allowed:
+            where = f"in {clause}" if clause else "in a select without a window"
+            hint = "" if clause else " (apply one: from in[my_window])"
+            raise self.error(f"aggregate function {call.name} cannot be used {where}{hint}", call.pos)
+        for arg in call.args:
+            for node in _nodes(arg):
+                if isinstance(node, Call) and FUNCTIONS.get(node.name, (0, 0, False))[2]:
+                    raise self.error(f"aggregate {node.name} inside aggregate {call.name}", node.pos)
+
+    def call(self, call: Call) -> None:
+        if call.name not in FUNCTIONS:
+            raise self.error(unknown("function", call.name, FUNCTIONS), call.pos)
+        fewest, most, _ = FUNCTIONS[call.name]
+        if not fewest <= len(call.args) <= most:
+            count = str(fewest) if fewest == most else f"{fewest} or {most}"
+            raise self.error(f"{call.name} takes {count} argument{'s' if most != 1 else ''}, "
+                             f"not {len(call.args)}", call.pos)
+        if call.name in ("aggr::stats::hdr", "aggr::stats::dds") and len(call.args) == 2:
+            self.percentiles(call)
+
+    def percentiles(self, call: Call) -> None:
+        given = call.args[1]
+        items = given.items if isinstance(given, Array) else ()
+        values = [i.value for i in items if isinstance(i, Literal) and isinstance(i.value, str)]
+        try:
+            ok = isinstance(given, Array) and len(values) == len(items) and all(0 <= float(v) <= 1 for v in values)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise self.error(f"{call.name}'s percentiles are an array of strings between \"0\" and \"1\", such as "
+                             '["0.5", "0.99"]', getattr(given, "pos", None) or call.pos)
+
+    def path(self, path: Path, select: Select) -> None:
+        """``group[N]``: N up to the group's dimensions (``group`` holds the values of its dimensions, then
+        the group's key as text; a select without ``group by`` has one dimension, null).  ``window`` is the
+        emitting window's name, null in a select without windows, as in Tremor."""
+        if path.root != "group" or not path.segments:
+            return
+        first = path.segments[0]
+        if isinstance(first, Literal) and isinstance(first.value, int) and not isinstance(first.value, bool):
+            dimensions = _dimensions(select.group_by) if select.group_by is not None else 1
+            if not 0 <= first.value <= dimensions:
+                raise self.error(f"group[{first.value}] is past the group's {dimensions} value"
+                                 f"{'s' if dimensions != 1 else ''} and its key (group[0] is the first value, "
+                                 f"group[{dimensions}] the key)", path.pos)
