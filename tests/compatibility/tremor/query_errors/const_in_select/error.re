@@ -1,0 +1,1 @@
+^Found the token `const` but expected one of .*`event`.*

@@ -1,0 +1,1 @@
+^Found the token `let` but expected one of .*`event`.*
