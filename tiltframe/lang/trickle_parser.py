@@ -46,9 +46,12 @@ __all__ = ["parse_trickle"]
 
 #: The roots a path may start from.
 PATH_ROOTS = ("event", "group", "window")
-#: The modules ``use`` may name (``use std::time::nanos;``); functions of these modules need no ``use``.
+#: The modules ``use`` may name (``use std::time::nanos;``): those whose functions the subset has, and other
+#: modules of Tremor's library a query may name without calling anything of them.  A function is refused at
+#: its call when the subset does not have it; functions of these modules need no ``use``.
 MODULES = ("std::time::nanos", "std::record", "std::array", "std::string", "std::win", "std::system",
-           "aggr::stats", "aggr::win")
+           "tremor::system", "aggr::stats", "aggr::win", "std::math", "std::integer", "std::integer::signed",
+           "std::float", "std::type", "std::json")
 #: ``nanos::from_<unit>(n)``: nanoseconds per unit.
 NANOS = {"from_nanos": 1, "from_micros": 1_000, "from_millis": 1_000_000, "from_seconds": 1_000_000_000,
          "from_minutes": 60_000_000_000, "from_hours": 3_600_000_000_000, "from_days": 86_400_000_000_000}
@@ -205,6 +208,7 @@ class _Builder:
         uses: list[str] = []
         windows: list[WindowDef] = []
         streams: list[str] = []
+        positions: list[Pos | None] = []
         selects: list[Select] = []
         for stmt in tree.children:
             if stmt.data == "use_stmt":
@@ -213,9 +217,10 @@ class _Builder:
                 windows.append(self.window(stmt))
             elif stmt.data == "stream_def":
                 streams.append(self.name(_kids(stmt)[0]))
+                positions.append(_pos(_kids(stmt)[0]))
             else:
                 selects.append(self.select(stmt))
-        return TrickleQuery(tuple(uses), tuple(windows), tuple(streams), tuple(selects), self.text)
+        return TrickleQuery(tuple(uses), tuple(windows), tuple(streams), tuple(selects), self.text, tuple(positions))
 
     # --- statements -----------------------------------------------------------------------------------
 
@@ -362,6 +367,9 @@ class _Builder:
             path, *args = kids
             name = "::".join(self.name(n) for n in path.children)
             return Call(name, tuple(self.expr(a) for a in args if a is not None), pos)
+        if kind == "module_constant":
+            name = "::".join(self.name(n) for n in kids[0].children)
+            raise self.error(f"constants of modules ({name}) are not supported", tree, NotSupportedYet)
         if kind == "record":
             fields = tuple((self.expr(f.children[0]), self.expr(f.children[1])) for f in kids if f is not None)
             return Record(fields, pos)

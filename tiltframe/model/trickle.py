@@ -150,6 +150,8 @@ class TrickleQuery:
     streams: tuple[str, ...] = ()
     selects: tuple[Select, ...] = ()
     text: str = field(default="", compare=False, repr=False)
+    #: Where each ``create stream`` is written, in order.
+    stream_positions: tuple[Pos | None, ...] = field(default=(), compare=False, repr=False)
 
     def window(self, name: str) -> WindowDef:
         return next(w for w in self.windows if w.name == name)

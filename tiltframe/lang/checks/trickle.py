@@ -122,9 +122,10 @@ class _Checks:
                             raise self.error(f"{node.name} is an aggregate: a window script gives one event's "
                                              "time or weight", node.pos)
         streams: set[str] = set()
-        for name in self.query.streams:
+        positions = self.query.stream_positions or (None,) * len(self.query.streams)
+        for name, pos in zip(self.query.streams, positions, strict=True):
             if name in (INPUT_PORT, *OUTPUT_PORTS) or name in streams:
-                raise self.error(f"stream {name} is defined twice ({INPUT_PORT}, out and err always exist)", None)
+                raise self.error(f"stream {name} is defined twice ({INPUT_PORT}, out and err always exist)", pos)
             streams.add(name)
 
     def select(self, select: Select) -> None:
@@ -166,14 +167,14 @@ class _Checks:
                 self.path(node, select)
 
     def aggregate(self, call: Call, select: Select, *, allowed: bool, clause: str | None) -> None:
-        if not allowed:
-            where = f"in {clause}" if clause else "in a select without a window"
-            hint = "" if clause else " (apply one: from in[my_window])"
-            raise self.error(f"aggregate function {call.name} cannot be used {where}{hint}", call.pos)
         for arg in call.args:
             for node in _nodes(arg):
                 if isinstance(node, Call) and FUNCTIONS.get(node.name, (0, 0, False))[2]:
                     raise self.error(f"aggregate {node.name} inside aggregate {call.name}", node.pos)
+        if not allowed:
+            where = f"in {clause}" if clause else "in a select without a window"
+            hint = "" if clause else " (apply one: from in[my_window])"
+            raise self.error(f"aggregate function {call.name} cannot be used {where}{hint}", call.pos)
 
     def call(self, call: Call) -> None:
         if call.name not in FUNCTIONS:
