@@ -214,8 +214,8 @@ def test_window_settings_are_integer_arithmetic(tree: object) -> None:
     ("select event from other into out;", "unknown stream to read 'other'", 1, 1),
     ("select aggr::stats::count() from in into out;", "aggregate function aggr::stats::count cannot be used in a "
      "select without a window", 1, 8),
-    ("define window w from tumbling with size = 2 end;\nselect event from in[w] where aggr::stats::count() > 1 "
-     "into out;", "cannot be used in where", 2, 31),
+    ("define window w from tumbling with size = 2 end;\nselect aggr::stats::count() from in[w] where "
+     "aggr::stats::count() > 1 into out;", "cannot be used in where", 2, 46),
     ("define window w from tumbling with size = 2 end;\nselect aggr::stats::sum(aggr::stats::max(event.a)) "
      "from in[w] into out;", "aggregate aggr::stats::max inside aggregate aggr::stats::sum", 2, 25),
     ("select group[2] from in group by event.a into out;", "group[2] is past the group's 1 value and its key",
@@ -223,6 +223,10 @@ def test_window_settings_are_integer_arithmetic(tree: object) -> None:
     ("select group[4] from in group by set(event.a, each(event.b), event.c) into out;", "group's 3 values", 1, 8),
     ("select event from in where group[0] == 1 group by event.a into out;", "where reads the event, not group",
      1, 28),
+    ("define window w from tumbling with size = 2 end;\nselect {\"a\": event.a, \"b\": event.b} from in[w] "
+     "group by set(event.a) into out;", "event is read here outside an aggregate", 2, 28),
+    ("define window w from tumbling with size = 2 end;\nselect string::lowercase(event.k) from in[w] "
+     "group by each(event.k) into out;", "event is read here outside an aggregate", 2, 26),
     ("select record::keyz(event) from in into out;", "unknown function 'record::keyz' — did you mean "
      "'record::keys'?", 1, 8),
     ("define window w from tumbling with size = 2 end;\nselect aggr::stats::sum() from in[w] into out;",
@@ -235,6 +239,14 @@ def test_errors_name_the_problem_and_where(text: str, message: str, line: int, c
         parse_trickle(text)
     assert message in str(caught.value)
     assert (caught.value.line, caught.value.column) == (line, column), str(caught.value)
+
+
+def test_a_windowed_select_reads_the_event_through_its_group_by_or_aggregates() -> None:
+    q = parse_trickle("define window w from tumbling with size = 2 end;\n"
+                      'select {"m": string::lowercase(event.m), "t": patch event.t of insert "w" => window end, '
+                      '"n": aggr::win::last(event.n), "k": group[1]} from in[w] '
+                      "group by set(event.m, event.t, each(record::keys(event.f))) into out;")
+    assert q.selects[0].windows == ("w",)
 
 
 def test_refusals_are_not_supported_errors() -> None:

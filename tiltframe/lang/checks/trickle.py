@@ -5,6 +5,7 @@
 - the windows of ``from in[w1, w2]`` are defined, each once in the chain;
 - functions are those of the subset (``FUNCTIONS``), with their number of arguments; aggregate functions
   only in the emitted expression of a windowed select, never inside another aggregate;
+- in a select with windows, ``event`` outside aggregates only as an expression it is grouped by;
 - ``group[N]`` within the group's values and key; ``group`` and ``window`` in ``where`` and ``group by``
   never (they are known only once the event is grouped);
 - a window's ``script`` reads only the event and constants.
@@ -68,6 +69,22 @@ def calls_in(expr: TExpr) -> Iterator[Call]:
 def _nodes(expr: TExpr) -> Iterator[TExpr]:
     """``expr`` and every expression inside it, outermost first (an aggregate's arguments included)."""
     yield expr
+    for kid in _children(expr):
+        yield from _nodes(kid)
+
+
+def _grouped_expressions(group: GroupBy) -> Iterator[TExpr]:
+    """The expressions of ``group by`` whose value the emitting group has (not ``each``'s: its group has one
+    element of it)."""
+    if isinstance(group, GroupSet):
+        for item in group.items:
+            yield from _grouped_expressions(item)
+    elif isinstance(group, GroupExpr):
+        yield group.expr
+
+
+def _children(expr: TExpr) -> tuple[TExpr, ...]:
+    """The expressions directly inside ``expr``."""
     if isinstance(expr, Path):
         kids: tuple[TExpr, ...] = tuple(s for s in expr.segments if not isinstance(s, str))
     elif isinstance(expr, Record):
@@ -86,8 +103,7 @@ def _nodes(expr: TExpr) -> Iterator[TExpr]:
         kids = expr.args
     else:
         kids = ()
-    for kid in kids:
-        yield from _nodes(kid)
+    return kids
 
 
 def _dimensions(group: GroupBy) -> int:
@@ -141,6 +157,8 @@ class _Checks:
                 raise self.error(unknown("window", name, self.windows), select.pos)
         windowed = bool(select.windows)
         self.expression(select.target, select, aggregates=windowed)
+        if windowed:
+            self.grouped_event(select.target, select)
         for clause, expr in (("where", select.where), ("having", select.having)):
             if expr is not None:
                 self.expression(expr, select, aggregates=False, clause=clause)
@@ -165,6 +183,19 @@ class _Checks:
                 if clause in ("where", "group by") and node.root != "event":
                     raise self.error(f"{clause} reads the event, not {node.root}", node.pos)
                 self.path(node, select)
+
+    def grouped_event(self, expr: TExpr, select: Select) -> None:
+        """In a windowed select, ``event`` outside aggregates only as an expression it is grouped by: a
+        window emits for a group, not for one event (Tremor's rule)."""
+        grouped = set(_grouped_expressions(select.group_by)) if select.group_by is not None else set()
+        if expr in grouped or (isinstance(expr, Call) and FUNCTIONS.get(expr.name, (0, 0, False))[2]):
+            return
+        if isinstance(expr, Path) and expr.root == "event":
+            raise self.error("event is read here outside an aggregate, in a select with windows: only "
+                             "expressions it is grouped by may be (add it to group by set(...), or aggregate "
+                             "it, such as aggr::win::last(...))", expr.pos)
+        for kid in _children(expr):
+            self.grouped_event(kid, select)
 
     def aggregate(self, call: Call, select: Select, *, allowed: bool, clause: str | None) -> None:
         for arg in call.args:
