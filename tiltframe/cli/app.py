@@ -33,6 +33,7 @@ from tiltframe.cli.options import (
 )
 from tiltframe.cli.output import stderr_console, stdout_console
 from tiltframe.cli.querying import query
+from tiltframe.cli.replaying import replay
 from tiltframe.cli.running import run
 from tiltframe.cli.serving import serve
 from tiltframe.cli.validating import print_changes, validate
@@ -287,6 +288,7 @@ def migrate(
 
 
 app.command()(validate)
+app.command()(replay)
 app.command()(verify)
 app.command()(rebuild)
 
