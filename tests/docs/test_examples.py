@@ -89,6 +89,10 @@ SKIPPED_BY_REASON: dict[str, list[tuple[str, str]]] = {
     _SPARK_CLI: [
         ("README.md", "tiltframe run app.siddhi --input TradeStream=data/trades/"),
     ],
+    "needs a file of captured inputs; tests/cli/test_replay.py replays the seed's trickle example through the "
+    "command": [
+        ("README.md", "tiltframe replay metrics.trickle in=captured.jsonl"),
+    ],
     "starts Spark in a new process (15 s) to recompute from the inputs; tests/engine/test_verification.py "
     "and test_range_rebuilds.py run both commands on real stores": [
         ("README.md", "tiltframe verify app.siddhi --input TradeStream=data/trades/"),
