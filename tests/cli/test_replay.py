@@ -64,11 +64,3 @@ def test_replay_names_a_wrong_input_and_an_app_it_cannot_replay(tmp_path: Path) 
     (tmp_path / "a.siddhi").write_text("define stream S (a long);", encoding="utf-8")
     other = runner.invoke(app, ["replay", str(tmp_path / "a.siddhi"), f"in={tmp_path / 'x.jsonl'}"])
     assert other.exit_code == 2 and "replay runs trickle queries" in other.stderr
-
-
-def test_an_aggregate_not_built_yet_is_refused_before_any_input(tmp_path: Path) -> None:
-    (tmp_path / "q.trickle").write_text("define window w from tumbling with size = 2 end;\n"
-                                        "select aggr::stats::hdr(event.v) from in[w] into out;\n", encoding="utf-8")
-    (tmp_path / "in.jsonl").write_text('{"ingest_ns": 0, "event": {"v": 1}}\n', encoding="utf-8")
-    result = runner.invoke(app, ["replay", str(tmp_path / "q.trickle"), f"in={tmp_path / 'in.jsonl'}"])
-    assert result.exit_code == 2 and "aggr::stats::hdr cannot run yet" in result.stderr

@@ -81,9 +81,13 @@ NOT_A_VALUE = {"sum_continued", "min_source_after_merge", "max_source_after_merg
 @pytest.mark.parametrize("case", FUNCTION_CASES, ids=[c["name"] for c in FUNCTION_CASES])
 def test_tremor_aggregate_function_cases(case: dict[str, Any]) -> None:
     cls = STATES[case["function"]]
+    if case.get("expected_error") == "bad percentile":
+        with pytest.raises(TrickleRuntimeError, match="the percentile 'snot' is not a number"):
+            cls(*case["args"])
+        return
     states = []
     for values in case["inputs"]:
-        state = cls()
+        state = cls(*case["args"])
         for value in values:
             if "expected_error" in case:
                 with pytest.raises(TrickleRuntimeError, match="takes numbers"):

@@ -14,8 +14,11 @@ value).
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
+
+import numpy as np
 
 from tiltframe.functions.trickle_values import TrickleRuntimeError, is_number, type_name
 
@@ -223,6 +226,125 @@ class CollectNested(CollectFlattened):
         self.items.append(list(later.items))
 
 
-#: Function name -> state class.  ``hdr`` and ``dds`` are not built yet.
-STATES: dict[str, type[State]] = {cls.name: cls for cls in (Count, Sum, Mean, Min, Max, Var, Stdev, First, Last,
-                                                            CollectFlattened, CollectNested)}
+#: The percentiles ``hdr`` and ``dds`` give when the query names none (Tremor's).
+DEFAULT_PERCENTILES = ("0.5", "0.9", "0.95", "0.99", "0.999", "0.9999", "0.99999")
+
+
+def _percentiles(name: str, given: list[Any] | None) -> tuple[tuple[str, float], ...]:
+    """Each percentile's name as written and its value (``["0.5", "0.99"]``)."""
+    out = []
+    for item in given if given is not None else DEFAULT_PERCENTILES:
+        try:
+            out.append((item, float(item)))
+        except (TypeError, ValueError):
+            raise TrickleRuntimeError(f"{name}: the percentile {item!r} is not a number") from None
+    return tuple(out)
+
+
+class Hdr(State):
+    """An HDR histogram (the ``hdrhistogram`` package) of whole values at two significant figures, as
+    Tremor's ``hdr``: values are truncated to integers, negative ones left out; ``count``, ``min``, ``max``
+    and the percentiles are integers, ``mean``, ``stdev`` and ``var`` (population) floats."""
+
+    name = "aggr::stats::hdr"
+    #: Tremor's histogram: two significant figures (its bucket bounds do not depend on the highest value).
+    DIGITS = 2
+    HIGHEST = 2**63 - 1
+
+    def __init__(self, percentiles: list[Any] | None = None) -> None:
+        from hdrh.histogram import HdrHistogram
+
+        self.percentiles = _percentiles(self.name, percentiles)
+        self.histogram = HdrHistogram(1, self.HIGHEST, self.DIGITS)
+
+    def add(self, value: Any) -> None:
+        v = int(_number("hdr", value))
+        if v >= 0:
+            self.histogram.record_value(min(v, self.HIGHEST))
+
+    def merge(self, later: State) -> None:
+        assert isinstance(later, Hdr)
+        self.histogram.add(later.histogram)
+
+    def value(self) -> dict[str, Any]:
+        h = self.histogram
+        total = int(h.get_total_count())
+        if not total:
+            return {"count": 0, "min": 0, "max": 0, "mean": 0.0, "stdev": 0.0, "var": 0.0,
+                    "percentiles": {name: 0 for name, _ in self.percentiles}}
+        # The package's mean, deviation and percentiles walk its thousands of counters in Python (0.1 s for
+        # one output); the same sums over the counters as one array, by its own value of each counter.
+        values = _hdr_values(h.lowest_trackable_value, h.highest_trackable_value, h.significant_figures)
+        counts = np.frombuffer(h.counts, dtype=np.uint64)[: len(values.median)].astype(np.float64)
+        mean = float(counts @ values.median) / total
+        stdev = math.sqrt(float(counts @ (values.median - mean) ** 2) / total)
+        running = np.cumsum(counts)
+        percentiles = {}
+        for name, q in self.percentiles:
+            target = max(int(min(q * 100, 100.0) * total / 100 + 0.5), 1)
+            at = int(np.searchsorted(running, target, side="left"))
+            percentiles[name] = int(values.highest[at] if q else values.lowest[at])
+        return {"count": total, "min": int(h.get_min_value()), "max": int(h.get_max_value()), "mean": mean,
+                "stdev": stdev, "var": stdev * stdev, "percentiles": percentiles}
+
+
+class _HdrValues(NamedTuple):
+    lowest: np.ndarray
+    median: np.ndarray
+    highest: np.ndarray
+
+
+@functools.lru_cache(maxsize=4)
+def _hdr_values(lowest: int, highest: int, digits: int) -> _HdrValues:
+    """Each counter's lowest, median and highest value for one histogram shape (as the package has them)."""
+    from hdrh.histogram import HdrHistogram
+
+    histogram = HdrHistogram(lowest, highest, digits)
+    low = [histogram.get_value_from_index(i) for i in range(histogram.counts_len)]
+    return _HdrValues(np.array(low, dtype=np.float64),
+                      np.array([histogram._hdr_median_equiv_value(v) for v in low], dtype=np.float64),
+                      np.array([histogram.get_highest_equivalent_value(v) for v in low], dtype=np.float64))
+
+
+class Dds(State):
+    """A DDSketch (the ``ddsketch`` package) at 1% relative accuracy and at most 2048 bins, as Tremor's
+    ``dds``: negative values left out; ``count`` an integer, ``sum``, ``min``, ``max``, ``mean`` floats, each
+    percentile rounded up to one decimal."""
+
+    name = "aggr::stats::dds"
+    ACCURACY = 0.01
+    BINS = 2048
+
+    def __init__(self, percentiles: list[Any] | None = None) -> None:
+        from ddsketch import LogCollapsingLowestDenseDDSketch
+
+        self.percentiles = _percentiles(self.name, percentiles)
+        self.sketch = LogCollapsingLowestDenseDDSketch(relative_accuracy=self.ACCURACY, bin_limit=self.BINS)
+        self.lo, self.hi = math.inf, -math.inf  # exact, as the sketch's own are not part of its interface
+
+    def add(self, value: Any) -> None:
+        v = _number("dds", value)
+        if v >= 0:
+            self.sketch.add(v)
+            self.lo, self.hi = min(self.lo, v), max(self.hi, v)
+
+    def merge(self, later: State) -> None:
+        assert isinstance(later, Dds)
+        if later.sketch.count:
+            self.sketch.merge(later.sketch)
+            self.lo, self.hi = min(self.lo, later.lo), max(self.hi, later.hi)
+
+    def value(self) -> dict[str, Any]:
+        s = self.sketch
+        count = int(s.count)
+        if not count:
+            return {"count": 0, "sum": 0.0, "min": 0.0, "max": 0.0, "mean": 0.0,
+                    "percentiles": {name: 0.0 for name, _ in self.percentiles}}
+        return {"count": count, "sum": float(s.sum), "min": self.lo, "max": self.hi,
+                "mean": float(s.sum) / count,
+                "percentiles": {name: math.ceil(s.get_quantile_value(q) * 10) / 10 for name, q in self.percentiles}}
+
+
+#: Function name -> state class; a state is made with the call's constant arguments after the first.
+STATES: dict[str, type[State]] = {cls.name: cls for cls in (Count, Sum, Mean, Min, Max, Var, Stdev, Hdr, Dds,
+                                                            First, Last, CollectFlattened, CollectNested)}

@@ -3,8 +3,8 @@ ticks in order, every output in emission order, the same on every run.
 
 Selects chain through the streams they write: an output of a select goes at once to the selects reading its
 stream (depth first; of several readers of one stream the one written last runs first, as in Tremor), and
-to the caller when the stream is ``out`` or ``err``.  An input an expression cannot be evaluated on stops
-there (outputs it already made stay) and comes out on ``err`` with the reason
+to the caller when the stream is ``out``, ``err`` or one no select reads.  An input an expression cannot be
+evaluated on stops there (outputs it already made stay) and comes out on ``err`` with the reason
 (``{"stream": "err", "event": ..., "error": ...}``): nothing is dropped silently.
 """
 
@@ -85,8 +85,8 @@ class QueryGraph:
         return outputs
 
     def _deliver(self, stream: str, event: Any, t: int, outputs: list[Output], *, source: bool = False) -> None:
-        if not source and stream in OUTPUT_PORTS:
-            outputs.append(Output(stream, event))
+        if not source and (stream in OUTPUT_PORTS or stream not in self.readers):
+            outputs.append(Output(stream, event))  # out, err, or a stream no select reads: the caller's
             return
         for op in self.readers.get(stream, ()):
             for out in op.on_event(event, t):

@@ -25,7 +25,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tiltframe.errors import NotSupportedYet
 from tiltframe.functions.trickle_stats import STATES, State
 from tiltframe.functions.trickle_values import Scope, TrickleRuntimeError, evaluate, is_number, type_name
 from tiltframe.lang.checks.trickle import FUNCTIONS, calls_in
@@ -65,10 +64,8 @@ class SelectOperator:
         self.select = select
         self.windows = [query.window(name) for name in select.windows]
         self.aggregates: list[Call] = [c for c in calls_in(select.target) if FUNCTIONS[c.name][2]]
-        for call in self.aggregates:
-            if call.name not in STATES:
-                msg = f"{call.name} cannot run yet (it is checked, not built); the other aggregate functions run"
-                raise NotSupportedYet.at(msg, call.pos)
+        #: Each aggregate's constant arguments after the first (``hdr``'s percentiles).
+        self.params = [[evaluate(a, Scope()) for a in c.args[1:]] for c in self.aggregates]
         limits = [w.max_groups for w in self.windows if w.max_groups is not None]
         self.max_groups = min(limits) if limits else None
         self.groups: dict[str, _Group] = {}
@@ -120,22 +117,22 @@ class SelectOperator:
         the state it emitted (the group holds nothing then)."""
         incoming: list[State] | None = None  # what the window before handed on (None: the event itself)
         removable = True
+        group_value = [*group.values, group_key(group.values)]
         for level, window in enumerate(group.chain):
             if tick and level == 0 and (window.spec.size is not None or window.spec.script is not None):
                 return False  # ticks do nothing to size windows, nor to windows on a script's time
             include, emit = self._decide(window, event, t, tick=tick and level == 0)
             if include:
-                self._take(window, event, incoming, t, tick=tick)
+                self._take(window, event, incoming, t, group_value, tick=tick)
             if not include:
                 removable = False
             if not emit:
                 if not include:
-                    self._take(window, event, incoming, t, tick=tick)
+                    self._take(window, event, incoming, t, group_value, tick=tick)
                 return False
             handed = window.states
             if window.holds:
-                self._emit(outputs, Scope(event=event, group=[*group.values, group_key(group.values)],
-                                          window=window.spec.name, ingest_ns=t,
+                self._emit(outputs, Scope(event=event, group=group_value, window=window.spec.name, ingest_ns=t,
                                           cardinality=len(self.groups),
                                           aggregates={id(c): s.value() for c, s in
                                                       zip(self.aggregates, handed, strict=True)}),
@@ -143,7 +140,7 @@ class SelectOperator:
             had = window.holds
             window.states, window.holds = self._fresh(), False
             if not include:
-                self._take(window, event, incoming, t, tick=tick)
+                self._take(window, event, incoming, t, group_value, tick=tick)
             if not had:
                 return removable and include
             incoming = handed
@@ -170,19 +167,21 @@ class SelectOperator:
         window.counted += weight
         return False, False
 
-    def _take(self, window: _Window, event: Any, incoming: list[State] | None, t: int, *, tick: bool) -> None:
+    def _take(self, window: _Window, event: Any, incoming: list[State] | None, t: int, group: list[Any], *,
+              tick: bool) -> None:
         if incoming is not None:
             for mine, theirs in zip(window.states, incoming, strict=True):
                 mine.merge(theirs)
             window.holds = True
         elif not tick:
-            scope = Scope(event=event, ingest_ns=t, cardinality=len(self.groups))
+            scope = Scope(event=event, group=group, window=window.spec.name, ingest_ns=t,
+                          cardinality=len(self.groups))
             for call, state in zip(self.aggregates, window.states, strict=True):
                 state.add(evaluate(call.args[0], scope) if call.args else None)
             window.holds = True
 
     def _fresh(self) -> list[State]:
-        return [STATES[c.name]() for c in self.aggregates]
+        return [STATES[c.name](*params) for c, params in zip(self.aggregates, self.params, strict=True)]
 
     # --- output ---------------------------------------------------------------------------------------
 
