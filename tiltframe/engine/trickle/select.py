@@ -122,29 +122,22 @@ class SelectOperator:
             if tick and level == 0 and (window.spec.size is not None or window.spec.script is not None):
                 return False  # ticks do nothing to size windows, nor to windows on a script's time
             include, emit = self._decide(window, event, t, tick=tick and level == 0)
-            if include:
+            if include or not emit:  # taken now: into the state it emits, or with no emission at all
                 self._take(window, event, incoming, t, group_value, tick=tick)
-            if not include:
-                removable = False
             if not emit:
-                if not include:
-                    self._take(window, event, incoming, t, group_value, tick=tick)
-                return False
-            handed = window.states
-            if window.holds:
+                return False  # the window goes on holding it
+            handed, had = window.states, window.holds
+            if had:
+                aggregates = {id(c): s.value() for c, s in zip(self.aggregates, handed, strict=True)}
                 self._emit(outputs, Scope(event=event, group=group_value, window=window.spec.name, ingest_ns=t,
-                                          cardinality=len(self.groups),
-                                          aggregates={id(c): s.value() for c, s in
-                                                      zip(self.aggregates, handed, strict=True)}),
-                           group.values)
-            had = window.holds
+                                          cardinality=len(self.groups), aggregates=aggregates), group.values)
             window.states, window.holds = self._fresh(), False
-            if not include:
+            if not include:  # the input that made it emit starts the next window
                 self._take(window, event, incoming, t, group_value, tick=tick)
+            removable = removable and include
             if not had:
-                return removable and include
-            incoming = handed
-            tick = False  # the next window sees a merge, not a tick
+                return removable
+            incoming, tick = handed, False  # the next window takes the state (a merge, not a tick)
         return removable
 
     def _decide(self, window: _Window, event: Any, t: int, *, tick: bool) -> tuple[bool, bool]:
