@@ -40,8 +40,9 @@ def load_app(source: str | Path) -> AppSpec:
     if isinstance(source, Path) or not looks_like_text:
         path = Path(source)
         if path.suffix == TRICKLE_SUFFIX:
-            msg = (f"'{path}' is a trickle query: 'tiltframe validate {path}' (or tf.load_trickle) checks it; "
-                   "this release does not run trickle queries yet (docs/trickle.md)")
+            msg = (f"'{path}' is a trickle query: 'tiltframe replay {path} in=FILE' runs it an input at a time "
+                   f"and 'tiltframe validate {path}' checks it; running trickle queries on Spark is not built "
+                   "yet (docs/trickle.md)")
             raise NotSupportedYet(msg)
         app = parse_app(read_app_file(path))
         if not (app.streams or app.aggregations or app.queries or app.continuous or app.tables):

@@ -171,4 +171,5 @@ def test_running_a_trickle_query_is_refused_with_the_way_to_check_it(tmp_path: P
     path.write_text(TRICKLE, encoding="utf-8")
     result = runner.invoke(app, ["run", str(path), "--input", f"in={tmp_path}"])
     assert result.exit_code == 2
-    assert "is a trickle query" in result.stderr and "does not run trickle queries yet" in result.stderr
+    assert "is a trickle query: 'tiltframe replay" in result.stderr
+    assert "running trickle queries on Spark is not built yet" in result.stderr
