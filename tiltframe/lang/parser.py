@@ -15,19 +15,17 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import functools
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 
 from lark import Lark, Token, Tree, UnexpectedInput
 
-from tiltframe.errors import DefinitionError
 from tiltframe.lang._build import ParseTree, SpecBuilder, _kids, _present
 from tiltframe.lang._retrieval import build_query
 from tiltframe.lang._tables import build_table, build_table_query
 from tiltframe.lang.checks.app import validate_app
 from tiltframe.lang.sql_parser import build_continuous
-from tiltframe.lang.syntax import Vocabulary, build_lark, snippet, syntax_error
+from tiltframe.lang.syntax import Vocabulary, build_lark, snippets_added, syntax_error
 from tiltframe.lang.vocabulary import RawAnnotation, check_annotations
 from tiltframe.model.aggregations import AggregationSpec
 from tiltframe.model.app import AppSpec
@@ -206,7 +204,7 @@ def parse_app(text: str) -> AppSpec:
     """
     builder = AppBuilder(text)
     tree = _parse(text, "app")
-    with _snippets(text):
+    with snippets_added(text):
         app = builder.app(tree)
         if builder.tables:
             from tiltframe.lang.checks.tables import with_tables
@@ -231,7 +229,7 @@ def parse_table_query(text: str, app: AppSpec) -> TableQuery:
     """
     from tiltframe.lang.checks.table_query import validate_table_query
 
-    with _snippets(text):
+    with snippets_added(text):
         return validate_table_query(app, build_table_query(text))
 
 
@@ -245,7 +243,7 @@ def parse_query(text: str, *, aggregations: Collection[str] = ()) -> RetrievalQu
     """
     builder = AppBuilder(text, aggregations)
     tree = _parse(text, "query_text")
-    with _snippets(text):
+    with snippets_added(text):
         return builder.query_text(tree)
 
 
@@ -261,7 +259,7 @@ def parse_retrieval(text: str, app: AppSpec) -> RetrievalQuery:
     builder = AppBuilder(text, [a.name for a in app.aggregations])
     builder.known_streams = {s.name for s in app.streams}
     tree = _parse(text, "query_text")
-    with _snippets(text):
+    with snippets_added(text):
         return validate_query(app, builder.query_text(tree))
 
 
@@ -282,7 +280,7 @@ def parse_continuous(text: str, app: AppSpec) -> ContinuousQuery:
 
     builder = AppBuilder(text)
     tree = _parse(text, "continuous_text")
-    with _snippets(text):
+    with snippets_added(text):
         return validate_continuous(app, builder.continuous_text(tree))
 
 
@@ -293,7 +291,7 @@ def parse_sql(text: str) -> ContinuousQuery:
     """
     builder = AppBuilder(text)
     tree = _parse(text, "continuous_text")
-    with _snippets(text):
+    with snippets_added(text):
         return builder.continuous_text(tree)
 
 
@@ -308,25 +306,8 @@ def parse_expression(text: str) -> Expr:
     """
     builder = AppBuilder(text)
     tree = _parse(text, "expr")
-    with _snippets(text):
+    with snippets_added(text):
         return builder.checked_expr(tree)
-
-
-@contextlib.contextmanager
-def _snippets(text: str) -> Iterator[None]:
-    """Add a caret snippet to positioned errors raised by other modules (durations, types, validation)."""
-    try:
-        yield
-    except DefinitionError as exc:
-        if exc.snippet or exc.line is None or exc.column is None:
-            raise
-        try:
-            better = type(exc)(
-                exc.message, line=exc.line, column=exc.column, snippet=snippet(text, exc.line, exc.column)
-            )
-        except TypeError:  # a subclass with another signature: keep it as it is
-            raise exc from None
-        raise better from exc
 
 
 # --- syntax errors ----------------------------------------------------------------------------------------

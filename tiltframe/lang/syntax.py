@@ -8,6 +8,7 @@ line, column and a caret snippet; each grammar brings its own words as a :class:
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import os
@@ -20,6 +21,23 @@ from lark.lark import PostLex
 from lark.lexer import PatternStr
 
 from tiltframe.errors import DefinitionError, NotSupportedYet
+
+
+@contextlib.contextmanager
+def snippets_added(text: str) -> Iterator[None]:
+    """Add a caret snippet to positioned errors raised by other modules (durations, types, validation)."""
+    try:
+        yield
+    except DefinitionError as exc:
+        if exc.snippet or exc.line is None or exc.column is None:
+            raise
+        try:
+            better = type(exc)(
+                exc.message, line=exc.line, column=exc.column, snippet=snippet(text, exc.line, exc.column)
+            )
+        except TypeError:  # a subclass with another signature: keep it as it is
+            raise exc from None
+        raise better from exc
 
 
 def snippet(text: str, line: int, column: int) -> str:

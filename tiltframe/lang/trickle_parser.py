@@ -23,7 +23,7 @@ from lark import Lark, Token, Tree, UnexpectedInput
 
 from tiltframe.errors import DefinitionError, NotSupportedYet, unknown
 from tiltframe.lang.checks.trickle import validate_trickle
-from tiltframe.lang.syntax import Vocabulary, build_lark, snippet, syntax_error
+from tiltframe.lang.syntax import Vocabulary, build_lark, snippet, snippets_added, syntax_error
 from tiltframe.model.expressions import Binary, Call, Literal, Pos, Unary
 from tiltframe.model.trickle import (
     Array,
@@ -140,7 +140,8 @@ def parse_trickle(text: str) -> TrickleQuery:
     except UnexpectedInput as exc:
         refused = _refused_before(text, exc)
         raise (refused or syntax_error(text, exc, TRICKLE)) from None
-    return validate_trickle(_Builder(text).query(tree))
+    with snippets_added(text):
+        return validate_trickle(_Builder(text).query(tree))
 
 
 def _refused_before(text: str, exc: UnexpectedInput) -> NotSupportedYet | None:
@@ -197,12 +198,11 @@ class _Builder:
     def __init__(self, text: str) -> None:
         self.text = text
 
-    def error(self, message: str, where: Tree | Token | Pos | None, cls: type[DefinitionError] = DefinitionError
+    @staticmethod
+    def error(message: str, where: Tree | Token | Pos | None, cls: type[DefinitionError] = DefinitionError
               ) -> DefinitionError:
-        pos = where if isinstance(where, Pos) or where is None else _pos(where)
-        if pos is None:
-            return cls(message)
-        return cls(message, line=pos.line, column=pos.column, snippet=snippet(self.text, pos.line, pos.column))
+        """The error at ``where`` (``parse_trickle`` adds the caret snippet)."""
+        return cls.at(message, where if isinstance(where, Pos) or where is None else _pos(where))
 
     def query(self, tree: Tree) -> TrickleQuery:
         uses: list[str] = []

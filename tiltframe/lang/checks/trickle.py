@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from tiltframe.errors import DefinitionError, unknown
-from tiltframe.lang.syntax import snippet
 from tiltframe.model.expressions import Binary, Call, Literal, Pos, Unary
 from tiltframe.model.trickle import (
     INPUT_PORT,
@@ -116,11 +115,10 @@ class _Checks:
         self.query = query
         self.windows = {w.name for w in query.windows}
 
-    def error(self, message: str, pos: Pos | None) -> DefinitionError:
-        if pos is None:
-            return DefinitionError(message)
-        return DefinitionError(message, line=pos.line, column=pos.column,
-                               snippet=snippet(self.query.text, pos.line, pos.column))
+    @staticmethod
+    def error(message: str, pos: Pos | None) -> DefinitionError:
+        """The error at ``pos`` (``parse_trickle`` adds the caret snippet)."""
+        return DefinitionError.at(message, pos)
 
     def definitions(self) -> None:
         seen: set[str] = set()
