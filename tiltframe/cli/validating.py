@@ -202,13 +202,13 @@ def trickle_document(query: TrickleQuery, query_file: Path) -> dict[str, Any]:
     ``windows`` (``name``, ``interval_ns`` or ``size``, ``max_groups``, ``emit_empty_windows``, ``script``:
     whether one gives the time or weight), ``streams`` (made with ``create stream``) and ``selects`` (``index``,
     ``from``, ``windows``: the tilt frame, ``into``, ``grouped``, ``aggregates``: the functions it applies)."""
-    from tiltframe.lang.checks.trickle import FUNCTIONS, calls_in
+    from tiltframe.lang.checks.trickle import aggregate_calls
 
     windows = [{"name": w.name, "interval_ns": w.interval_ns, "size": w.size, "max_groups": w.max_groups,
                 "emit_empty_windows": w.emit_empty_windows, "script": w.script is not None} for w in query.windows]
     selects = [{"index": i, "from": s.source, "windows": list(s.windows), "into": s.into,
                 "grouped": s.group_by is not None,
-                "aggregates": sorted({c.name for c in calls_in(s.target) if FUNCTIONS[c.name][2]})}
+                "aggregates": sorted({c.name for c in aggregate_calls(s.target)})}
                for i, s in enumerate(query.selects)]
     return {"app": str(query_file), "language": "trickle", "valid": True, "windows": windows,
             "streams": list(query.streams), "selects": selects}

@@ -106,6 +106,16 @@ class GroupSet:
 GroupBy = GroupExpr | GroupEach | GroupSet
 
 
+def dimensions(group: GroupBy | None) -> tuple[GroupExpr | GroupEach, ...]:
+    """The parts of ``group by`` that each give one of the group's values, in order (``set``s opened);
+    ``group`` holds their values, then the group's key.  None (no ``group by``): no part."""
+    if group is None:
+        return ()
+    if isinstance(group, GroupSet):
+        return tuple(part for item in group.items for part in dimensions(item))
+    return (group,)
+
+
 @dataclass(frozen=True)
 class WindowDef:
     """``define window NAME from tumbling with ... end``.

@@ -21,15 +21,13 @@ A select without windows evaluates its expression on each event, once per group.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from tiltframe.functions.trickle_stats import STATES, State
 from tiltframe.functions.trickle_values import Scope, TrickleRuntimeError, evaluate, is_number, type_name
-from tiltframe.lang.checks.trickle import FUNCTIONS, calls_in
-from tiltframe.model.expressions import Call
-from tiltframe.model.trickle import GroupBy, GroupEach, GroupExpr, GroupSet, Select, TExpr, TrickleQuery, WindowDef
+from tiltframe.lang.checks.trickle import aggregate_calls
+from tiltframe.model.trickle import GroupEach, GroupExpr, Select, TrickleQuery, WindowDef, dimensions
 
 #: Tremor's error when a new group would pass the windows' ``max_groups``.
 MAX_GROUPS_ERROR = "Maximum number of groups reached ({limit}): the event's group {key} is not taken"
@@ -63,14 +61,15 @@ class SelectOperator:
     def __init__(self, select: Select, query: TrickleQuery) -> None:
         self.select = select
         self.windows = [query.window(name) for name in select.windows]
-        self.aggregates: list[Call] = [c for c in calls_in(select.target) if FUNCTIONS[c.name][2]]
+        self.aggregates = aggregate_calls(select.target)
         #: Each aggregate's constant arguments after the first (``hdr``'s percentiles).
         self.params = [[evaluate(a, Scope()) for a in c.args[1:]] for c in self.aggregates]
         limits = [w.max_groups for w in self.windows if w.max_groups is not None]
         self.max_groups = min(limits) if limits else None
         self.groups: dict[str, _Group] = {}
         #: Expressions of the select it groups by, each with the index of its value in ``group``.
-        self.grouped = dict(_grouped(select.group_by)) if select.group_by is not None else {}
+        self.grouped = {part.expr: i for i, part in enumerate(dimensions(select.group_by))
+                        if isinstance(part, GroupExpr)}
 
     # --- per input ------------------------------------------------------------------------------------
 
@@ -192,7 +191,7 @@ class SelectOperator:
         if self.select.group_by is None:
             return [[None]]
         groups: list[list[Any]] = [[]]
-        for part in _parts(self.select.group_by):
+        for part in dimensions(self.select.group_by):
             value = evaluate(part.expr, scope)
             if isinstance(part, GroupEach):
                 if not isinstance(value, list):
@@ -201,20 +200,6 @@ class SelectOperator:
             else:
                 groups = [[*g, value] for g in groups]
         return groups
-
-
-def _parts(group: GroupBy) -> Iterator[GroupExpr | GroupEach]:
-    if isinstance(group, GroupSet):
-        for item in group.items:
-            yield from _parts(item)
-    else:
-        yield group
-
-
-def _grouped(group: GroupBy) -> Iterator[tuple[TExpr, int]]:
-    for i, part in enumerate(_parts(group)):
-        if isinstance(part, GroupExpr):
-            yield part.expr, i
 
 
 def _condition(value: Any, clause: str) -> bool:

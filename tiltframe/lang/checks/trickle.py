@@ -21,10 +21,7 @@ from tiltframe.model.trickle import (
     INPUT_PORT,
     OUTPUT_PORTS,
     Array,
-    GroupBy,
-    GroupEach,
     GroupExpr,
-    GroupSet,
     Merge,
     Patch,
     Path,
@@ -32,6 +29,7 @@ from tiltframe.model.trickle import (
     Select,
     TExpr,
     TrickleQuery,
+    dimensions,
 )
 
 #: Function -> (fewest, most arguments, is an aggregate).  ``hdr`` and ``dds`` take the percentiles as an
@@ -65,21 +63,21 @@ def calls_in(expr: TExpr) -> Iterator[Call]:
     return (node for node in _nodes(expr) if isinstance(node, Call))
 
 
+def is_aggregate(call: Call) -> bool:
+    """Whether ``call`` is an aggregate function (an unknown function is not)."""
+    return FUNCTIONS.get(call.name, (0, 0, False))[2]
+
+
+def aggregate_calls(expr: TExpr) -> list[Call]:
+    """The aggregate function calls in ``expr``, outermost first."""
+    return [call for call in calls_in(expr) if is_aggregate(call)]
+
+
 def _nodes(expr: TExpr) -> Iterator[TExpr]:
     """``expr`` and every expression inside it, outermost first (an aggregate's arguments included)."""
     yield expr
     for kid in _children(expr):
         yield from _nodes(kid)
-
-
-def _grouped_expressions(group: GroupBy) -> Iterator[TExpr]:
-    """The expressions of ``group by`` whose value the emitting group has (not ``each``'s: its group has one
-    element of it)."""
-    if isinstance(group, GroupSet):
-        for item in group.items:
-            yield from _grouped_expressions(item)
-    elif isinstance(group, GroupExpr):
-        yield group.expr
 
 
 def _children(expr: TExpr) -> tuple[TExpr, ...]:
@@ -105,11 +103,6 @@ def _children(expr: TExpr) -> tuple[TExpr, ...]:
     return kids
 
 
-def _dimensions(group: GroupBy) -> int:
-    """How many values ``group`` holds for a group by ``group``: one per expression or ``each`` in it."""
-    return sum(_dimensions(item) for item in group.items) if isinstance(group, GroupSet) else 1
-
-
 class _Checks:
     def __init__(self, query: TrickleQuery) -> None:
         self.query = query
@@ -132,7 +125,7 @@ class _Checks:
                         raise self.error(f"a window script reads the event only, not {node.root}", node.pos)
                     if isinstance(node, Call):
                         self.call(node)
-                        if FUNCTIONS[node.name][2]:
+                        if is_aggregate(node):
                             raise self.error(f"{node.name} is an aggregate: a window script gives one event's "
                                              "time or weight", node.pos)
         streams: set[str] = set()
@@ -160,22 +153,14 @@ class _Checks:
         for clause, expr in (("where", select.where), ("having", select.having)):
             if expr is not None:
                 self.expression(expr, select, aggregates=False, clause=clause)
-        if select.group_by is not None:
-            self.group(select.group_by, select)
-
-    def group(self, group: GroupBy, select: Select) -> None:
-        if isinstance(group, GroupSet):
-            for item in group.items:
-                self.group(item, select)
-            return
-        assert isinstance(group, (GroupExpr, GroupEach))
-        self.expression(group.expr, select, aggregates=False, clause="group by")
+        for part in dimensions(select.group_by):
+            self.expression(part.expr, select, aggregates=False, clause="group by")
 
     def expression(self, expr: TExpr, select: Select, *, aggregates: bool, clause: str | None = None) -> None:
         for node in _nodes(expr):
             if isinstance(node, Call):
                 self.call(node)
-                if FUNCTIONS[node.name][2]:
+                if is_aggregate(node):
                     self.aggregate(node, select, allowed=aggregates, clause=clause)
             elif isinstance(node, Path):
                 if clause in ("where", "group by") and node.root != "event":
@@ -185,8 +170,8 @@ class _Checks:
     def grouped_event(self, expr: TExpr, select: Select) -> None:
         """In a windowed select, ``event`` outside aggregates only as an expression it is grouped by: a
         window emits for a group, not for one event (Tremor's rule)."""
-        grouped = set(_grouped_expressions(select.group_by)) if select.group_by is not None else set()
-        if expr in grouped or (isinstance(expr, Call) and FUNCTIONS.get(expr.name, (0, 0, False))[2]):
+        grouped = {part.expr for part in dimensions(select.group_by) if isinstance(part, GroupExpr)}
+        if expr in grouped or (isinstance(expr, Call) and is_aggregate(expr)):
             return
         if isinstance(expr, Path) and expr.root == "event":
             raise self.error("event is read here outside an aggregate, in a select with windows: only "
@@ -198,7 +183,7 @@ class _Checks:
     def aggregate(self, call: Call, select: Select, *, allowed: bool, clause: str | None) -> None:
         for arg in call.args:
             for node in _nodes(arg):
-                if isinstance(node, Call) and FUNCTIONS.get(node.name, (0, 0, False))[2]:
+                if isinstance(node, Call) and is_aggregate(node):
                     raise self.error(f"aggregate {node.name} inside aggregate {call.name}", node.pos)
         if not allowed:
             where = f"in {clause}" if clause else "in a select without a window"
@@ -236,8 +221,8 @@ class _Checks:
             return
         first = path.segments[0]
         if isinstance(first, Literal) and isinstance(first.value, int) and not isinstance(first.value, bool):
-            dimensions = _dimensions(select.group_by) if select.group_by is not None else 1
-            if not 0 <= first.value <= dimensions:
-                raise self.error(f"group[{first.value}] is past the group's {dimensions} value"
-                                 f"{'s' if dimensions != 1 else ''} and its key (group[0] is the first value, "
-                                 f"group[{dimensions}] the key)", path.pos)
+            parts = len(dimensions(select.group_by)) or 1  # without group by, one value: null
+            if not 0 <= first.value <= parts:
+                raise self.error(f"group[{first.value}] is past the group's {parts} value"
+                                 f"{'s' if parts != 1 else ''} and its key (group[0] is the first value, "
+                                 f"group[{parts}] the key)", path.pos)
