@@ -28,16 +28,16 @@ class TrickleRuntimeError(DataError):
 @dataclass
 class Scope:
     """What an expression may read: the event, the group's values (then its key), the emitting window's
-    name, the values of the aggregates (by the call), and the functions that read the select's state."""
+    name, the values given to some of its nodes, and what the select's functions read."""
 
     event: Any = None
     group: list[Any] | None = None
     window: str | None = None
-    aggregates: Mapping[int, Any] = field(default_factory=dict)
+    #: Values of nodes of the expression, by the node's identity: an emission's aggregates, and in a select
+    #: with windows the expressions it groups by (the group's values).
+    given: Mapping[int, Any] = field(default_factory=dict)
     ingest_ns: int = 0
     cardinality: int = 0
-    #: Expressions whose value is given: in a select with windows, those it groups by have the group's.
-    substitutes: Mapping[TExpr, Any] = field(default_factory=dict)
 
 
 def is_number(value: Any) -> bool:
@@ -167,10 +167,9 @@ SCALARS: dict[str, Callable[[Any], Any]] = {
 
 
 def evaluate(expr: TExpr, scope: Scope) -> Any:
-    """The value of ``expr`` in ``scope``; an aggregate call reads its value from ``scope.aggregates``
-    (keyed by the call's identity)."""
-    if scope.substitutes and expr in scope.substitutes:
-        return scope.substitutes[expr]
+    """The value of ``expr`` in ``scope``; a node whose value ``scope.given`` holds is not evaluated."""
+    if id(expr) in scope.given:
+        return scope.given[id(expr)]
     if isinstance(expr, Literal):
         return expr.value
     if isinstance(expr, Path):
@@ -220,8 +219,6 @@ def _binary(expr: Binary, scope: Scope) -> Any:
 
 
 def _call(expr: Call, scope: Scope) -> Any:
-    if id(expr) in scope.aggregates:
-        return scope.aggregates[id(expr)]
     if expr.name == "win::cardinality":
         return scope.cardinality
     if expr.name == "system::ingest_ns":

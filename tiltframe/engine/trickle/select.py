@@ -26,7 +26,7 @@ from typing import Any
 
 from tiltframe.functions.trickle_stats import STATES, State
 from tiltframe.functions.trickle_values import Scope, TrickleRuntimeError, evaluate, is_number, type_name
-from tiltframe.lang.checks.trickle import aggregate_calls
+from tiltframe.lang.checks.trickle import aggregate_calls, nodes_in
 from tiltframe.model.trickle import GroupEach, GroupExpr, Select, TrickleQuery, WindowDef, dimensions
 
 #: Tremor's error when a new group would pass the windows' ``max_groups``.
@@ -67,9 +67,10 @@ class SelectOperator:
         limits = [w.max_groups for w in self.windows if w.max_groups is not None]
         self.max_groups = min(limits) if limits else None
         self.groups: dict[str, _Group] = {}
-        #: Expressions of the select it groups by, each with the index of its value in ``group``.
-        self.grouped = {part.expr: i for i, part in enumerate(dimensions(select.group_by))
-                        if isinstance(part, GroupExpr)}
+        #: The nodes of the select's expression that are expressions it groups by, each with the index of
+        #: its value in the group's values (an emission gives them those).
+        grouped = {part.expr: i for i, part in enumerate(dimensions(select.group_by)) if isinstance(part, GroupExpr)}
+        self.grouped = {id(node): grouped[node] for node in nodes_in(select.target) if node in grouped}
 
     # --- per input ------------------------------------------------------------------------------------
 
@@ -83,8 +84,8 @@ class SelectOperator:
             key = group_key(values)
             group_value = [*values, key]
             if not self.windows:
-                self._emit(outputs, Scope(event=event, group=group_value, ingest_ns=ingest_ns,
-                                          cardinality=len(self.groups)), values)
+                self._emit(outputs, Scope(event=event, group=group_value, given=self._given(values),
+                                          ingest_ns=ingest_ns, cardinality=len(self.groups)))
                 continue
             group = self.groups.get(key)
             new = group is None
@@ -127,9 +128,10 @@ class SelectOperator:
                 return False  # the window goes on holding it
             handed, had = window.states, window.holds
             if had:
-                aggregates = {id(c): s.value() for c, s in zip(self.aggregates, handed, strict=True)}
-                self._emit(outputs, Scope(event=event, group=group_value, window=window.spec.name, ingest_ns=t,
-                                          cardinality=len(self.groups), aggregates=aggregates), group.values)
+                given = self._given(group.values)
+                given.update((id(c), s.value()) for c, s in zip(self.aggregates, handed, strict=True))
+                self._emit(outputs, Scope(event=event, group=group_value, window=window.spec.name, given=given,
+                                          ingest_ns=t, cardinality=len(self.groups)))
             window.states, window.holds = self._fresh(), False
             if not include:  # the input that made it emit starts the next window
                 self._take(window, event, incoming, t, group_value, tick=tick)
@@ -177,9 +179,11 @@ class SelectOperator:
 
     # --- output ---------------------------------------------------------------------------------------
 
-    def _emit(self, outputs: list[Any], scope: Scope, values: list[Any]) -> None:
-        if self.grouped:
-            scope.substitutes = {expr: values[i] for expr, i in self.grouped.items()}
+    def _given(self, values: list[Any]) -> dict[int, Any]:
+        """The values of the grouped expressions of the select's expression, for a group's ``values``."""
+        return {node: values[i] for node, i in self.grouped.items()}
+
+    def _emit(self, outputs: list[Any], scope: Scope) -> None:
         out = evaluate(self.select.target, scope)
         having = self.select.having
         if having is not None and not _condition(evaluate(having, Scope(event=out, group=scope.group,

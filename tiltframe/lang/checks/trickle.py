@@ -60,7 +60,7 @@ def validate_trickle(query: TrickleQuery) -> TrickleQuery:
 
 def calls_in(expr: TExpr) -> Iterator[Call]:
     """Every function call in ``expr``, outermost first."""
-    return (node for node in _nodes(expr) if isinstance(node, Call))
+    return (node for node in nodes_in(expr) if isinstance(node, Call))
 
 
 def is_aggregate(call: Call) -> bool:
@@ -73,11 +73,11 @@ def aggregate_calls(expr: TExpr) -> list[Call]:
     return [call for call in calls_in(expr) if is_aggregate(call)]
 
 
-def _nodes(expr: TExpr) -> Iterator[TExpr]:
+def nodes_in(expr: TExpr) -> Iterator[TExpr]:
     """``expr`` and every expression inside it, outermost first (an aggregate's arguments included)."""
     yield expr
     for kid in _children(expr):
-        yield from _nodes(kid)
+        yield from nodes_in(kid)
 
 
 def _children(expr: TExpr) -> tuple[TExpr, ...]:
@@ -120,7 +120,7 @@ class _Checks:
                 raise self.error(f"window {window.name} is defined twice", window.pos)
             seen.add(window.name)
             if window.script is not None:
-                for node in _nodes(window.script):
+                for node in nodes_in(window.script):
                     if isinstance(node, Path) and node.root != "event":
                         raise self.error(f"a window script reads the event only, not {node.root}", node.pos)
                     if isinstance(node, Call):
@@ -157,7 +157,7 @@ class _Checks:
             self.expression(part.expr, select, aggregates=False, clause="group by")
 
     def expression(self, expr: TExpr, select: Select, *, aggregates: bool, clause: str | None = None) -> None:
-        for node in _nodes(expr):
+        for node in nodes_in(expr):
             if isinstance(node, Call):
                 self.call(node)
                 if is_aggregate(node):
@@ -182,7 +182,7 @@ class _Checks:
 
     def aggregate(self, call: Call, select: Select, *, allowed: bool, clause: str | None) -> None:
         for arg in call.args:
-            for node in _nodes(arg):
+            for node in nodes_in(arg):
                 if isinstance(node, Call) and is_aggregate(node):
                     raise self.error(f"aggregate {node.name} inside aggregate {call.name}", node.pos)
         if not allowed:
