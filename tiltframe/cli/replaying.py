@@ -34,19 +34,15 @@ def replay(
             raise NotSupportedYet(msg)
         query = api.load_trickle(query_file)
         stream, path = _input(inputs)
-        from tiltframe.engine.trickle.replay import read_replay_file
-        from tiltframe.engine.trickle.replay import replay as run_replay
+        from tiltframe.engine.trickle.replay import QueryGraph, read_replay_file
 
+        graph = QueryGraph(query)
         counts = {"inputs": 0, "outputs": 0, "errors": 0}
-
-        def counted() -> object:
-            for item in read_replay_file(path):
-                counts["inputs"] += 1
-                yield item
-
-        for output in run_replay(query, counted()):  # type: ignore[arg-type]
-            counts["errors" if output.error else "outputs"] += 1
-            typer.echo(output.line())
+        for item in read_replay_file(path):
+            counts["inputs"] += 1
+            for output in graph.push(item):
+                counts["errors" if output.error else "outputs"] += 1
+                typer.echo(output.line())
     stderr_console().print(f"{counts['inputs']} inputs on {stream}, {counts['outputs']} outputs, "
                            f"{counts['errors']} inputs not taken (on err)", markup=False)
 
