@@ -27,6 +27,7 @@ from tiltframe.api import (
     run,
     select,
     start,
+    start_trickle,
 )
 from tiltframe.errors import (
     DataError,
@@ -66,5 +67,6 @@ __all__ = [
     "run",
     "select",
     "start",
+    "start_trickle",
     "verify",
 ]

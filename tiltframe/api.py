@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tiltframe.errors import DefinitionError, NotSupportedYet, QueryError, StoreError, UsageError
+from tiltframe.errors import DefinitionError, QueryError, StoreError, UsageError
 from tiltframe.model.app import AppSpec
 from tiltframe.model.queries import RetrievalQuery
 from tiltframe.model.trickle import TRICKLE_SUFFIX, TrickleQuery
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from tiltframe.engine.reports import BatchReport, PipelineTotals
     from tiltframe.engine.runner import InputLike, Run, RunResult
     from tiltframe.engine.sinks import Sink
+    from tiltframe.engine.trickle.spark_run import TrickleRun
     from tiltframe.store.purge import PurgeResult
 
 
@@ -40,10 +41,9 @@ def load_app(source: str | Path) -> AppSpec:
     if isinstance(source, Path) or not looks_like_text:
         path = Path(source)
         if path.suffix == TRICKLE_SUFFIX:
-            msg = (f"'{path}' is a trickle query: 'tiltframe replay {path} in=FILE' runs it an input at a time "
-                   f"and 'tiltframe validate {path}' checks it; running trickle queries on Spark is not built "
-                   "yet (docs/trickle.md)")
-            raise NotSupportedYet(msg)
+            msg = (f"'{path}' is a trickle query, not an app: load it with load_trickle and run it with "
+                   "start_trickle (docs/trickle.md)")
+            raise UsageError(msg)
         app = parse_app(read_app_file(path))
         if not (app.streams or app.aggregations or app.queries or app.continuous or app.tables):
             msg = f"app file '{path}' defines nothing (expected 'define stream ...', 'define aggregation ...', ...)"
@@ -59,6 +59,41 @@ def load_trickle(source: str | Path) -> TrickleQuery:
     if isinstance(source, Path) or str(source).endswith(TRICKLE_SUFFIX):
         return parse_trickle(read_app_file(Path(source)))
     return parse_trickle(str(source))
+
+
+def start_trickle(
+    query: TrickleQuery,
+    source: str | Path,
+    *,
+    data_dir: str | Path | None = None,
+    spark: SparkSession | None = None,
+    outputs: Mapping[str, str | Path] | None = None,
+    follow: bool = False,
+    max_files_per_trigger: int | None = None,
+    max_bytes_per_trigger: int | None = None,
+    checkpoint_dir: str | Path | None = None,
+    trigger_seconds: float = 1.0,
+    on_output: Callable[[str, list[str]], None] | None = None,
+) -> TrickleRun:
+    """Start a trickle query on Spark over ``source``, a folder of JSON-lines files (the stream ``in``), and
+    return the handle (``wait()`` ends a bounded run, ``stop()`` a ``follow`` one).
+
+    Each output stream's events go as JSON lines to the folder ``outputs`` gives it, one file per stream and
+    micro-batch, else to ``on_output(stream, lines)``; errors (with their reasons) are recorded under
+    ``<data_dir>/trickle/``, and to ``outputs["err"]`` if given.  Exactly-once through Spark's checkpoint,
+    under ``checkpoint_dir`` as for :func:`start`.  An event's ingest time is its file's modification time.
+    """
+    from tiltframe.engine.filesystems import checkpoint_root
+    from tiltframe.engine.session import get_session
+    from tiltframe.engine.trickle.spark_run import check_runnable_on_spark, start_trickle_run
+
+    check_runnable_on_spark(query)
+    directory = Path(data_dir) if data_dir is not None else default_data_dir()
+    root = checkpoint_root(checkpoint_dir, directory)
+    return start_trickle_run(query, source, data_dir=directory, spark=spark or get_session(), outputs=outputs,
+                             follow=follow, max_files_per_trigger=max_files_per_trigger,
+                             max_bytes_per_trigger=max_bytes_per_trigger, checkpoint_root=root,
+                             trigger_seconds=trigger_seconds, on_output=on_output)
 
 
 def read_app_file(path: Path) -> str:

@@ -165,11 +165,3 @@ def test_an_invalid_trickle_query_says_where_and_exits_2(tmp_path: Path) -> None
     assert result.exit_code == 2
     assert "unknown window 'by_tw' — did you mean 'by_two'?" in result.stderr and "at line 4, column 1" in result.stderr
 
-
-def test_running_a_trickle_query_is_refused_with_the_way_to_check_it(tmp_path: Path) -> None:
-    path = tmp_path / "metrics.trickle"
-    path.write_text(TRICKLE, encoding="utf-8")
-    result = runner.invoke(app, ["run", str(path), "--input", f"in={tmp_path}"])
-    assert result.exit_code == 2
-    assert "is a trickle query: 'tiltframe replay" in result.stderr
-    assert "running trickle queries on Spark is not built yet" in result.stderr

@@ -93,6 +93,10 @@ SKIPPED_BY_REASON: dict[str, list[tuple[str, str]]] = {
     "command": [
         ("README.md", "tiltframe replay metrics.trickle in=captured.jsonl"),
     ],
+    "needs a folder of JSON-lines files and starts Spark; tests/cli/test_trickle_run.py runs the seed's trickle "
+    "example through the command": [
+        ("README.md", "tiltframe run metrics.trickle --input in=data/metrics/ --output out=out/"),
+    ],
     "starts Spark in a new process (15 s) to recompute from the inputs; tests/engine/test_verification.py "
     "and test_range_rebuilds.py run both commands on real stores": [
         ("README.md", "tiltframe verify app.siddhi --input TradeStream=data/trades/"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -13,6 +13,7 @@ from rich.table import Table
 from tiltframe import api
 from tiltframe.cli import logs
 from tiltframe.cli.errors import handle_errors
+from tiltframe.cli.interrupts import wait_interruptibly
 from tiltframe.cli.options import (
     AppArg,
     CheckpointDirOpt,
@@ -31,64 +32,12 @@ from tiltframe.cli.output import stderr_console, stdout_console
 from tiltframe.cli.progress import RunProgress
 from tiltframe.cli.serving import TokenOpt, serve_beside
 from tiltframe.errors import UsageError
+from tiltframe.model.trickle import TRICKLE_SUFFIX
 from tiltframe.timeutil.parse import format_ts
 
 if TYPE_CHECKING:
-    from tiltframe.engine.runner import Run, RunResult
+    from tiltframe.engine.runner import RunResult
     from tiltframe.model.app import AppSpec
-
-
-def wait_interruptibly(handle: Run, progress: RunProgress | None = None) -> tuple[RunResult, bool]:
-    """``handle.wait()`` that a Ctrl-C stops gracefully; returns the result and whether it was interrupted.
-
-    PySpark's own SIGINT handler makes a py4j call from inside a py4j call (and logs scary tracebacks), so
-    while waiting SIGINT only sets a flag; the main thread then stops the queries.  Committed batches are
-    kept and the checkpoint makes the next run resume after them.  A second Ctrl-C exits at once.
-    """
-    import os
-    import signal
-    import threading
-
-    stop = threading.Event()
-    done = threading.Event()
-    outcome: dict[str, Any] = {}
-
-    def on_sigint(signum: int, frame: object) -> None:
-        if stop.is_set():
-            os._exit(130)
-        stop.set()
-
-    def waiter() -> None:
-        try:
-            outcome["result"] = handle.wait()
-        except BaseException as exc:  # re-raised in the main thread
-            outcome["error"] = exc
-        finally:
-            done.set()
-
-    previous = (
-        signal.signal(signal.SIGINT, on_sigint)
-        if threading.current_thread() is threading.main_thread()
-        else None
-    )
-    try:
-        worker = threading.Thread(target=waiter, name="tiltframe-wait", daemon=True)
-        worker.start()
-        while not done.wait(0.2):
-            if stop.is_set():
-                if progress is not None:
-                    progress.status = "stopping (committed batches are kept; the next run resumes after them)"
-                handle.stop()
-                done.wait(60)
-                return handle.result, True
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
-    if "error" in outcome:
-        if stop.is_set():
-            return handle.result, True
-        raise outcome["error"]
-    return outcome["result"], stop.is_set()
 
 
 def print_run_summary(
@@ -225,6 +174,17 @@ def run(
     err = stderr_console()
     out = stdout_console()
     with handle_errors():
+        if Path(app_file).suffix == TRICKLE_SUFFIX:
+            from tiltframe.cli.trickle_running import run_trickle
+
+            refused = {"--input-format": bool(input_format), "--shard-id": shard_id is not None,
+                       "--config": config is not None, "--on-bad-file": on_bad_file != "skip", "--rebuild": rebuild,
+                       "--serve": serve_port is not None}
+            run_trickle(Path(app_file), inputs=input_, outputs=output, data_dir=data_dir,
+                        checkpoint_dir=checkpoint_dir, follow=follow, max_files_per_trigger=max_files_per_trigger,
+                        max_bytes_per_trigger=max_bytes_per_trigger, trigger_interval=trigger_interval,
+                        master=master, refused=refused)
+            return
         spec = api.load_app(app_file)
         from tiltframe.lang.checks.app import check_runnable
 

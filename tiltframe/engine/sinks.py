@@ -121,6 +121,16 @@ class JsonLinesSink(BatchFileSink):
         fh.write("".join(json.dumps(rec) + "\n" for rec in rows_as_records(rows)).encode("utf-8"))
 
 
+class JsonTextSink(BatchFileSink):
+    """Lines already in JSON (column ``json``), one a line as given: events of any JSON value (a trickle
+    query's outputs), written as their query made them."""
+
+    extension = "jsonl"
+
+    def write_file(self, fh: IO[bytes], rows: pd.DataFrame) -> None:
+        fh.write("".join(f"{line}\n" for line in rows["json"]).encode("utf-8"))
+
+
 class CsvSink(BatchFileSink):
     """CSV with a header row (also for an empty frame); missing values are empty fields, datetimes ISO-8601."""
 

@@ -80,6 +80,11 @@ class FileInput:
         return ("maxBytesPerTrigger", size) if size > 0 else None
 
 
+def json_glob() -> str:
+    """The names of JSON-lines files, in any case (the files a trickle query reads)."""
+    return _GLOBS["json"]
+
+
 def visible_files(path: Path) -> list[Path]:
     """The files of a folder that are read: not hidden, not Spark's (``.x``, ``_x``)."""
     return sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith((".", "_")))

@@ -34,6 +34,15 @@ class State:
     """One aggregate's state for one window of one group."""
 
     name: ClassVar[str]
+    #: Takes numbers only: ``check`` refuses anything else before any state takes the event.
+    numeric: ClassVar[bool] = False
+
+    @classmethod
+    def check(cls, value: Any) -> None:
+        """Raise the error ``add`` would raise for ``value``, so that an event is taken by every aggregate of
+        its group or by none."""
+        if cls.numeric:
+            _number(cls.name.rsplit("::", 1)[1], value)
 
     def add(self, value: Any) -> None:
         raise NotImplementedError
@@ -64,6 +73,7 @@ class Count(State):
 
 class Sum(State):
     name = "aggr::stats::sum"
+    numeric = True
 
     def __init__(self) -> None:
         self.total = 0.0
@@ -81,6 +91,7 @@ class Sum(State):
 
 class Mean(State):
     name = "aggr::stats::mean"
+    numeric = True
 
     def __init__(self) -> None:
         self.n, self.total = 0, 0.0
@@ -98,6 +109,8 @@ class Mean(State):
 
 
 class _Extreme(State):
+    numeric = True
+
     keep: ClassVar[Any]
 
     def __init__(self) -> None:
@@ -130,6 +143,7 @@ class Var(State):
     """Sample variance (n - 1), 0.0 below two values; Welford's running mean and squared deviations."""
 
     name = "aggr::stats::var"
+    numeric = True
 
     def __init__(self) -> None:
         self.n, self.mean, self.m2 = 0, 0.0, 0.0
@@ -247,6 +261,7 @@ class Hdr(State):
     and the percentiles are integers, ``mean``, ``stdev`` and ``var`` (population) floats."""
 
     name = "aggr::stats::hdr"
+    numeric = True
     #: Tremor's histogram: two significant figures (its bucket bounds do not depend on the highest value).
     DIGITS = 2
     HIGHEST = 2**63 - 1
@@ -265,6 +280,17 @@ class Hdr(State):
     def merge(self, later: State) -> None:
         assert isinstance(later, Hdr)
         self.histogram.add(later.histogram)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled in the package's own compressed encoding (its counters are a ctypes array, which pickle
+        cannot take): the state kept between a Spark run's micro-batches (``engine.trickle.spark_run``)."""
+        return {"percentiles": self.percentiles, "histogram": self.histogram.encode()}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        from hdrh.histogram import HdrHistogram
+
+        self.percentiles = state["percentiles"]
+        self.histogram = HdrHistogram.decode(state["histogram"])
 
     def value(self) -> dict[str, Any]:
         h = self.histogram
@@ -312,6 +338,7 @@ class Dds(State):
     percentile rounded up to one decimal."""
 
     name = "aggr::stats::dds"
+    numeric = True
     ACCURACY = 0.01
     BINS = 2048
 

@@ -51,20 +51,23 @@ def windows(times: list[int], interval: int) -> list[tuple[int, int]]:
 
 
 def expected(df: pd.DataFrame) -> list[tuple[int, int, dict[str, object], np.ndarray, int]]:
-    """(emitting event, level, identity, values, first timestamp) of every output, from the raw events."""
-    kept = df[df["measurement"].isin(["udp_lb_test", "burrow_group"])].reset_index(drop=True)
+    """(emitting event's position in ``df``, level, identity, values, first timestamp) of every output, from
+    the raw events (in arrival order)."""
+    kept = df[df["measurement"].isin(["udp_lb_test", "burrow_group"])]
     out = []
     for field in ("latency", "bytes"):  # each(record::keys(event.fields)): one group per field
         for (measurement, host), rows in kept.groupby(["measurement", "host"], sort=False):
+            positions = rows.index.to_numpy()
             rows = rows.reset_index(drop=True)
-            # level 0 takes the events; level k the emissions of level k - 1 (their times, and what they held)
-            inputs = [(int(t), [i]) for i, t in enumerate(rows["t"])]
+            # level 0 takes the events; level k the emissions of level k - 1 (their times, what they held, and
+            # the event that made them)
+            inputs = [(int(t), [i], int(positions[i])) for i, t in enumerate(rows["t"])]
             for level, (name, interval) in enumerate(LEVELS):
                 emitted = []
-                for start, end in windows([t for t, _ in inputs], interval):
-                    held = [i for _, idx in inputs[start:end] for i in idx]
-                    by = inputs[end][0]
-                    emitted.append((by, held))
+                for start, end in windows([t for t, _, _ in inputs], interval):
+                    held = [i for _, idx, _ in inputs[start:end] for i in idx]
+                    by = inputs[end][2]
+                    emitted.append((inputs[end][0], held, by))
                     values = np.trunc(rows[field].to_numpy()[held]).astype(np.int64)
                     tags = {"host": host, "window": name}
                     out.append((by, level, {"measurement": measurement, "tags": tags, "class": field},
@@ -85,17 +88,23 @@ def test_the_seed_tilt_frame_equals_pandas_over_the_raw_events() -> None:
     outputs = list(replay(query, events(df)))
     assert [o.error for o in outputs if o.error] == []
     assert {o.stream for o in outputs} == {"normalize"}  # a stream no select reads: its rows come out
-    want = expected(df)
-    assert sorted(o.event["tags"]["window"] for o in outputs) == sorted(LEVELS[w[1]][0] for w in want)
+    want = check_against_pandas([o.event for o in outputs], df)
     assert sum(w[1] == 2 for w in want) >= 4  # the 10 min level emitted several times
-    got = {(o.event["measurement"], o.event["tags"]["host"], o.event["class"], o.event["tags"]["window"],
-            o.event["timestamp"]): o.event for o in outputs}
+
+
+def check_against_pandas(outputs: list[dict], df: pd.DataFrame) -> list[tuple[int, int, dict, np.ndarray, int]]:
+    """``outputs`` (in emission order) are exactly the seed's outputs over ``df``'s events (in arrival order,
+    ingest time ``t``); returns the expected outputs."""
+    want = expected(df)
+    assert sorted(o["tags"]["window"] for o in outputs) == sorted(LEVELS[w[1]][0] for w in want)
+    got = {(o["measurement"], o["tags"]["host"], o["class"], o["tags"]["window"], o["timestamp"]): o
+           for o in outputs}
     assert len(got) == len(outputs)
     # The order: by the emitting event; within it group by group (each field in the event's order), the
     # finer window's output before the coarser one's.
     fields = ("latency", "bytes")
     order = sorted(want, key=lambda w: (w[0], fields.index(str(w[2]["class"])), w[1]))
-    assert [(o.event["tags"]["window"], o.event["class"], o.event["timestamp"]) for o in outputs] == [
+    assert [(o["tags"]["window"], o["class"], o["timestamp"]) for o in outputs] == [
         (LEVELS[level][0], ident["class"], first) for _, level, ident, _, first in order]
     for _, level, ident, values, first in want:
         out = got[(ident["measurement"], ident["tags"]["host"], ident["class"], LEVELS[level][0], first)]
@@ -107,3 +116,4 @@ def test_the_seed_tilt_frame_equals_pandas_over_the_raw_events() -> None:
                              (stats["mean"], values.mean()),
                              *[(stats["percentiles"][p], rank(values, float(p))) for p in PERCENTILES]]:
             assert abs(got_v - exact) <= 0.01 * abs(exact) + 1, (ident, level, got_v, exact)
+    return want

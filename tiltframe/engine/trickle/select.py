@@ -55,6 +55,22 @@ class _Group:
     chain: list[_Window] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Input:
+    """What a group's chain of windows needs of one event (or tick), evaluated beforehand: the time ``t``
+    (ingest time, or the tick's), the aggregates' arguments (None for a tick) and each window's ``script``
+    value (None: no script).  A Spark run evaluates it on the executor that reads the event and ships it
+    to the group's state; nothing in the chain looks at the event itself."""
+
+    t: int
+    args: tuple[Any, ...] | None = None
+    times: tuple[int | None, ...] = ()
+
+    @property
+    def tick(self) -> bool:
+        return self.args is None
+
+
 class SelectOperator:
     """The state of one select: its groups and their windows."""
 
@@ -75,29 +91,16 @@ class SelectOperator:
     # --- per input ------------------------------------------------------------------------------------
 
     def on_event(self, event: Any, ingest_ns: int) -> list[Any]:
-        """The outputs of one event, in order."""
-        scope = Scope(event=event, ingest_ns=ingest_ns, cardinality=len(self.groups))
-        if self.select.where is not None and not _condition(evaluate(self.select.where, scope), "where"):
-            return []
+        """The outputs of one event, in order: group by group, each group's input evaluated just before its
+        windows take it (an error stops the event there, as in Tremor: the groups before keep it)."""
         outputs: list[Any] = []
-        for values in self._groups_of(event, scope):
-            key = group_key(values)
-            group_value = [*values, key]
+        for values in self.groups_of(event, ingest_ns):
             if not self.windows:
-                self._emit(outputs, Scope(event=event, group=group_value, given=self._given(values),
-                                          ingest_ns=ingest_ns, cardinality=len(self.groups)))
-                continue
-            group = self.groups.get(key)
-            new = group is None
-            if group is None:
-                if self.max_groups is not None and len(self.groups) >= self.max_groups:
-                    raise TrickleRuntimeError(MAX_GROUPS_ERROR.format(limit=self.max_groups, key=key))
-                group = _Group(values, [_Window(w, self._fresh()) for w in self.windows])
-            removable = self._run_chain(group, event, ingest_ns, outputs, tick=False)
-            if removable:
-                self.groups.pop(key, None)
-            elif new:
-                self.groups[key] = group
+                self._emit(outputs, Scope(event=event, group=[*values, group_key(values)],
+                                          given=self._given(values), ingest_ns=ingest_ns,
+                                          cardinality=len(self.groups)))
+            else:
+                self.take(values, self.input_of(event, values, ingest_ns), outputs)
         return outputs
 
     def on_tick(self, ns: int) -> list[Any]:
@@ -105,47 +108,87 @@ class SelectOperator:
         outputs: list[Any] = []
         if not self.windows:
             return outputs
+        tick = Input(ns, None, (None,) * len(self.windows))
         for key, group in list(self.groups.items()):
-            if self._run_chain(group, None, ns, outputs, tick=True):
+            if self._run_chain(group, tick, outputs):
                 del self.groups[key]
         return outputs
 
+    def groups_of(self, event: Any, ingest_ns: int) -> list[list[Any]]:
+        """The values of each group ``event`` goes to, in order (none when ``where`` does not hold)."""
+        scope = Scope(event=event, ingest_ns=ingest_ns, cardinality=len(self.groups))
+        if self.select.where is not None and not _condition(evaluate(self.select.where, scope), "where"):
+            return []
+        return self._groups_of(event, scope)
+
+    def input_of(self, event: Any, values: list[Any], ingest_ns: int) -> Input:
+        """What the windows of the group ``values`` take of ``event``: the aggregates' arguments (in the first
+        window's scope, each checked by its aggregate: the group's windows take the event whole or not at all)
+        and each window's script value."""
+        scope = Scope(event=event, group=[*values, group_key(values)], window=self.windows[0].name,
+                      ingest_ns=ingest_ns, cardinality=len(self.groups))
+        args = tuple(evaluate(c.args[0], scope) if c.args else None for c in self.aggregates)
+        for call, arg in zip(self.aggregates, args, strict=True):
+            STATES[call.name].check(arg)
+        times = tuple(None if w.script is None else _whole(evaluate(w.script, Scope(event=event)), w)
+                      for w in self.windows)
+        return Input(ingest_ns, args, times)
+
+    def take(self, values: list[Any], item: Input, outputs: list[Any]) -> None:
+        """Feed one group its input: the group is made if new (within ``max_groups``) and deleted once it
+        holds nothing."""
+        key = group_key(values)
+        group = self.groups.get(key)
+        new = group is None
+        if group is None:
+            if self.max_groups is not None and len(self.groups) >= self.max_groups:
+                raise TrickleRuntimeError(MAX_GROUPS_ERROR.format(limit=self.max_groups, key=key))
+            group = _Group(values, [_Window(w, self._fresh()) for w in self.windows])
+        removable = self._run_chain(group, item, outputs)
+        if removable:
+            self.groups.pop(key, None)
+        elif new:
+            self.groups[key] = group
+
     # --- the chain ------------------------------------------------------------------------------------
 
-    def _run_chain(self, group: _Group, event: Any, t: int, outputs: list[Any], *, tick: bool) -> bool:
-        """Feed the event (or tick) into the group's chain; True when every window reached took it into
-        the state it emitted (the group holds nothing then)."""
-        incoming: list[State] | None = None  # what the window before handed on (None: the event itself)
+    def _run_chain(self, group: _Group, item: Input, outputs: list[Any]) -> bool:
+        """Feed the input (event or tick) into the group's chain; True when every window reached took it
+        into the state it emitted (the group holds nothing then)."""
+        incoming: list[State] | None = None  # what the window before handed on (None: the input itself)
         removable = True
+        tick = item.tick
         group_value = [*group.values, group_key(group.values)]
         for level, window in enumerate(group.chain):
             if tick and level == 0 and (window.spec.size is not None or window.spec.script is not None):
                 return False  # ticks do nothing to size windows, nor to windows on a script's time
-            include, emit = self._decide(window, event, t, tick=tick and level == 0)
+            include, emit = self._decide(window, item, level, tick=tick and level == 0)
             if include or not emit:  # taken now: into the state it emits, or with no emission at all
-                self._take(window, event, incoming, t, group_value, tick=tick)
+                self._take(window, item, incoming)
             if not emit:
                 return False  # the window goes on holding it
             handed, had = window.states, window.holds
             if had:
                 given = self._given(group.values)
                 given.update((id(c), s.value()) for c, s in zip(self.aggregates, handed, strict=True))
-                self._emit(outputs, Scope(event=event, group=group_value, window=window.spec.name, given=given,
-                                          ingest_ns=t, cardinality=len(self.groups)))
+                self._emit(outputs, Scope(group=group_value, window=window.spec.name, given=given,
+                                          ingest_ns=item.t, cardinality=len(self.groups)))
             window.states, window.holds = self._fresh(), False
             if not include:  # the input that made it emit starts the next window
-                self._take(window, event, incoming, t, group_value, tick=tick)
+                self._take(window, item, incoming)
             removable = removable and include
             if not had:
                 return removable
-            incoming, tick = handed, False  # the next window takes the state (a merge, not a tick)
+            incoming = handed  # the next window takes the state (a merge, not a tick)
         return removable
 
-    def _decide(self, window: _Window, event: Any, t: int, *, tick: bool) -> tuple[bool, bool]:
-        """(include, emit) of one window for one input, at time ``t`` (Tremor's ``Trigger`` decisions)."""
+    def _decide(self, window: _Window, item: Input, level: int, *, tick: bool) -> tuple[bool, bool]:
+        """(include, emit) of one window for one input (Tremor's ``Trigger`` decisions).  A scripted window
+        reached by a tick's merge runs on the tick's time."""
         spec = window.spec
+        scripted = item.times[level] if item.times else None
         if spec.interval_ns is not None:
-            now = t if spec.script is None or tick else _whole(evaluate(spec.script, Scope(event=event)), spec)
+            now = item.t if spec.script is None or tick or scripted is None else scripted
             if window.close is None:
                 window.close = now + spec.interval_ns
                 return False, False
@@ -154,24 +197,22 @@ class SelectOperator:
                 return False, True
             return False, False
         assert spec.size is not None
-        weight = 1 if spec.script is None else _whole(evaluate(spec.script, Scope(event=event)), spec)
+        weight = 1 if spec.script is None or scripted is None else scripted
         if window.counted + weight >= spec.size:
             window.counted = window.counted + weight - spec.size
             return True, True
         window.counted += weight
         return False, False
 
-    def _take(self, window: _Window, event: Any, incoming: list[State] | None, t: int, group: list[Any], *,
-              tick: bool) -> None:
+    @staticmethod
+    def _take(window: _Window, item: Input, incoming: list[State] | None) -> None:
         if incoming is not None:
             for mine, theirs in zip(window.states, incoming, strict=True):
                 mine.merge(theirs)
             window.holds = True
-        elif not tick:
-            scope = Scope(event=event, group=group, window=window.spec.name, ingest_ns=t,
-                          cardinality=len(self.groups))
-            for call, state in zip(self.aggregates, window.states, strict=True):
-                state.add(evaluate(call.args[0], scope) if call.args else None)
+        elif item.args is not None:
+            for arg, state in zip(item.args, window.states, strict=True):
+                state.add(arg)
             window.holds = True
 
     def _fresh(self) -> list[State]:

@@ -1,0 +1,129 @@
+"""A trickle query on Spark (``tf.start_trickle``): the seed's tilt frame over folders of JSON-lines files,
+its outputs against pandas over the raw events; a line that is not JSON and an event an aggregate cannot take
+are recorded with file, line and reason, and taken by no group; a second run on the same checkpoint goes on
+where the first stopped (each output once); what needs all of a select's groups at once is refused."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import tiltframe as tf
+from tests.engine.trickle.test_seed_tilt_frame import check_against_pandas, metrics
+from tests.lang.test_trickle_parser import SEED_TILT, SEED_TUMBLING, TILT_WINDOWS
+from tiltframe.errors import NotSupportedYet, UsageError
+
+pytestmark = pytest.mark.slow
+MS = 1_000_000
+START_MS = 1_700_000_000_000
+
+
+def write_files(inbox: Path, df: pd.DataFrame, files: range, per_file: int, extra: dict[int, list[str]]) -> None:
+    """Files ``files`` of ``df``'s events, ``per_file`` a file, each file's modification time its events'
+    ingest time ``t``; ``extra`` lines go first in the files it names."""
+    inbox.mkdir(parents=True, exist_ok=True)
+    for k in files:
+        rows = df.iloc[k * per_file:(k + 1) * per_file]
+        lines = [*extra.get(k, []), *(json.dumps(event(r)) for r in rows.itertuples())]
+        path = inbox / f"metrics {k:04d}.jsonl"  # a space in the name: Spark gives it as %20
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        os.utime(path, ns=(int(rows["t"].iloc[0]), int(rows["t"].iloc[0])))
+
+
+def event(r: object) -> dict[str, object]:
+    return {"measurement": r.measurement, "tags": {"host": r.host},  # type: ignore[attr-defined]
+            "fields": {"latency": float(r.latency), "bytes": int(r.bytes)},  # type: ignore[attr-defined]
+            "timestamp": int(r.timestamp)}  # type: ignore[attr-defined]
+
+
+def outputs_of(folder: Path, stream: str) -> list[dict[str, object]]:
+    return [json.loads(line) for p in sorted(folder.glob(f"{stream}-batch-*.jsonl"))
+            for line in p.read_text(encoding="utf-8").splitlines()]
+
+
+def test_the_seed_tilt_frame_on_spark_equals_pandas_across_batches_and_a_restart(spark, tmp_path: Path) -> None:
+    per_file, files = 3, 240
+    df = metrics(per_file * files, seed=11)
+    # One ingest time per file (its modification time, whole milliseconds), 2 to 14 s apart.
+    gaps = np.random.default_rng(5).integers(2_000, 14_000, size=files)
+    df["t"] = np.repeat((START_MS + np.cumsum(gaps)) * MS, per_file)
+    bad_event = {"measurement": "udp_lb_test", "tags": {"host": "a"}, "fields": {"latency": "n/a", "bytes": 1},
+                 "timestamp": 1}
+    extra = {7: ["{oops", "", json.dumps(bad_event)]}
+    inbox, out, data = tmp_path / "in", tmp_path / "out", tmp_path / "data"
+    query = tf.load_trickle(TILT_WINDOWS + SEED_TILT)
+
+    write_files(inbox, df, range(0, 150), per_file, extra)
+    first = tf.start_trickle(query, inbox, data_dir=data, spark=spark, outputs={"normalize": out},
+                             max_files_per_trigger=60)
+    totals = first.wait()
+    assert (totals.events_read, totals.errors, totals.batches) == (150 * per_file + 2, 2, 3)
+    recorded = [json.loads(line) for p in sorted((first.dir / "rejected").glob("*.jsonl"))
+                for line in p.read_text(encoding="utf-8").splitlines()]
+    where = f"{inbox / 'metrics 0007.jsonl'}, line"
+    assert recorded == [
+        {"reason": f"{where} 1: not JSON (Expecting property name enclosed in double quotes at column 2)",
+         "event": "{oops"},
+        {"reason": f"{where} 3: aggr::stats::hdr takes numbers, not string ('n/a')", "event": json.dumps(bad_event)},
+    ]
+
+    write_files(inbox, df, range(150, files), per_file, {})
+    second = tf.start_trickle(query, inbox, data_dir=data, spark=spark, outputs={"normalize": out},
+                              max_files_per_trigger=60)
+    assert second.wait().events_read == (files - 150) * per_file
+    again = tf.start_trickle(query, inbox, data_dir=data, spark=spark, outputs={"normalize": out})
+    assert again.wait().events_read == 0  # every file read once
+
+    got = outputs_of(out, "normalize")
+    assert got and totals.outputs["normalize"] + second.totals.outputs["normalize"] == len(got)
+    want = check_against_pandas(got, df)
+    assert sum(w[1] == 2 for w in want) >= 4  # the 10 min level emitted several times
+
+
+def test_outputs_without_a_folder_go_to_the_caller_and_errors_to_err(spark, tmp_path: Path) -> None:
+    inbox = tmp_path / "in"
+    inbox.mkdir()
+    values = [3, 1.5, 7, "x", 2]
+    for k, v in enumerate(values):  # one event a file, 10 s apart: each closes the 15 s window or not
+        path = inbox / f"{k}.json"
+        path.write_text(json.dumps({"value": v}) + "\n", encoding="utf-8")
+        os.utime(path, ns=((START_MS + 10_000 * k) * MS,) * 2)
+    seen: list[tuple[str, list[str]]] = []
+    run = tf.start_trickle(tf.load_trickle(SEED_TUMBLING), inbox, data_dir=tmp_path / "data", spark=spark,
+                           outputs={"err": tmp_path / "err"}, on_output=lambda s, lines: seen.append((s, lines)))
+    run.wait()
+    # windows: [3, 1.5] closed by 7 (at 20 s >= 0 + 15 s); "x" not taken; [7] closed by 2 (40 s >= 20 + 15 s)
+    (stream, lines), = seen
+    assert stream == "out" and [json.loads(x) for x in lines] == [
+        {"count": 2, "min": 1.5, "max": 3.0, "mean": 2.25, "stdev": 1.0606601717798212, "var": 1.125},
+        {"count": 1, "min": 7.0, "max": 7.0, "mean": 7.0, "stdev": 0.0, "var": 0.0}]
+    (err,) = outputs_of(tmp_path / "err", "err")
+    assert err == {"error": f"{inbox / '3.json'}, line 1: aggr::stats::min takes numbers, not string ('x')",
+                   "event": {"value": "x"}}
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("create stream mid;\n" + TILT_WINDOWS + SEED_TILT.replace("into normalize", "into mid")
+     + "select event from mid into out;",
+     "reads stream 'mid', which a select writes"),
+    ("define window w from tumbling with size = 2, max_groups = 10 end;\n"
+     "select aggr::stats::count() from in[w] into out;", "window w: max_groups counts the groups"),
+    ("define window w from tumbling with size = 2 end;\n"
+     "select {\"n\": aggr::stats::count(), \"g\": win::cardinality()} from in[w] into out;",
+     "win::cardinality counts the groups"),
+])
+def test_what_needs_every_group_at_once_is_refused_before_spark_reads(tmp_path: Path, text: str, said: str) -> None:
+    with pytest.raises(NotSupportedYet, match=said) as caught:
+        tf.start_trickle(tf.load_trickle(text), tmp_path, data_dir=tmp_path / "data", spark=object())  # type: ignore[arg-type]
+    assert "'tiltframe replay' runs it" in str(caught.value)
+
+
+def test_an_output_for_a_stream_the_query_does_not_write_is_refused(spark, tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="unknown stream the query writes 'outt' — did you mean 'out'"):
+        tf.start_trickle(tf.load_trickle(SEED_TUMBLING), tmp_path, data_dir=tmp_path / "data", spark=spark,
+                         outputs={"outt": tmp_path / "o"})
