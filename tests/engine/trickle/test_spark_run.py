@@ -107,6 +107,32 @@ def test_outputs_without_a_folder_go_to_the_caller_and_errors_to_err(spark, tmp_
                    "event": {"value": "x"}}
 
 
+def test_events_come_out_as_they_went_in_and_a_follow_run_takes_new_files(spark, tmp_path: Path) -> None:
+    """Events of any JSON shape collected whole: nested records, arrays, unicode, integers past 2^53, -0.0,
+    numbers told apart from strings; a follow run reads files written while it runs."""
+    inbox, out = tmp_path / "in", tmp_path / "out"
+    inbox.mkdir()
+    events = [{"a": {"b": [1, 2.5, None, True]}, "s": "é ✓ \u0000"}, 9007199254740993, -0.0, "1", [], {},
+              [{"deep": {"x": [[]]}}], 1e-300]
+    lines = [json.dumps(e, ensure_ascii=False) for e in events]
+    query = tf.load_trickle("define window w from tumbling with size = 4 end;\n"
+                            "select aggr::win::collect_flattened(event) from in[w] into out;")
+    (inbox / "a.jsonl").write_text("\n".join(lines[:3]) + "\n", encoding="utf-8")
+    run = tf.start_trickle(query, inbox, data_dir=tmp_path / "data", spark=spark, outputs={"out": out},
+                           follow=True, trigger_seconds=0.2)
+    try:
+        run.process()
+        assert outputs_of(out, "out") == []  # three events: the window of four is not full
+        (inbox / "b.jsonl").write_text("\n".join(lines[3:]) + "\n", encoding="utf-8")
+        run.process()
+    finally:
+        run.stop()
+    got = [line for p in sorted(out.glob("out-batch-*.jsonl")) for line in p.read_text(encoding="utf-8").splitlines()]
+    assert [json.loads(line) for line in got] == [events[:4], events[4:]]
+    assert json.loads(got[0])[1] == 9007199254740993 and str(json.loads(got[0])[2]) == "-0.0"
+    assert run.totals.events_read == len(events) and run.totals.errors == 0
+
+
 @pytest.mark.parametrize(("text", "said"), [
     ("create stream mid;\n" + TILT_WINDOWS + SEED_TILT.replace("into normalize", "into mid")
      + "select event from mid into out;",
