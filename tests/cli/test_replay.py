@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 from typer.testing import CliRunner
 
 from tests.lang.test_trickle_parser import SEED_TUMBLING
@@ -52,15 +53,68 @@ def test_the_seed_tumbling_example_equals_pandas(tmp_path: Path) -> None:
         assert g["count"] == e["count"] and isinstance(g["count"], int)
         for k in ("min", "max", "mean", "stdev", "var"):
             assert isinstance(g[k], float) and math.isclose(g[k], e[k], rel_tol=1e-9, abs_tol=1e-9), (k, g, e)
-    assert f"401 inputs on in, {len(expected)} outputs, 1 inputs not taken (on err)" in result.stderr
+    assert f"401 inputs, {len(expected)} outputs, 1 on err (inputs not taken)" in result.stderr
 
 
 def test_replay_names_a_wrong_input_and_an_app_it_cannot_replay(tmp_path: Path) -> None:
     (tmp_path / "q.trickle").write_text(SEED_TUMBLING, encoding="utf-8")
     wrong = runner.invoke(app, ["replay", str(tmp_path / "q.trickle"), f"events={tmp_path / 'x.jsonl'}"])
-    assert wrong.exit_code == 2 and "a trickle query reads the stream 'in', not 'events'" in wrong.stderr
+    assert wrong.exit_code == 2 and "a trickle query reads the stream 'in': give in=FILE" in wrong.stderr
     missing = runner.invoke(app, ["replay", str(tmp_path / "q.trickle"), f"in={tmp_path / 'x.jsonl'}"])
     assert missing.exit_code == 2 and "cannot be read" in missing.stderr
     (tmp_path / "a.siddhi").write_text("define stream S (a long);", encoding="utf-8")
-    other = runner.invoke(app, ["replay", str(tmp_path / "a.siddhi"), f"in={tmp_path / 'x.jsonl'}"])
-    assert other.exit_code == 2 and "replay runs trickle queries" in other.stderr
+    other = runner.invoke(app, ["replay", str(tmp_path / "a.siddhi"), f"S={tmp_path / 'x.jsonl'}"])
+    assert other.exit_code == 2 and "has no continuous query to replay" in other.stderr
+
+
+DEVICES = ("@eventTime('ts') define stream device_utils (device string, cpu_usage double, ts long);\n"
+           "@info(name='per_window')\n"
+           "SELECT window_start, device, count() AS n FROM tumble(device_utils, 5s) GROUP BY window_start, device "
+           "EMIT CHANGELOG AFTER WINDOW CLOSE WITH DELAY 1s AND TIMEOUT 3s;\n")
+MS = 1_000_000
+
+
+def at(now_ms: int, device: str, cpu: object, ts: int) -> str:
+    return json.dumps({"ingest_ns": now_ms * MS, "event": {"device": device, "cpu_usage": cpu, "ts": ts}})
+
+
+@pytest.mark.slow
+def test_a_continuous_query_is_replayed_an_input_at_a_time_with_its_ticks(spark, tmp_path: Path) -> None:
+    """A window closes by TIMEOUT (3 s of processing time after its last event: the ingest times and the
+    ticks), or when the watermark (greatest event time minus 1 s) passes its end; a late event and a bad
+    value come out on err with the query's name and the reason."""
+    (tmp_path / "app.siddhi").write_text(DEVICES, encoding="utf-8")
+    lines = [
+        at(100_000, "d1", 1, 1000), at(100_000, "d2", 1, 2000),
+        at(102_000, "d1", 1, 3000),
+        json.dumps({"tick": 103_000 * MS}),  # d2's window: 3 s without an event
+        json.dumps({"tick": 105_000 * MS}),  # d1's
+        at(106_000, "d1", 1, 4000),  # on time (watermark 2000): the window opens again
+        at(106_000, "d3", 1, 9000),  # the watermark passes 5000: d1's window closes
+        at(107_000, "d4", 1, 1000),  # late: its window ended at or before the watermark 8000
+        at(107_000, "d4", "abc", 9500),
+        "not an input",
+        json.dumps({"tick": 109_000 * MS}),  # d3's window: 3 s without an event
+        json.dumps({"tick": 300_000 * MS}),
+    ]
+    (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = runner.invoke(app, ["replay", str(tmp_path / "app.siddhi"), f"device_utils={tmp_path / 'in.jsonl'}"])
+    assert result.exit_code == 0, result.output
+    got = [json.loads(line) for line in result.stdout.splitlines()]
+    rows = [(o["stream"], o["event"]) for o in got if "error" not in o]
+    assert rows == [
+        ("per_window", {"window_start": 0, "device": "d2", "n": 1, "_tp_delta": 1}),
+        ("per_window", {"window_start": 0, "device": "d1", "n": 2, "_tp_delta": 1}),
+        ("per_window", {"window_start": 0, "device": "d1", "n": 1, "_tp_delta": 1}),
+        ("per_window", {"window_start": 5000, "device": "d3", "n": 1, "_tp_delta": 1}),
+    ]
+    errors = [o for o in got if "error" in o]
+    assert [o["error"].split(":")[:2] for o in errors[:2]] == [["per_window", " late"], ["per_window", " rejected"]]
+    assert errors[0]["event"] == {"device": "d4", "cpu_usage": "1", "ts": "1000"}
+    assert errors[1]["error"] == "per_window: rejected: field 'cpu_usage': value 'abc' is not a double"
+    assert errors[2] == {"stream": "err", "event": "not an input",
+                         "error": f"{tmp_path / 'in.jsonl'}, line 10: not JSON (Expecting value at column 1)"}
+    # The order: each output after the input that made it.
+    assert [o["event"].get("device") if "error" not in o else "err" for o in got] == [
+        "d2", "d1", "d1", "err", "err", "err", "d3"]
+    assert "12 inputs, 4 outputs, 3 on err (inputs not taken)" in result.stderr

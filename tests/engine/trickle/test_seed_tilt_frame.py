@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 
 from tests.lang.test_trickle_parser import SEED_TILT, TILT_WINDOWS
-from tiltframe.engine.trickle.replay import Event, replay
+from tiltframe.engine.replay_inputs import Event
+from tiltframe.engine.trickle.replay import replay
 from tiltframe.lang.trickle_parser import parse_trickle
 
 SECOND = 1_000_000_000

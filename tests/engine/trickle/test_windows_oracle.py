@@ -8,7 +8,8 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tiltframe.engine.trickle.replay import Event, replay
+from tiltframe.engine.replay_inputs import Event
+from tiltframe.engine.trickle.replay import replay
 from tiltframe.lang.trickle_parser import parse_trickle
 
 SELECT = ('select {{"g": group[0], "n": aggr::stats::count(), "s": aggr::stats::sum(event.v), '
