@@ -118,3 +118,29 @@ def test_a_continuous_query_is_replayed_an_input_at_a_time_with_its_ticks(spark,
     assert [o["event"].get("device") if "error" not in o else "err" for o in got] == [
         "d2", "d1", "d1", "err", "err", "err", "d3"]
     assert "12 inputs, 4 outputs, 3 on err (inputs not taken)" in result.stderr
+
+
+@pytest.mark.slow
+def test_two_periodic_queries_are_replayed_side_by_side_the_same_on_every_run(spark, tmp_path: Path) -> None:
+    """The seed's global aggregation without EMIT (PERIODIC 2s) and with EMIT PERIODIC 5s over one stream: at
+    each multiple of its interval where anything arrived, every group; WHERE leaves 50 out; each step's rows
+    query by query."""
+    stream = "@eventTime('ts') define stream device_utils (device string, cpu_usage double, ts long);\n"
+    seed = "SELECT device, count(*) FROM device_utils WHERE cpu_usage > 99 GROUP BY device"
+    (tmp_path / "app.siddhi").write_text(f"{stream}{seed};\n{seed} EMIT PERIODIC 5s;\n", encoding="utf-8")
+    lines = [at(10_000, "d1", 100, 1), at(10_000, "d1", 50, 2), at(10_000, "d2", 100, 3),
+             *(json.dumps({"tick": t * MS}) for t in (11_000, 12_000, 14_000)),
+             at(14_000, "d1", 99.5, 4),
+             *(json.dumps({"tick": t * MS}) for t in (16_500, 20_000))]
+    (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    runs = [runner.invoke(app, ["replay", str(tmp_path / "app.siddhi"), f"device_utils={tmp_path / 'in.jsonl'}"])
+            for _ in range(2)]
+    assert runs[0].exit_code == 0, runs[0].output
+    assert runs[0].stdout == runs[1].stdout
+    outputs = map(json.loads, runs[0].stdout.splitlines())
+    got = [(o["stream"], o["event"]["device"], o["event"]["count()"]) for o in outputs]
+    assert got == [
+        ("continuous0", "d1", 1), ("continuous0", "d2", 1),  # at 12 s
+        ("continuous0", "d1", 2), ("continuous0", "d2", 1),  # at 16.5 s, query by query
+        ("continuous1", "d1", 2), ("continuous1", "d2", 1),
+    ]

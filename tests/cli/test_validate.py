@@ -165,3 +165,15 @@ def test_an_invalid_trickle_query_says_where_and_exits_2(tmp_path: Path) -> None
     assert result.exit_code == 2
     assert "unknown window 'by_tw' — did you mean 'by_two'?" in result.stderr and "at line 4, column 1" in result.stderr
 
+
+def test_lang_says_a_file_of_any_name_is_trickle(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.tremor"
+    path.write_text(TRICKLE, encoding="utf-8")
+    result = runner.invoke(app, ["validate", str(path), "--lang", "trickle", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["selects"][0]["into"] == "out"
+    wrong = runner.invoke(app, ["validate", str(path), "--lang", "trikle"])
+    assert wrong.exit_code == 2 and "unknown language 'trikle' — did you mean 'trickle'?" in wrong.stderr
+    as_siddhi = runner.invoke(app, ["validate", str(path)])  # by its name: SiddhiQL, which it is not
+    assert as_siddhi.exit_code == 2
+

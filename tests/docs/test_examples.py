@@ -93,6 +93,9 @@ SKIPPED_BY_REASON: dict[str, list[tuple[str, str]]] = {
     "command": [
         ("README.md", "tiltframe replay metrics.trickle in=captured.jsonl"),
     ],
+    "needs a file of captured inputs; tests/cli/test_replay.py replays continuous queries through the command": [
+        ("README.md", "tiltframe replay app.siddhi device_utils=captured.jsonl"),
+    ],
     "needs a folder of JSON-lines files and starts Spark; tests/cli/test_trickle_run.py runs the seed's trickle "
     "example through the command": [
         ("README.md", "tiltframe run metrics.trickle --input in=data/metrics/ --output out=out/"),

@@ -11,6 +11,7 @@ import typer
 
 from tiltframe import api
 from tiltframe.errors import UsageError, unknown
+from tiltframe.model.trickle import TRICKLE_SUFFIX
 
 if TYPE_CHECKING:
     from tiltframe.model.aggregations import AggregationSpec
@@ -21,7 +22,8 @@ FORMATS = ("csv", "json", "parquet")
 AppArg = Annotated[
     Path,
     typer.Argument(
-        metavar="APP", help="The app file (SiddhiQL: define stream / define aggregation / queries)."
+        metavar="APP", help="The app file (SiddhiQL: define stream / define aggregation / queries; or a trickle "
+        "query, .trickle)."
     ),
 ]
 DataDirOpt = Annotated[
@@ -52,6 +54,28 @@ ConfigOpt = Annotated[
         show_default=False,
     ),
 ]
+
+
+#: The languages an app file may be written in (``--lang``).
+LANGS = ("siddhiql", "trickle")
+LangOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--lang",
+        metavar="siddhiql|trickle",
+        help="The app file's language \\[default: trickle (Tremor's) for a .trickle file, else SiddhiQL].",
+        show_default=False,
+    ),
+]
+
+
+def is_trickle(path: Path, lang: str | None) -> bool:
+    """Whether the app file ``path`` is a trickle query: ``--lang`` when given, else its name."""
+    if lang is None:
+        return path.suffix == TRICKLE_SUFFIX
+    if lang.lower() not in LANGS:
+        raise UsageError(f"--lang: {unknown('language', lang, LANGS)}")
+    return lang.lower() == "trickle"
 
 
 CheckpointDirOpt = Annotated[

@@ -16,10 +16,10 @@ import typer
 from tiltframe import api
 from tiltframe.cli import logs
 from tiltframe.cli.errors import handle_errors
-from tiltframe.cli.options import pairs
+from tiltframe.cli.options import LangOpt, is_trickle, pairs
 from tiltframe.cli.output import stderr_console
 from tiltframe.errors import UsageError
-from tiltframe.model.trickle import INPUT_PORT, TRICKLE_SUFFIX
+from tiltframe.model.trickle import INPUT_PORT
 
 
 def replay(
@@ -34,6 +34,7 @@ def replay(
     master: Annotated[str | None, typer.Option(
         "--master", help="Spark master for an app's continuous queries \\[default: $TILTFRAME_SPARK_MASTER or "
                          "local\\[*]].")] = None,
+    lang: LangOpt = None,
 ) -> None:
     """Replay inputs through a trickle query or an app's continuous queries: each output on stdout as
     {"stream": NAME, "event": VALUE} (an app's: the query's name); an input that cannot be taken as
@@ -49,7 +50,7 @@ def replay(
 
     with handle_errors(str(query_file)):
         given = pairs(inputs, "STREAM=FILE")
-        if query_file.suffix == TRICKLE_SUFFIX:
+        if is_trickle(query_file, lang):
             from tiltframe.engine.trickle.replay import QueryGraph
 
             query = api.load_trickle(query_file)

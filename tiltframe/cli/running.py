@@ -19,11 +19,13 @@ from tiltframe.cli.options import (
     CheckpointDirOpt,
     ConfigOpt,
     DataDirOpt,
+    LangOpt,
     ShardOpt,
     check_config_file,
     check_run_options,
     checkpoint_location,
     is_local,
+    is_trickle,
     pairs,
     resolve_data_dir,
     store_location,
@@ -32,7 +34,6 @@ from tiltframe.cli.output import stderr_console, stdout_console
 from tiltframe.cli.progress import RunProgress
 from tiltframe.cli.serving import TokenOpt, serve_beside
 from tiltframe.errors import UsageError
-from tiltframe.model.trickle import TRICKLE_SUFFIX
 from tiltframe.timeutil.parse import format_ts
 
 if TYPE_CHECKING:
@@ -166,15 +167,16 @@ def run(
     ] = None,
     serve_host: Annotated[str, typer.Option("--serve-host", help="The address --serve listens on.")] = "127.0.0.1",
     token: TokenOpt = None,
+    lang: LangOpt = None,
 ) -> None:
     """Aggregate the input streams into the store and run the continuous queries (everything available, or
-    --follow until Ctrl-C)."""
+    --follow until Ctrl-C).  A trickle query (.trickle) runs on Spark over --input in=FOLDER (docs/trickle.md)."""
     import time
 
     err = stderr_console()
     out = stdout_console()
     with handle_errors():
-        if Path(app_file).suffix == TRICKLE_SUFFIX:
+        if is_trickle(Path(app_file), lang):
             from tiltframe.cli.trickle_running import run_trickle
 
             refused = {"--input-format": bool(input_format), "--shard-id": shard_id is not None,

@@ -11,10 +11,9 @@ from rich.table import Table
 
 from tiltframe import api, lifecycle
 from tiltframe.cli.errors import handle_errors
-from tiltframe.cli.options import AppArg, check_format
+from tiltframe.cli.options import AppArg, LangOpt, check_format, is_trickle
 from tiltframe.cli.output import stdout_console
 from tiltframe.http.catalog import continuous_documents, table_documents
-from tiltframe.model.trickle import TRICKLE_SUFFIX
 from tiltframe.retrieval.formats import to_json
 
 if TYPE_CHECKING:
@@ -162,6 +161,7 @@ def validate(
                       help="Also compare the app with what this data directory stores: what 'tiltframe migrate' "
                            "would change in each aggregation's tables (Spark is not started)."),
     ] = None,
+    lang: LangOpt = None,
 ) -> None:
     """Parse and check an app (and that this release can run it); list its streams, aggregations (with
     their levels and store tables), retrieval queries, continuous queries and tables.  With --data-dir,
@@ -174,7 +174,8 @@ def validate(
     """
     with handle_errors():
         check_format(fmt, FORMATS)
-    if app_file.suffix == TRICKLE_SUFFIX:
+        trickle = is_trickle(app_file, lang)
+    if trickle:
         _validate_trickle(app_file, fmt)
         return
     with handle_errors(str(app_file)):

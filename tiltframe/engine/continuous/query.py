@@ -17,6 +17,7 @@ import hashlib
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -141,17 +142,15 @@ class ContinuousRun:
         self.versions = EmitVersions(self.dir / "emit_version.json")
         self.totals = ContinuousTotals()
         self.buckets = buckets or int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
-        self.layout = layout_for(app, query)
-        types = output_types(app, query)
+        config = processor_config(app, query)
+        self.layout = config.layout
         self.output_names = query.output_names
+        types = output_types(app, query)
         elements = array_elements(app, query)
         self.output_schema = {
             n: T.ArrayType(SPARK_TYPES[elements[n]]) if t is AttrType.ARRAY else SPARK_TYPES[t]
             for n, t in types.items()
         }
-        config = ProcessorConfig(
-            query, self.layout, self.output_names, {n: _PANDAS_DTYPES[t] for n, t in types.items()}
-        )
         self._plan = self._build(events, config)
         self._query: StreamingQuery | None = None
         self._ticker: threading.Thread | None = None
@@ -160,32 +159,7 @@ class ContinuousRun:
     # --- plan -------------------------------------------------------------------------------------------
 
     def _build(self, raw: DataFrame, config: ProcessorConfig) -> DataFrame:
-        query, stream = self.query, self.app.stream(self.query.stream)
-        # Rejected when missing: the group keys and the column AFTER KEY EXPIRE measures spans by.  A null
-        # elsewhere is SQL's NULL: aggregates skip it, WHERE does not pass it, json_encode writes null.
-        required = {*query.keys, *([query.emit.identified_by] if query.emit.identified_by else [])}
-        time_attr = query.window.time_attribute
-        typed = type_events(raw, stream, required=required, time_attribute=time_attr, arrival_ms=0)
-        if query.where is not None:
-            typed = typed.where(
-                F.col(TYPED_REASON).isNotNull() | F.coalesce(to_column(query.where, stream), F.lit(False))
-            )
-        keys = [F.col(k) for k in query.keys]
-        # A substream (PARTITION BY) is in one bucket whole, where its watermark is kept.
-        spread = [F.col(k) for k in query.partitions] or keys
-        bucket = F.pmod(F.xxhash64(*spread), F.lit(self.buckets)).cast("int") if spread else F.lit(0)
-        events = typed.select(
-            bucket.alias(BUCKET),
-            F.lit("e").alias(KIND),
-            F.lit(None).cast("long").alias(NOW),
-            F.lit(None).cast("long").alias(MAX_TS),
-            (F.col(EVENT_TS) if time_attr else F.lit(None).cast("long")).alias(TS),
-            F.col(TYPED_RAW).alias(RAW),
-            F.col(TYPED_REASON).alias(REASON),
-            *keys,
-            *(to_column(i.arg, stream).alias(arg_column(i.alias)) for i in query.aggregates if i.arg is not None),
-            *extra_columns(query, stream),
-        )
+        events = query_events(self.app, self.query, raw, self.buckets)
         ticks = clock_stream(self.spark, self.clock, self.buckets)
         fields = {f.name: f.dataType for f in events.schema.fields}
         ticks = ticks.select(
@@ -312,32 +286,95 @@ class ContinuousRun:
             self.totals.batches += 1
         if out.empty:
             return
-        reports = out[out[OUT_KIND] == "max_ts"][TS].dropna()
-        rows = emitted_rows(out)
-        records = out[out[OUT_KIND].isin(["late", "rejected"])]
-        if not rows.empty:
-            columns = [*self.output_names, *([DELTA] if self.query.emit.changelog else [])]
-            rows = rows.sort_values(row_order(self.query), kind="stable")[columns].reset_index(drop=True)
-            rows = rows.rename(columns={DELTA: CHANGELOG_DELTA})
-            if version_outputs(self.query):
-                rows = stamp_emit_version(rows, self.query, self.versions.of(batch_id))
-            self.sink.write(self.name, batch_id, rows)
-        if not records.empty:
-            frame = pd.DataFrame(
-                {
-                    "kind": records[OUT_KIND].to_numpy(),
-                    "reason": records[REASON].to_numpy(),
-                    "event_time": records[TS].to_numpy(),
-                    "event": records[RAW].to_numpy(),
-                }
-            )
-            self.records.write(self.name, batch_id, frame)
+        made = batch_outputs(out, self.query, lambda: self.versions.of(batch_id))
+        if not made.rows.empty:
+            self.sink.write(self.name, batch_id, made.rows)
+        if not made.records.empty:
+            self.records.write(self.name, batch_id, made.records)
         with self.totals.lock:
-            self.totals.rows_emitted += len(rows)
-            self.totals.events_late += int((records[OUT_KIND] == "late").sum())
-            self.totals.events_rejected += int((records[OUT_KIND] == "rejected").sum())
-        if not reports.empty:
-            write_clock(self.clock, max_event_ts=int(reports.max()))
+            self.totals.rows_emitted += len(made.rows)
+            self.totals.events_late += int((made.records["kind"] == "late").sum())
+            self.totals.events_rejected += int((made.records["kind"] == "rejected").sum())
+        if made.max_ts is not None:
+            write_clock(self.clock, max_event_ts=made.max_ts)
+
+
+def processor_config(app: AppSpec, query: ContinuousQuery) -> ProcessorConfig:
+    """What the processor of ``query`` needs: its state layout, outputs and their pandas types."""
+    types = output_types(app, query)
+    return ProcessorConfig(query, layout_for(app, query), query.output_names,
+                           {n: _PANDAS_DTYPES[t] for n, t in types.items()})
+
+
+#: With ``query_events(..., filtered=False)``: whether the row passes WHERE (rejected rows always do).
+PASSES = "tf_passes"
+
+
+def query_events(app: AppSpec, query: ContinuousQuery, raw: DataFrame, buckets: int, *,
+                 filtered: bool = True) -> DataFrame:
+    """The processor's event rows of ``raw`` (the stream's rows as read): typed (rejected ones kept with their
+    reason), in WHERE, with their bucket, time, group keys, aggregate arguments and the columns the EMIT
+    policy needs.  ``filtered=False`` keeps every row, one per row of ``raw`` in its order, with ``PASSES``."""
+    stream = app.stream(query.stream)
+    # Rejected when missing: the group keys and the column AFTER KEY EXPIRE measures spans by.  A null
+    # elsewhere is SQL's NULL: aggregates skip it, WHERE does not pass it, json_encode writes null.
+    required = {*query.keys, *([query.emit.identified_by] if query.emit.identified_by else [])}
+    time_attr = query.window.time_attribute
+    typed = type_events(raw, stream, required=required, time_attribute=time_attr, arrival_ms=0)
+    passes = F.col(TYPED_REASON).isNotNull()
+    if query.where is not None:
+        passes = passes | F.coalesce(to_column(query.where, stream), F.lit(False))
+    if filtered:
+        typed = typed.where(passes) if query.where is not None else typed
+    keys = [F.col(k) for k in query.keys]
+    # A substream (PARTITION BY) is in one bucket whole, where its watermark is kept.
+    spread = [F.col(k) for k in query.partitions] or keys
+    bucket = F.pmod(F.xxhash64(*spread), F.lit(buckets)).cast("int") if spread else F.lit(0)
+    return typed.select(
+        bucket.alias(BUCKET),
+        F.lit("e").alias(KIND),
+        F.lit(None).cast("long").alias(NOW),
+        F.lit(None).cast("long").alias(MAX_TS),
+        (F.col(EVENT_TS) if time_attr else F.lit(None).cast("long")).alias(TS),
+        F.col(TYPED_RAW).alias(RAW),
+        F.col(TYPED_REASON).alias(REASON),
+        *keys,
+        *(to_column(i.arg, stream).alias(arg_column(i.alias)) for i in query.aggregates if i.arg is not None),
+        *extra_columns(query, stream),
+        *([] if filtered else [(passes if query.where is not None else F.lit(True)).alias(PASSES)]),
+    )
+
+
+@dataclass(frozen=True)
+class BatchOutputs:
+    """What one micro-batch of a query's processor gives the driver: the rows for the sink (in emission order,
+    as the sink takes them), the late and rejected events for the record, and the greatest event time
+    aggregated (None: none), which moves the clock's watermark."""
+
+    rows: pd.DataFrame
+    records: pd.DataFrame
+    max_ts: int | None
+
+
+def batch_outputs(out: pd.DataFrame, query: ContinuousQuery, version: Callable[[], int]) -> BatchOutputs:
+    """The processor's output rows of one micro-batch, sorted and split; ``version()`` numbers the emit
+    (``emit_version()``), asked only when the batch emits rows and the query outputs the number."""
+    reports = out[out[OUT_KIND] == "max_ts"][TS].dropna()
+    rows = emitted_rows(out)
+    records = out[out[OUT_KIND].isin(["late", "rejected"])]
+    if not rows.empty:
+        columns = [*query.output_names, *([DELTA] if query.emit.changelog else [])]
+        rows = rows.sort_values(row_order(query), kind="stable")[columns].reset_index(drop=True)
+        rows = rows.rename(columns={DELTA: CHANGELOG_DELTA})
+        if version_outputs(query):
+            rows = stamp_emit_version(rows, query, version())
+    frame = pd.DataFrame({
+        "kind": records[OUT_KIND].to_numpy(),
+        "reason": records[REASON].to_numpy(),
+        "event_time": records[TS].to_numpy(),
+        "event": records[RAW].to_numpy(),
+    })
+    return BatchOutputs(rows, frame, int(reports.max()) if not reports.empty else None)
 
 
 class EmitVersions:

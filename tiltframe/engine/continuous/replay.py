@@ -1,31 +1,30 @@
-"""Replay for the continuous queries of a SiddhiQL app: captured inputs fed through the queries on Spark one
+"""Replay for the continuous queries of a SiddhiQL app: captured inputs fed through each query's processor one
 at a time, with processing time set to each input's ingest time, every output in emission order.
 
-Each input is one micro-batch, as a run that receives it alone would process it: the event's file is dropped
-into the stream's folder with the clock moved to its ingest time, and every query processes what is available
-(the event's micro-batch, then the clock's, carrying the new greatest event time: the windows the event closed
-emit in the same step).  A timer tick moves the clock only (``PERIODIC``, ``TIMEOUT`` and arrival-time windows
-emit on it).  The queries are ``ContinuousRun``\\ s with a hand-driven clock, the same code as ``tiltframe run``'s,
-in a temporary folder: a replay is a real run, about a second per input.
+Each input is one micro-batch, as a run that receives it alone processes it, through the same processor
+(``step.Step``) and the same driver-side handling (``query.batch_outputs``): the clock moves to the input's
+time first (a tick: TIMEOUT and PERIODIC emit on it), then the event is processed, then the clock takes the
+greatest event time it reported (the windows the new watermark closes emit in the same step).  A timer tick
+moves the clock only.  Spark types the events and evaluates WHERE and the arguments, once for all inputs
+(``query.query_events``); the processor runs in this process, on one bucket, milliseconds an input.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from pyspark.sql import SparkSession
 
-from tiltframe.engine.continuous.query import ContinuousRun
+from tiltframe.engine.continuous.columns import KIND, MAX_TS, NOW
+from tiltframe.engine.continuous.query import PASSES, batch_outputs, processor_config, query_events
+from tiltframe.engine.continuous.step import Step
 from tiltframe.engine.replay_inputs import BadLine, Event, Output, Tick
-from tiltframe.engine.sinks import CallbackSink, rows_as_records
-from tiltframe.engine.sources import FileInput, read_stream
+from tiltframe.engine.sinks import rows_as_records
+from tiltframe.engine.text_sources import parse_records
 from tiltframe.errors import NotSupportedYet, UsageError, unknown
 from tiltframe.model.app import AppSpec
 
@@ -50,32 +49,62 @@ def merged(inputs: Mapping[str, list[Event | Tick | BadLine]]) -> list[Fed]:
     return [fed for _, fed in sorted(keyed, key=lambda k: k[0])]
 
 
-class _Query:
-    """One continuous query started with a hand-driven clock; what its last steps emitted, in order."""
+class _Driven:
+    """One continuous query's processor driven in this process: its state, its clock, what it emitted."""
 
-    def __init__(self, app: AppSpec, index: int, inbox: Path, data: Path, spark: SparkSession, now: int) -> None:
-        query = app.continuous[index]
+    def __init__(self, app: AppSpec, index: int, events: pd.DataFrame, start_ms: int) -> None:
+        self.query = app.continuous[index]
         self.name = app.continuous_name(index)
-        self.outputs: list[Output] = []
-        events = read_stream(spark, FileInput(str(inbox), format="json"), app.stream(query.stream))
-        self.run = ContinuousRun(app, query, events, CallbackSink(self._rows), data_dir=data, spark=spark,
-                                 name=self.name, manual_clock=True, trigger_ms=10, buckets=1,
-                                 records=CallbackSink(self._records))
-        self.run.advance(now)
-        self.run.start()
+        self.config = processor_config(app, self.query)
+        self.events = events  # one row per event of the query's stream, in input order
+        self.state: tuple[Any, ...] = ((None, None), None, None, None, None)
+        self.now: int | None = None
+        self.max_ts: int | None = None  # the clock's greatest event time: the driver's, as in a run
+        self.emits = 0
+        self.start = self.at(start_ms)
 
-    def _rows(self, _stream: str, rows: pd.DataFrame) -> None:
-        self.outputs.extend(Output(self.name, record) for record in rows_as_records(rows))
+    def at(self, now_ms: int) -> list[Output]:
+        """Move processing time to ``now_ms`` (a tick when it changes)."""
+        if now_ms == self.now:
+            return []
+        self.now = now_ms
+        return self._call(self._tick())
 
-    def _records(self, _stream: str, frame: pd.DataFrame) -> None:
-        for kind, reason, event in zip(frame["kind"], frame["reason"], frame["event"], strict=True):
-            self.outputs.append(Output("err", _event(event), f"{self.name}: {kind}: {reason}"))
+    def take(self, n: int) -> list[Output]:
+        """The ``n``-th event of the stream, unless WHERE leaves it out."""
+        row = self.events.iloc[[n]]
+        if not bool(row[PASSES].iloc[0]):
+            return []
+        return self._call(row.drop(columns=[PASSES]).reset_index(drop=True))
 
-    def step(self, now_ms: int) -> list[Output]:
-        self.run.advance(now_ms)
-        self.run.process()
-        made, self.outputs = self.outputs, []
-        return made
+    def _tick(self) -> pd.DataFrame:
+        columns = [c for c in self.events.columns if c != PASSES]
+        return pd.DataFrame([{**dict.fromkeys(columns), KIND: "t", NOW: self.now, MAX_TS: self.max_ts}])[columns]
+
+    def _call(self, batch: pd.DataFrame) -> list[Output]:
+        meta, *tables = self.state
+        step = Step(self.config, meta, *tables)
+        out = step.run(batch)
+        self.state = (step.meta(), step.open, step.emitted, step.sessions, step.partitions)
+        made = batch_outputs(out, self.query, self._version)
+        outputs = [Output(self.name, record) for record in rows_as_records(made.rows)] if not made.rows.empty else []
+        outputs += [Output("err", _event(event), f"{self.name}: {kind}: {reason}")
+                    for kind, reason, event in zip(made.records["kind"], made.records["reason"],
+                                                   made.records["event"], strict=True)]
+        if made.max_ts is not None and (self.max_ts is None or made.max_ts > self.max_ts):
+            self.max_ts = made.max_ts  # the clock moves: a tick carries the new watermark
+            outputs += self._call(self._tick())
+        return outputs
+
+    def _version(self) -> int:
+        self.emits += 1
+        return self.emits - 1
+
+
+def _typed(spark: SparkSession, app: AppSpec, stream: str, items: list[Event | Tick | BadLine]) -> Any:
+    """The stream's events as read from files: one row per event, every attribute as text."""
+    texts = [(json.dumps(i.value, ensure_ascii=False),) for i in items if isinstance(i, Event)]
+    return parse_records(spark.createDataFrame(texts, "value string"), app.stream(stream), column="value")
 
 
 def replay_app(app: AppSpec, inputs: Mapping[str, list[Event | Tick | BadLine]], spark: SparkSession
@@ -95,38 +124,30 @@ def replay_app(app: AppSpec, inputs: Mapping[str, list[Event | Tick | BadLine]],
     feed = merged(inputs)
     first = next((f.item for f in feed if not isinstance(f.item, BadLine)), None)
     start = _ms(first) if first is not None else 0
-    with tempfile.TemporaryDirectory(prefix="tiltframe-replay-") as work:
-        root = Path(work)
-        inboxes = {s: root / "in" / s for s in inputs}
-        for folder in inboxes.values():
-            folder.mkdir(parents=True)
-        queries = [(q.stream, _Query(app, i, inboxes[q.stream], root / "data", spark, start))
-                   for i, q in enumerate(app.continuous) if q.stream in inboxes]
-        try:
-            for n, fed in enumerate(feed):
-                if isinstance(fed.item, BadLine):
-                    yield Output("err", fed.item.text, fed.item.reason)
-                    continue
-                if isinstance(fed.item, Event):
-                    assert fed.stream is not None
-                    _drop(inboxes[fed.stream], fed.item.value, n)
-                for stream, query in queries:
-                    if fed.stream is None or stream == fed.stream:
-                        yield from query.step(_ms(fed.item))
-        finally:
-            for _, query in queries:
-                query.run.stop()
+    queries: list[tuple[str, _Driven]] = []
+    for i, q in enumerate(app.continuous):
+        if q.stream in inputs:
+            raw = _typed(spark, app, q.stream, inputs[q.stream])
+            events = query_events(app, q, raw, 1, filtered=False).toPandas()
+            queries.append((q.stream, _Driven(app, i, events, start)))
+    for _, query in queries:
+        yield from query.start
+    seen = dict.fromkeys(inputs, 0)  # events of each stream so far: the row of the next one
+    for fed in feed:
+        if isinstance(fed.item, BadLine):
+            yield Output("err", fed.item.text, fed.item.reason)
+            continue
+        for stream, query in queries:
+            yield from query.at(_ms(fed.item))
+            if isinstance(fed.item, Event) and stream == fed.stream:
+                yield from query.take(seen[stream])
+        if isinstance(fed.item, Event):
+            assert fed.stream is not None
+            seen[fed.stream] += 1
 
 
 def _ms(item: Event | Tick | BadLine) -> int:
     return (item.ingest_ns if isinstance(item, Event) else item.ns if isinstance(item, Tick) else 0) // 1_000_000
-
-
-def _drop(folder: Path, value: Any, n: int) -> None:
-    """The event as a one-line JSON file, written under a hidden name and renamed: Spark sees all or nothing."""
-    tmp = folder / f".{n:08d}.tmp"
-    tmp.write_text(json.dumps(value, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, folder / f"{n:08d}.jsonl")
 
 
 def _event(text: Any) -> Any:
