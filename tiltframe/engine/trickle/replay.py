@@ -45,6 +45,16 @@ class QueryGraph:
             outputs.append(Output("err", what, str(exc)))
         return outputs
 
+    def deliver(self, stream: str, event: Any, t: int) -> list[Output]:
+        """An output of a select on ``stream`` at time ``t``, through the selects that read it (a Spark run's
+        selects after the first, on the driver): what comes out, and an error on ``err`` if one fails."""
+        outputs: list[Output] = []
+        try:
+            self._deliver(stream, event, t, outputs)
+        except TrickleRuntimeError as exc:
+            outputs.append(Output("err", event, str(exc)))
+        return outputs
+
     def _deliver(self, stream: str, event: Any, t: int, outputs: list[Output], *, source: bool = False) -> None:
         if not source and (stream in OUTPUT_PORTS or stream not in self.readers):
             outputs.append(Output(stream, event))  # out, err, or a stream no select reads: the caller's

@@ -15,20 +15,22 @@ The plan of a micro-batch:
    (``_Windows``): per bucket, in arrival order, each group's chain of windows takes its inputs
    (``SelectOperator.take``) and emits.  Each group's windows are one entry of map state (pickled; the HDR
    histograms in their own encoding), read and written only when the group has input.
-4. ``foreachBatch`` on the driver: the batch's outputs (windowed, so few) sorted into emission order and
-   written, one JSON-lines file per stream and batch id, replacing what an earlier attempt of the batch
-   wrote; errors go to the run's record (and to ``err`` when it has an output).  Spark's checkpoint holds
-   the files read and the windows' state: a run stopped at any point and started again gives each output
-   once.
+4. ``foreachBatch`` on the driver: the batch's outputs (windowed, so few) sorted into emission order, passed
+   through the selects that read another select's stream (``Downstream``), and written, one JSON-lines file
+   per stream and batch id, replacing what an earlier attempt of the batch wrote; errors go to the run's
+   record (and to ``err`` when it has an output).  Spark's checkpoint holds the files read and the windows'
+   state, ``Downstream`` the later selects' state with the batch id: a run stopped at any point and started
+   again gives each output once.
 
-What needs all of a select's groups at once is refused on Spark (``check_runnable_on_spark``): ``max_groups``,
-``win::cardinality``, and selects reading another select's stream.  ``tiltframe replay`` runs them.
+What needs all the groups of a select reading ``in`` at once is refused on Spark (``check_runnable_on_spark``):
+``max_groups`` and ``win::cardinality``.  ``tiltframe replay`` runs them.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import pickle
 import threading
 import zlib
@@ -47,8 +49,9 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 from tiltframe.engine.continuous.query import ROCKSDB, STATE_STORE_PROVIDER
 from tiltframe.engine.filesystems import local_path, open_folder
 from tiltframe.engine.hadoop_paths import Location
-from tiltframe.engine.sinks import BatchFileSink, JsonLinesSink, JsonTextSink
+from tiltframe.engine.sinks import BatchFileSink, JsonTextSink
 from tiltframe.engine.sources import NO_MAX_FILE_AGE, FileInput, json_glob
+from tiltframe.engine.trickle.replay import QueryGraph
 from tiltframe.engine.trickle.select import Input, SelectOperator
 from tiltframe.errors import NotSupportedYet, UsageError, unknown
 from tiltframe.functions.trickle_values import TrickleRuntimeError
@@ -77,9 +80,7 @@ def check_runnable_on_spark(query: TrickleQuery) -> None:
     replay = "; 'tiltframe replay' runs it an input at a time (docs/trickle.md)"
     for select in query.selects:
         if select.source != INPUT_PORT:
-            msg = (f"select into {select.into} reads stream '{select.source}', which a select writes: chains of "
-                   f"selects do not run on Spark yet{replay}")
-            raise NotSupportedYet(msg)
+            continue  # run on the driver, over the outputs of the selects before it: every group at hand
         for name in select.windows:
             if query.window(name).max_groups is not None:
                 msg = (f"window {name}: max_groups counts the groups of a whole select, which a Spark run keeps "
@@ -223,6 +224,40 @@ class _Windows(StatefulProcessor):
         pass
 
 
+class Downstream:
+    """The selects that read another select's stream, run on the driver over the outputs of a micro-batch in
+    emission order (``replay.QueryGraph``).  Their state is kept in ``path`` with the batch it was made by and
+    the state before it, so a micro-batch Spark replays after a crash starts from the same state again."""
+
+    def __init__(self, query: TrickleQuery, path: Path) -> None:
+        self.query, self.path = query, path
+        self.runs = any(s.source != INPUT_PORT for s in query.selects)
+
+    def before(self, batch_id: int) -> QueryGraph | None:
+        """The graph in the state it had before ``batch_id`` (None: no select reads another's stream)."""
+        if not self.runs:
+            return None
+        graph = QueryGraph(self.query)
+        kept = pickle.loads(self.path.read_bytes()) if self.path.exists() else {"batch": None}
+        # The batch again (Spark replays it after a crash), or the next one; anything else is a new checkpoint
+        # (its files are all read again), which starts from nothing.
+        which = {batch_id: "before", batch_id - 1: "after"}.get(kept["batch"])
+        if which is not None:
+            for op, held in zip(graph.operators, pickle.loads(kept[which]), strict=True):
+                op.groups = held
+        self._before = pickle.dumps([op.groups for op in graph.operators])
+        return graph
+
+    def done(self, batch_id: int, graph: QueryGraph | None) -> None:
+        """Keep the state ``batch_id`` left, and the one before it (written whole, then renamed over the last)."""
+        if graph is None:
+            return
+        after = pickle.dumps([op.groups for op in graph.operators])
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        tmp.write_bytes(pickle.dumps({"batch": batch_id, "before": self._before, "after": after}))
+        os.replace(tmp, self.path)
+
+
 @dataclass
 class TrickleTotals:
     """What a run did: events read, outputs per stream, errors (events not taken, failed emissions)."""
@@ -263,7 +298,8 @@ class TrickleRun:
         self.dir = Path(data_dir).absolute() / "trickle" / run_id(query, source.path)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.checkpoint = (checkpoint_root or Path(data_dir).absolute() / "checkpoints") / self.dir.name
-        self.record = JsonLinesSink(self.dir / "rejected")
+        self.record = JsonTextSink(self.dir / "rejected")
+        self.after = Downstream(query, self.dir / "downstream.pickle")
         self.totals = TrickleTotals()
         self.buckets = int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
         self._query: StreamingQuery | None = None
@@ -303,17 +339,22 @@ class TrickleRun:
         rows = df.toPandas()
         read = int(rows.loc[rows["kind"] == "read", "n"].sum())
         rows = rows[rows["kind"] != "read"].sort_values(ORDER, kind="stable")
-        errors = rows[rows["kind"] == "err"]
-        if not errors.empty:
-            self.record.write(ERROR_STREAM, batch_id, pd.DataFrame({
-                "reason": errors["reason"].to_numpy(), "event": errors["text"].to_numpy()}))
         made: dict[str, list[str]] = {}
-        for kind, stream, text, reason in zip(rows["kind"], rows["stream"], rows["text"], rows["reason"], strict=True):
+        graph = self.after.before(batch_id)
+        for kind, stream, text, reason, t in zip(rows["kind"], rows["stream"], rows["text"], rows["reason"],
+                                                 rows["ingest_ns"], strict=True):
             if kind == "err":
                 event = None if text is None else _event_or_text(text)
                 made.setdefault(ERROR_STREAM, []).append(_dumps({"error": reason, "event": event}))
-            else:
+            elif graph is None or stream not in graph.readers:
                 made.setdefault(stream, []).append(text)
+            else:  # through the selects after the first, here
+                for out in graph.deliver(stream, json.loads(text), int(t)):
+                    line = _dumps({"error": out.error, "event": out.event}) if out.error else _dumps(out.event)
+                    made.setdefault(out.stream, []).append(line)
+        self.after.done(batch_id, graph)
+        if made.get(ERROR_STREAM):
+            self.record.write(ERROR_STREAM, batch_id, pd.DataFrame({"json": made[ERROR_STREAM]}))
         for stream, lines in made.items():
             sink = self.sinks.get(stream)
             if sink is not None:
@@ -323,7 +364,7 @@ class TrickleRun:
         with self.totals.lock:
             self.totals.batches += 1
             self.totals.events_read += read
-            self.totals.errors += len(errors)
+            self.totals.errors += len(made.get(ERROR_STREAM, ()))
             for stream, lines in made.items():
                 if stream != ERROR_STREAM:
                     self.totals.outputs[stream] = self.totals.outputs.get(stream, 0) + len(lines)
