@@ -25,7 +25,7 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from tiltframe.engine.continuous.clock import clock_stream, read_clock, write_clock
 from tiltframe.engine.continuous.columns import (
@@ -51,6 +51,7 @@ from tiltframe.engine.events import RAW as TYPED_RAW
 from tiltframe.engine.events import REASON as TYPED_REASON
 from tiltframe.engine.expressions import to_column
 from tiltframe.engine.hadoop_paths import Location
+from tiltframe.engine.markers import write_marker
 from tiltframe.engine.sinks import JsonLinesSink, Sink, readable_times
 from tiltframe.model.app import AppSpec
 from tiltframe.model.continuous import WINDOW_COLUMNS, ContinuousQuery, WindowKind
@@ -141,7 +142,7 @@ class ContinuousRun:
         self.records = records or JsonLinesSink(self.dir / "rejected")  # late and rejected events
         self.versions = EmitVersions(self.dir / "emit_version.json")
         self.totals = ContinuousTotals()
-        self.buckets = buckets or int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
+        self.buckets = pinned_buckets(self.dir, buckets or int(spark.conf.get("spark.sql.shuffle.partitions") or "8"))
         config = processor_config(app, query)
         self.layout = config.layout
         self.output_names = query.output_names
@@ -204,17 +205,7 @@ class ContinuousRun:
             .foreachBatch(self._batch)
             .trigger(processingTime=self._trigger())
         )
-        # transformWithState needs RocksDB state: set for this query only, as a query keeps the settings of
-        # its start (and its checkpoint records them), and the session's own setting comes back at once.
-        before = self.spark.conf.get(STATE_STORE_PROVIDER, None)
-        self.spark.conf.set(STATE_STORE_PROVIDER, ROCKSDB)
-        try:
-            self._query = writer.start()
-        finally:
-            if before is None:
-                self.spark.conf.unset(STATE_STORE_PROVIDER)
-            else:
-                self.spark.conf.set(STATE_STORE_PROVIDER, before)
+        self._query = start_with_rocksdb(writer, self.spark)
         if self.follow and not self.manual_clock:
             self._ticker = threading.Thread(target=self._tick, name=f"clock-{self.name}", daemon=True)
             self._ticker.start()
@@ -297,6 +288,32 @@ class ContinuousRun:
             self.totals.events_rejected += int((made.records["kind"] == "rejected").sum())
         if made.max_ts is not None:
             write_clock(self.clock, max_event_ts=made.max_ts)
+
+
+def pinned_buckets(folder: Path, wanted: int) -> int:
+    """The number of state buckets of the query kept in ``folder``: ``wanted`` the first time, then what it
+    was then (``buckets.json``).  A group's state lives in the bucket its hash picks, so a later run with
+    another count (other shuffle partitions) would look for it in another bucket and not find it."""
+    path = folder / "buckets.json"
+    if path.exists():
+        return int(json.loads(path.read_text(encoding="utf-8"))["buckets"])
+    write_marker(path, {"buckets": wanted})
+    return wanted
+
+
+def start_with_rocksdb(writer: DataStreamWriter, spark: SparkSession) -> StreamingQuery:
+    """Start a query that uses ``transformWithState``, which needs RocksDB state: set for this query only, as
+    a query keeps the settings of its start (and its checkpoint records them), and the session's own
+    setting comes back at once."""
+    before = spark.conf.get(STATE_STORE_PROVIDER, None)
+    spark.conf.set(STATE_STORE_PROVIDER, ROCKSDB)
+    try:
+        return writer.start()
+    finally:
+        if before is None:
+            spark.conf.unset(STATE_STORE_PROVIDER)
+        else:
+            spark.conf.set(STATE_STORE_PROVIDER, before)
 
 
 def processor_config(app: AppSpec, query: ContinuousQuery) -> ProcessorConfig:

@@ -46,13 +46,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle, TimerValues
 
-from tiltframe.engine.continuous.query import ROCKSDB, STATE_STORE_PROVIDER
+from tiltframe.engine.continuous.query import pinned_buckets, start_with_rocksdb
 from tiltframe.engine.filesystems import local_path, open_folder
 from tiltframe.engine.hadoop_paths import Location
 from tiltframe.engine.sinks import BatchFileSink, JsonTextSink
 from tiltframe.engine.sources import NO_MAX_FILE_AGE, FileInput, json_glob
 from tiltframe.engine.trickle.replay import QueryGraph
-from tiltframe.engine.trickle.select import Input, SelectOperator
+from tiltframe.engine.trickle.select import Input, SelectOperator, group_key
 from tiltframe.errors import NotSupportedYet, UsageError, unknown
 from tiltframe.functions.trickle_values import TrickleRuntimeError
 from tiltframe.lang.checks.trickle import nodes_in
@@ -171,9 +171,9 @@ class _Staging:
             for n, (stream, out) in enumerate(made):
                 rows.append((spread, "out", rank, None, None, None, None, stream, _dumps(out), None, *spot, 0, n))
             for fork, (values, item) in enumerate(staged):
-                grp = _dumps(values)
-                rows.append((_bucket(f"{rank}:{grp}", self.buckets), "in", rank, grp, grp, _dumps(item.args),
-                             _dumps(item.times), None, None, None, *spot, fork, 0))
+                grp = group_key(values)  # records with their keys sorted: one group however they are written
+                rows.append((_bucket(f"{rank}:{grp}", self.buckets), "in", rank, grp, _dumps(values),
+                             _dumps(item.args), _dumps(item.times), None, None, None, *spot, fork, 0))
 
 
 class _Windows(StatefulProcessor):
@@ -301,7 +301,7 @@ class TrickleRun:
         self.record = JsonTextSink(self.dir / "rejected")
         self.after = Downstream(query, self.dir / "downstream.pickle")
         self.totals = TrickleTotals()
-        self.buckets = int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
+        self.buckets = pinned_buckets(self.dir, int(spark.conf.get("spark.sql.shuffle.partitions") or "8"))
         self._query: StreamingQuery | None = None
 
     def _plan(self) -> DataFrame:
@@ -323,16 +323,7 @@ class TrickleRun:
             "checkpointLocation", str(self.checkpoint)).foreachBatch(self._batch)
         writer = (writer.trigger(processingTime=f"{max(1, int(self.trigger_seconds * 1000))} milliseconds")
                   if self.follow else writer.trigger(availableNow=True))
-        # transformWithState needs RocksDB state: set for this query's start only (its checkpoint keeps it).
-        before = self.spark.conf.get(STATE_STORE_PROVIDER, None)
-        self.spark.conf.set(STATE_STORE_PROVIDER, ROCKSDB)
-        try:
-            self._query = writer.start()
-        finally:
-            if before is None:
-                self.spark.conf.unset(STATE_STORE_PROVIDER)
-            else:
-                self.spark.conf.set(STATE_STORE_PROVIDER, before)
+        self._query = start_with_rocksdb(writer, self.spark)
         return self
 
     def _batch(self, df: DataFrame, batch_id: int) -> None:
