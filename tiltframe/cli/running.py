@@ -170,7 +170,9 @@ def run(
     lang: LangOpt = None,
 ) -> None:
     """Aggregate the input streams into the store and run the continuous queries (everything available, or
-    --follow until Ctrl-C).  A trickle query (.trickle) runs on Spark over --input in=FOLDER (docs/trickle.md)."""
+    --follow until Ctrl-C).
+
+    A trickle query (.trickle, or --lang trickle) runs on Spark over --input in=FOLDER (docs/trickle.md)."""
     import time
 
     err = stderr_console()
