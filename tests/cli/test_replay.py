@@ -144,3 +144,13 @@ def test_two_periodic_queries_are_replayed_side_by_side_the_same_on_every_run(sp
         ("continuous0", "d1", 2), ("continuous0", "d2", 1),  # at 16.5 s, query by query
         ("continuous1", "d1", 2), ("continuous1", "d2", 1),
     ]
+
+
+def test_inputs_of_several_streams_merge_by_time_each_file_in_its_order() -> None:
+    from tiltframe.engine.continuous.replay import merged
+    from tiltframe.engine.replay_inputs import BadLine, Event, Tick
+
+    got = merged({"a": [Event("a1", 5), Event("a2", 3), BadLine("?", "bad"), Tick(6)],
+                  "b": [Event("b1", 4), Event("b2", 5)]})
+    assert [(f.stream, getattr(f.item, "value", getattr(f.item, "text", None))) for f in got] == [
+        ("b", "b1"), ("a", "a1"), ("a", "a2"), ("a", "?"), ("b", "b2"), (None, None)]
