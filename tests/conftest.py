@@ -55,6 +55,7 @@ LONGEST = (
     "tests/cli/test_failures_said_once.py",
     "tests/engine/test_lateness.py",
     "tests/cli/test_continuous_run.py",
+    "tests/engine/trickle/test_spark_run.py",
 )
 #: Files whose tests are each a work unit of their own (the kill -9 test of each store: minutes apiece).
 ONE_UNIT_PER_TEST = ("tests/integration/test_crash.py",)
