@@ -1,8 +1,9 @@
 """``tiltframe replay``: feed captured inputs through a query one at a time and print every output as a
 JSON line, in emission order, the same on every run: for unit tests of a query and for captured traffic.
 
-A trickle query runs in this process, an input at a time; the continuous queries of a SiddhiQL app run on
-Spark with the clock set by hand, one micro-batch per input (``engine.continuous.replay``)."""
+A trickle query runs in this process, an input at a time; the continuous queries of a SiddhiQL app through
+their processor in this process, each input a micro-batch, after Spark typed the events
+(``engine.continuous.replay``)."""
 
 from __future__ import annotations
 

@@ -178,6 +178,8 @@ def run(
     err = stderr_console()
     out = stdout_console()
     with handle_errors():
+        if trigger_interval is not None and not follow:
+            raise UsageError("--trigger-interval needs --follow: without it, everything available is read at once")
         if is_trickle(Path(app_file), lang):
             from tiltframe.cli.trickle_running import run_trickle
 
@@ -197,8 +199,6 @@ def run(
         formats = pairs(input_format, "--input-format")
         outputs = pairs(output, "--output")
         check_run_options(spec, inputs, formats, outputs)
-        if trigger_interval is not None and not follow:
-            raise UsageError("--trigger-interval needs --follow: without it, everything available is read at once")
         from tiltframe.engine.shards import load_deployment
 
         check_config_file(config)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -43,8 +44,6 @@ def run_trickle(
         msg = (f"a trickle query reads the stream '{INPUT_PORT}': give --input {INPUT_PORT}=FOLDER (a folder of "
                f"JSON-lines files), not {' '.join(f'{k}=...' for k in sources) or 'nothing'}")
         raise UsageError(msg)
-    if trigger_interval is not None and not follow:
-        raise UsageError("--trigger-interval needs --follow: without it, everything available is read at once")
     from tiltframe.engine.trickle.spark_run import check_runnable_on_spark
 
     check_runnable_on_spark(query)  # before Spark starts
@@ -53,7 +52,7 @@ def run_trickle(
 
     def printed(stream: str, lines: list[str]) -> None:
         for line in lines:
-            typer.echo(f'{{"event":{line},"stream":"{stream}"}}')
+            typer.echo(f'{{"event":{line},"stream":{json.dumps(stream, ensure_ascii=False)}}}')
 
     spark = logs.start_spark(master, directory)
     started = time.monotonic()

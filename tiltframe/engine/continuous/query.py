@@ -129,7 +129,6 @@ class ContinuousRun:
         buckets: int | None = None,
         manual_clock: bool = False,
         checkpoint_root: Location | None = None,
-        records: Sink | None = None,
     ) -> None:
         self.app, self.query, self.name, self.spark = app, query, name, spark
         self.sink = readable_times(sink, window_outputs(app, query), app.timezone or "UTC")
@@ -139,7 +138,7 @@ class ContinuousRun:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.clock = self.dir / "clock.json"
         self.checkpoint = checkpoint_location(self.dir, checkpoint_root)
-        self.records = records or JsonLinesSink(self.dir / "rejected")  # late and rejected events
+        self.records = JsonLinesSink(self.dir / "rejected")
         self.versions = EmitVersions(self.dir / "emit_version.json")
         self.totals = ContinuousTotals()
         self.buckets = pinned_buckets(self.dir, buckets or int(spark.conf.get("spark.sql.shuffle.partitions") or "8"))

@@ -410,7 +410,6 @@ def start_trickle_run(
     on_output: Callable[[str, list[str]], None] | None = None,
 ) -> TrickleRun:
     """Check what the run is given (before Spark reads anything) and start it."""
-    check_runnable_on_spark(query)
     streams = sorted({s.into for s in query.selects} | {ERROR_STREAM})
     for stream in outputs or {}:
         if stream not in streams:
