@@ -90,12 +90,16 @@ def _with_arrival_order(events: DataFrame, *, with_latest: bool, carry: Pipeline
     row_in_part = F.col(_ROW).bitwiseAND(F.lit((1 << _ROW_BITS) - 1))
     seq = F.shiftleft(F.col(_RANK), _ROW_BITS) + row_in_part
     joined = rows.join(F.broadcast(parts), _PART).withColumn(ARRIVAL_SEQ, seq)
+    added = []
     if with_latest:
         running = Window.partitionBy(_RANK).orderBy(ARRIVAL_SEQ).rowsBetween(Window.unboundedPreceding, 0)
         earlier = F.lit(carry.latest_event_ts).cast("long")  # a null literal when there is none yet
-        latest = F.greatest(earlier, F.col(_BEFORE), F.max(_valid_ts()).over(running))
-        joined = joined.withColumn(LATEST, latest)
-    return joined.drop(_PART, _ROW, _RANK, _BEFORE)
+        added.append(F.greatest(earlier, F.col(_BEFORE), F.max(_valid_ts()).over(running)).alias(LATEST))
+    # One projection for what is added and what is left (each DataFrame operation analyses the whole plan
+    # again).  The sequence stays a column of its own before it: ordered by its expression instead, the
+    # window would make the policy's records and the aggregation read the input apart.
+    kept = [F.col(f"`{c}`") for c in (*events.columns, ARRIVAL_SEQ)]
+    return joined.select(*kept, *added)
 
 
 def _apply_policy(events: DataFrame, layout: AggregationLayout, carry: PipelineState) -> DataFrame:

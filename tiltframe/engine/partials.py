@@ -42,6 +42,9 @@ RECORD_LEVEL = -1
 REJECTED = "_tiltframe_rejected"
 _LATEST = "_latest"
 _TARGET = "_tiltframe_target"
+#: The batch id as a column of the events (``Levels`` adds it): the finest aggregation refers to it, so its
+#: columns are built once for every batch instead of holding the batch id as a literal.
+_BATCH = "_tiltframe_batch"
 
 _BUILD = {Build.SUM: F.sum, Build.MIN: F.min, Build.MAX: F.max, Build.MEAN: F.avg}
 _MERGE = {Merge.SUM: F.sum, Merge.MIN: F.min, Merge.MAX: F.max, Merge.KLL: F.kll_merge_agg_double,
@@ -72,7 +75,7 @@ class SparkOps:
         raise NotImplementedError
 
 
-def _build(state: StateColumn, layout: AggregationLayout, batch_id: int, ansi: bool) -> Column:
+def _build(state: StateColumn, layout: AggregationLayout, batch: Column, ansi: bool) -> Column:
     """The Spark aggregate of one state column over the events of a bucket."""
     item = state.item
     arg = to_column(item.arg, layout.stream) if item.arg is not None else None
@@ -89,7 +92,7 @@ def _build(state: StateColumn, layout: AggregationLayout, batch_id: int, ansi: b
     if build is Build.M2:
         return F.var_pop(arg) * F.count(arg)
     if build in (Build.EARLIEST, Build.LATEST):
-        event = F.struct(F.col(EVENT_TS).alias("ts"), F.lit(batch_id).cast("long").alias("batch"),
+        event = F.struct(F.col(EVENT_TS).alias("ts"), batch.alias("batch"),
                          F.col(ARRIVAL_SEQ).alias("seq"), arg.alias("value"))
         pick = F.min if build is Build.EARLIEST else F.max
         return pick(F.when(arg.isNotNull(), event))[state.state.field]
@@ -210,26 +213,27 @@ def _grouped(
 
 
 def _batch_dependent(layout: AggregationLayout) -> bool:
-    """The finest aggregation ranks events by their batch id (a literal): it is built for each batch."""
+    """The finest aggregation ranks events by their batch id."""
     return layout.tracks_arrival or any(s.state.build in (Build.EARLIEST, Build.LATEST) for s in layout.states)
 
 
-def _finest(layout: AggregationLayout, batch_id: int, sharded: bool, ansi: bool,
+def _finest(layout: AggregationLayout, batch: Column, sharded: bool, ansi: bool,
             level: Granularity | None = None) -> _Aggregation:
-    """Partial states per finest bucket (or ``level``'s) and group from the typed events of one batch.
+    """Partial states per finest bucket (or ``level``'s) and group from the typed events of one batch
+    (``batch``: its id, a long).
 
     Rejected events are grouped apart (``_rejected`` true, no bucket), so their count comes out of the
     same aggregation: an extra pass or an ``observe`` would stop Spark from sharing this shuffle with the
     coarser levels.
     """
     stream = layout.stream
-    aggs: dict[str, Column | _Field] = {s.name: _build(s, layout, batch_id, ansi) for s in layout.states}
+    aggs: dict[str, Column | _Field] = {s.name: _build(s, layout, batch, ansi) for s in layout.states}
     structs: dict[str, Column] = {}
     if layout.tracks_arrival:
         structs[_LATEST] = F.max(
             F.struct(
                 F.col(EVENT_TS).alias(AGG_EVENT_TIMESTAMP),
-                F.lit(batch_id).cast("long").alias(AGG_ARRIVAL_BATCH),
+                batch.alias(AGG_ARRIVAL_BATCH),
                 F.col(ARRIVAL_SEQ).alias(AGG_ARRIVAL_SEQ),
                 *[to_column(v.expr, stream).cast(SPARK_TYPES[v.type]).alias(v.name) for v in layout.values],
             )
@@ -333,11 +337,9 @@ class Levels:
         self._levels: dict[bool, tuple[tuple[tuple[int, _Aggregation], ...], tuple[tuple[int, _Rollup], ...]]] = {}
         self._per_batch = _batch_dependent(layout)
 
-    def _finest(self, batch_id: int, sharded: bool) -> _Aggregation:
-        if self._per_batch:
-            return _finest(self.layout, batch_id, sharded, self.ansi)
+    def _finest(self, sharded: bool) -> _Aggregation:
         if sharded not in self._plans:
-            self._plans[sharded] = _finest(self.layout, batch_id, sharded, self.ansi)
+            self._plans[sharded] = _finest(self.layout, F.col(_BATCH), sharded, self.ansi)
         return self._plans[sharded]
 
     def _coarser(
@@ -371,7 +373,9 @@ class Levels:
     ) -> DataFrame:
         events = _sharded(events, self.layout, row_writer)
         sharded = SHARD_ID in events.columns
-        levels = [self._finest(batch_id, sharded)(events)]
+        if self._per_batch:  # one projection, where rebuilding the aggregation's columns took ~0.3 s a batch
+            events = events.select("*", F.lit(batch_id).cast("long").alias(_BATCH))
+        levels = [self._finest(sharded)(events)]
         no_record = F.lit(None).cast(records.schema[RECORD].dataType) if records is not None else None
         record = [no_record.alias(RECORD)] if no_record is not None else []
 
@@ -395,7 +399,7 @@ class Levels:
 def level_from_events(events: DataFrame, layout: AggregationLayout, g: Granularity) -> DataFrame:
     """The partial rows of level ``g`` straight from typed events, not through the finer levels (what
     ``tiltframe verify`` holds the stored rows to); rejected events left out."""
-    rows = _finest(layout, 0, False, ansi_enabled(), g)(events)
+    rows = _finest(layout, F.lit(0).cast("long"), False, ansi_enabled(), g)(events)
     return rows.where(~F.col(REJECTED)).drop(REJECTED)
 
 
