@@ -90,7 +90,7 @@ def _with_arrival_order(events: DataFrame, *, with_latest: bool, carry: Pipeline
     row_in_part = F.col(_ROW).bitwiseAND(F.lit((1 << _ROW_BITS) - 1))
     seq = F.shiftleft(F.col(_RANK), _ROW_BITS) + row_in_part
     joined = rows.join(F.broadcast(parts), _PART).withColumn(ARRIVAL_SEQ, seq)
-    added = []
+    added: list[Column] = []
     if with_latest:
         running = Window.partitionBy(_RANK).orderBy(ARRIVAL_SEQ).rowsBetween(Window.unboundedPreceding, 0)
         earlier = F.lit(carry.latest_event_ts).cast("long")  # a null literal when there is none yet
