@@ -85,9 +85,8 @@ def start_trickle(
     """
     from tiltframe.engine.filesystems import checkpoint_root
     from tiltframe.engine.session import get_session
-    from tiltframe.engine.trickle.spark_run import check_runnable_on_spark, start_trickle_run
+    from tiltframe.engine.trickle.spark_run import start_trickle_run
 
-    check_runnable_on_spark(query)
     directory = Path(data_dir) if data_dir is not None else default_data_dir()
     root = checkpoint_root(checkpoint_dir, directory)
     return start_trickle_run(query, source, data_dir=directory, spark=spark or get_session(), outputs=outputs,

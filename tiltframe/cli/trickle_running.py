@@ -44,9 +44,6 @@ def run_trickle(
         msg = (f"a trickle query reads the stream '{INPUT_PORT}': give --input {INPUT_PORT}=FOLDER (a folder of "
                f"JSON-lines files), not {' '.join(f'{k}=...' for k in sources) or 'nothing'}")
         raise UsageError(msg)
-    from tiltframe.engine.trickle.spark_run import check_runnable_on_spark
-
-    check_runnable_on_spark(query)  # before Spark starts
     directory = resolve_data_dir(data_dir)
     err = stderr_console()
 

@@ -22,8 +22,11 @@ The plan of a micro-batch:
    state, ``Downstream`` the later selects' state with the batch id: a run stopped at any point and started
    again gives each output once.
 
-What needs all the groups of a select reading ``in`` at once is refused on Spark (``check_runnable_on_spark``):
-``max_groups`` and ``win::cardinality``.  ``tiltframe replay`` runs them.
+A select reading ``in`` that needs all its groups at once (``max_groups``, ``win::cardinality``) makes the run
+*sequential* (``needs_every_group``): step 2 only parses each line, every event goes to one bucket, and step 3
+runs the selects reading ``in`` on each event in arrival order, every group of theirs loaded, as
+``replay.QueryGraph`` does (Tremor runs a select on one thread too).  The run then has one partition's
+parallelism between its two steps.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ from tiltframe.engine.sinks import BatchFileSink, JsonTextSink
 from tiltframe.engine.sources import NO_MAX_FILE_AGE, FileInput, json_glob
 from tiltframe.engine.trickle.replay import QueryGraph
 from tiltframe.engine.trickle.select import Input, SelectOperator, group_key
-from tiltframe.errors import NotSupportedYet, UsageError, unknown
+from tiltframe.errors import UsageError, unknown
 from tiltframe.functions.trickle_values import TrickleRuntimeError
 from tiltframe.lang.checks.trickle import nodes_in
 from tiltframe.model.expressions import Call
@@ -62,8 +65,9 @@ from tiltframe.model.trickle import INPUT_PORT, TrickleQuery
 #: The order of outputs: the event that made them (by arrival), the select (readers of ``in`` in Tremor's
 #: order), the group (in the event's order), then the output's place among that group's.
 ORDER = ["ingest_ns", "file", "block", "line", "reader", "fork", "n"]
-#: Rows between the executors' two steps: an input of a group's windows (``in``), a made output (``out``),
-#: an event that could not be taken (``err``) or a partition's count of events read (``read``).
+#: Rows between the executors' two steps: an input of a group's windows (``in``), a whole event for a
+#: sequential run (``ev``), a made output (``out``), an event that could not be taken (``err``) or a
+#: partition's count of events read (``read``).
 _STAGED = ("bucket int, kind string, reader int, grp string, vals string, args string, times string, "
            "stream string, text string, reason string, ingest_ns long, file string, block long, line long, "
            "fork int, n int")
@@ -75,23 +79,19 @@ _STAGED_COLUMNS = [c.split()[0] for c in _STAGED.split(", ")]
 ERROR_STREAM = "err"
 
 
-def check_runnable_on_spark(query: TrickleQuery) -> None:
-    """Refuse, by name, what a Spark run cannot do yet; ``tiltframe replay`` runs all of it."""
-    replay = "; 'tiltframe replay' runs it an input at a time (docs/trickle.md)"
+def needs_every_group(query: TrickleQuery) -> bool:
+    """Whether a select reading ``in`` counts its groups (``max_groups``, ``win::cardinality``): each event
+    then needs the state of every group of the select, so the run is sequential (the module's docstring)."""
     for select in query.selects:
         if select.source != INPUT_PORT:
             continue  # run on the driver, over the outputs of the selects before it: every group at hand
-        for name in select.windows:
-            if query.window(name).max_groups is not None:
-                msg = (f"window {name}: max_groups counts the groups of a whole select, which a Spark run keeps "
-                       f"apart by group{replay}")
-                raise NotSupportedYet(msg)
+        if any(query.window(name).max_groups is not None for name in select.windows):
+            return True
         for clause in (select.target, select.where, select.having):
             if clause is not None and any(isinstance(n, Call) and n.name == "win::cardinality"
                                           for n in nodes_in(clause)):
-                msg = (f"select into {select.into}: win::cardinality counts the groups of a whole select, which "
-                       f"a Spark run keeps apart by group{replay}")
-                raise NotSupportedYet(msg)
+                return True
+    return False
 
 
 def readers(query: TrickleQuery) -> list[SelectOperator]:
@@ -124,6 +124,7 @@ class _Staging:
 
     query: TrickleQuery
     buckets: int
+    sequential: bool = False
 
     def __call__(self, frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         ops = readers(self.query)
@@ -154,6 +155,9 @@ class _Staging:
         except json.JSONDecodeError as exc:
             reason = f"{where}: not JSON ({exc.msg} at column {exc.colno})"
             rows.append((spread, "err", 0, None, None, None, None, ERROR_STREAM, text, reason, *spot, 0, 0))
+            return
+        if self.sequential:  # every select of the event in step 3, in one bucket
+            rows.append((0, "ev", 0, None, None, None, None, None, text, None, *spot, 0, 0))
             return
         for rank, op in enumerate(ops):
             try:
@@ -193,9 +197,15 @@ class _Windows(StatefulProcessor):
         batch = pd.concat(frames, ignore_index=True).sort_values(ORDER, kind="stable")
         ops = readers(self.query)
         touched: set[tuple[int, str]] = set()
+        loaded: dict[tuple[int, str], bytes] | None = None  # a sequential run's groups, all of them
         out: list[tuple[Any, ...]] = []
         for row in batch.itertuples(index=False):
             spot = (row.ingest_ns, row.file, row.block, row.line, row.reader, row.fork)
+            if row.kind == "ev":
+                if loaded is None:
+                    loaded = self._load_all(ops)
+                _every_select(ops, row, out)
+                continue
             if row.kind != "in":
                 out.append((row.kind, row.stream, row.text, row.reason, *spot, row.n))
                 continue
@@ -218,10 +228,44 @@ class _Windows(StatefulProcessor):
                 self.groups.removeKey((reader, grp))
             else:
                 self.groups.updateValue((reader, grp), (pickle.dumps(group),))
+        if loaded is not None:
+            self._store_all(ops, loaded)
         yield pd.DataFrame(out, columns=_OUTPUT_COLUMNS)
+
+    def _load_all(self, ops: list[SelectOperator]) -> dict[tuple[int, str], bytes]:
+        """Every group of every select into ``ops``; what each was, to write back only the changed ones."""
+        loaded = {}
+        for (reader, grp), (data,) in self.groups.iterator():
+            ops[reader].groups[grp] = pickle.loads(data)
+            loaded[(reader, grp)] = bytes(data)
+        return loaded
+
+    def _store_all(self, ops: list[SelectOperator], loaded: dict[tuple[int, str], bytes]) -> None:
+        for reader, op in enumerate(ops):
+            for grp, group in op.groups.items():
+                data = pickle.dumps(group)
+                if loaded.pop((reader, grp), None) != data:
+                    self.groups.updateValue((reader, grp), (data,))
+        for entry in loaded:  # groups deleted in the batch
+            self.groups.removeKey(entry)
 
     def close(self) -> None:
         pass
+
+
+def _every_select(ops: list[SelectOperator], row: Any, out: list[tuple[Any, ...]]) -> None:
+    """A sequential run's event through every select reading ``in``, as ``replay.QueryGraph`` pushes it: an
+    error stops the event there (the outputs already made stay) and comes out on ``err``."""
+    spot = (row.ingest_ns, row.file, row.block, row.line, 0, 0)
+    event = json.loads(row.text)
+    made: list[tuple[str, Any]] = []
+    try:
+        for op in ops:
+            made.extend((op.select.into, value) for value in op.on_event(event, int(row.ingest_ns)))
+    except TrickleRuntimeError as exc:
+        reason = f"{_where(row.file, row.block, row.line)}: {exc}"
+        out.append(("err", ERROR_STREAM, row.text, reason, *spot, len(made)))
+    out.extend(("out", stream, _dumps(value), None, *spot, n) for n, (stream, value) in enumerate(made))
 
 
 class Downstream:
@@ -291,7 +335,6 @@ class TrickleRun:
         checkpoint_root: Location | None = None,
         on_output: Callable[[str, list[str]], None] | None = None,
     ) -> None:
-        check_runnable_on_spark(query)
         self.query, self.source, self.spark = query, source, spark
         self.sinks = dict(sinks)
         self.follow, self.trigger_seconds, self.on_output = follow, trigger_seconds, on_output
@@ -314,7 +357,7 @@ class TrickleRun:
             F.col("_metadata.file_path").alias("file"),
             F.unix_micros(F.col("_metadata.file_modification_time")).alias("mtime_us"),
             F.col("_metadata.file_block_start").alias("block"),
-        ).mapInPandas(_Staging(self.query, self.buckets), _STAGED)
+        ).mapInPandas(_Staging(self.query, self.buckets, needs_every_group(self.query)), _STAGED)
         return staged.groupBy("bucket").transformWithStateInPandas(
             statefulProcessor=_Windows(self.query), outputStructType=_OUTPUT, outputMode="Append", timeMode="None")
 
