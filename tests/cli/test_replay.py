@@ -154,3 +154,42 @@ def test_inputs_of_several_streams_merge_by_time_each_file_in_its_order() -> Non
                   "b": [Event("b1", 4), Event("b2", 5)]})
     assert [(f.stream, getattr(f.item, "value", getattr(f.item, "text", None))) for f in got] == [
         ("b", "b1"), ("a", "a1"), ("a", "a2"), ("a", "?"), ("b", "b2"), (None, None)]
+
+
+DERIVED = ("@eventTime('ts') define stream S (symbol string, price double, ts long);\n"
+           "from S[price > 10] select symbol, price * 2 as p, ts insert into T;\n"
+           "@info(name='on_t') SELECT window_start, symbol, count() AS n, sum(p) AS total FROM tumble(T, ts, 1s) "
+           "GROUP BY window_start, symbol EMIT AFTER WINDOW CLOSE;\n"
+           "@info(name='on_s') SELECT window_start, count() AS n FROM tumble(S, ts, 1s) GROUP BY window_start "
+           "EMIT AFTER WINDOW CLOSE;\n")
+
+
+@pytest.mark.slow
+def test_a_query_of_a_stream_a_stream_query_makes_is_replayed_from_its_input_stream(spark, tmp_path: Path) -> None:
+    """The inputs are the input stream's; the stream query keeps prices over 10 and doubles them for the
+    query reading its stream (an event it leaves out moves none of that query's clocks), while the query
+    reading the input stream sees every event; a value that cannot be typed is rejected by both, named by
+    each query."""
+    (tmp_path / "app.siddhi").write_text(DERIVED, encoding="utf-8")
+
+    def trade(now_ms: int, symbol: str, price: object, ts: int) -> str:
+        return json.dumps({"ingest_ns": now_ms * MS, "event": {"symbol": symbol, "price": price, "ts": ts}})
+
+    lines = [trade(1_000, "a", 11, 100), trade(1_000, "a", 5, 200), trade(1_001, "b", 20, 300),
+             trade(1_002, "a", "x", 400), trade(1_003, "a", 30, 900),
+             trade(1_004, "b", 12, 1500),  # the watermark passes 1000: the first windows close
+             trade(1_005, "a", 1, 2600)]  # filtered out of T: only on_s's watermark passes 2000
+    (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = runner.invoke(app, ["replay", str(tmp_path / "app.siddhi"), f"S={tmp_path / 'in.jsonl'}"])
+    assert result.exit_code == 0, result.output
+    got = [json.loads(line) for line in result.stdout.splitlines()]
+    rows = [(o["stream"], o["event"]) for o in got if "error" not in o]
+    assert rows == [  # the queries in the app's order, each one's rows in its order
+        ("on_t", {"window_start": 0, "symbol": "a", "n": 2, "total": 82.0}),
+        ("on_t", {"window_start": 0, "symbol": "b", "n": 1, "total": 40.0}),
+        ("on_s", {"window_start": 0, "n": 4}),
+        ("on_s", {"window_start": 1000, "n": 1}),
+    ]
+    errors = sorted(o["error"] for o in got if "error" in o)
+    assert errors == ["on_s: rejected: field 'price': value 'x' is not a double",
+                      "on_t: rejected: field 'price': value 'x' is not a double"]

@@ -17,7 +17,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -327,10 +327,11 @@ PASSES = "tf_passes"
 
 
 def query_events(app: AppSpec, query: ContinuousQuery, raw: DataFrame, buckets: int, *,
-                 filtered: bool = True) -> DataFrame:
+                 filtered: bool = True, carry: Sequence[str] = ()) -> DataFrame:
     """The processor's event rows of ``raw`` (the stream's rows as read): typed (rejected ones kept with their
     reason), in WHERE, with their bucket, time, group keys, aggregate arguments and the columns the EMIT
-    policy needs.  ``filtered=False`` keeps every row, one per row of ``raw`` in its order, with ``PASSES``."""
+    policy needs.  ``filtered=False`` keeps every row, one per row of ``raw`` in its order, with ``PASSES``;
+    ``carry``: columns of ``raw`` kept as they are (those typing keeps: ``ARRIVAL_PART``)."""
     stream = app.stream(query.stream)
     # Rejected when missing: the group keys and the column AFTER KEY EXPIRE measures spans by.  A null
     # elsewhere is SQL's NULL: aggregates skip it, WHERE does not pass it, json_encode writes null.
@@ -358,6 +359,7 @@ def query_events(app: AppSpec, query: ContinuousQuery, raw: DataFrame, buckets: 
         *(to_column(i.arg, stream).alias(arg_column(i.alias)) for i in query.aggregates if i.arg is not None),
         *extra_columns(query, stream),
         *([] if filtered else [(passes if query.where is not None else F.lit(True)).alias(PASSES)]),
+        *carry,
     )
 
 

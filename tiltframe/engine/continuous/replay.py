@@ -7,6 +7,11 @@ time first (a tick: TIMEOUT and PERIODIC emit on it), then the event is processe
 greatest event time it reported (the windows the new watermark closes emit in the same step).  A timer tick
 moves the clock only.  Spark types the events and evaluates WHERE and the arguments, once for all inputs
 (``query.query_events``); the processor runs in this process, on one bucket, milliseconds an input.
+
+A query reading a stream that stream queries make (``from S[filter] select ... insert into T``) is given the
+input stream's events: Spark derives its stream's events from them as a run does (``derived.derive``), each
+tagged with the place of the input event it came from; an input the stream queries filter out reaches no
+query of that stream.
 """
 
 from __future__ import annotations
@@ -18,15 +23,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from tiltframe.engine.continuous.columns import KIND, MAX_TS, NOW
 from tiltframe.engine.continuous.query import PASSES, batch_outputs, processor_config, query_events
 from tiltframe.engine.continuous.step import Step
+from tiltframe.engine.derived import derive
+from tiltframe.engine.events import ARRIVAL_PART
 from tiltframe.engine.replay_inputs import BadLine, Event, Output, Tick
 from tiltframe.engine.sinks import rows_as_records
 from tiltframe.engine.text_sources import parse_records
-from tiltframe.errors import NotSupportedYet, UsageError, unknown
+from tiltframe.errors import UsageError, unknown
 from tiltframe.model.app import AppSpec
 
 
@@ -60,7 +68,10 @@ class _Driven:
         self.query = app.continuous[index]
         self.name = app.continuous_name(index)
         self.config = processor_config(app, self.query)
-        self.events = events  # one row per event of the query's stream, in input order
+        #: Where each input event's row is (by its place among its input stream's events): none when
+        #: the stream queries making the query's stream filter it out.
+        self.rows = {int(n): i for i, n in enumerate(events[ARRIVAL_PART])}
+        self.events = events.drop(columns=[ARRIVAL_PART])
         self.state: tuple[Any, ...] = ((None, None), None, None, None, None)
         self.now: int | None = None
         self.max_ts: int | None = None  # the clock's greatest event time: the driver's, as in a run
@@ -75,8 +86,11 @@ class _Driven:
         return self._call(self._tick())
 
     def take(self, n: int) -> list[Output]:
-        """The ``n``-th event of the stream, unless WHERE leaves it out."""
-        row = self.events.iloc[[n]]
+        """The ``n``-th event of the input stream, unless a stream query or WHERE leaves it out."""
+        at = self.rows.get(n)
+        if at is None:
+            return []
+        row = self.events.iloc[[at]]
         if not bool(row[PASSES].iloc[0]):
             return []
         return self._call(row.drop(columns=[PASSES]).reset_index(drop=True))
@@ -105,10 +119,12 @@ class _Driven:
         return self.emits - 1
 
 
-def _typed(spark: SparkSession, app: AppSpec, stream: str, items: list[Event | Tick | BadLine]) -> Any:
-    """The stream's events as read from files: one row per event, every attribute as text."""
+def _typed(spark: SparkSession, app: AppSpec, stream: str, items: list[Event | Tick | BadLine]) -> DataFrame:
+    """An input stream's events as read from files: one row per event, every attribute as text, and
+    ``ARRIVAL_PART`` its place among the stream's events (one partition: the ids count from 0 in order)."""
     texts = [(json.dumps(i.value, ensure_ascii=False),) for i in items if isinstance(i, Event)]
-    return parse_records(spark.createDataFrame(texts, "value string"), app.stream(stream), column="value")
+    raw = parse_records(spark.createDataFrame(texts, "value string").coalesce(1), app.stream(stream), column="value")
+    return raw.withColumn(ARRIVAL_PART, F.monotonically_increasing_id())
 
 
 def replay_app(app: AppSpec, inputs: Mapping[str, list[Event | Tick | BadLine]], spark: SparkSession
@@ -120,20 +136,18 @@ def replay_app(app: AppSpec, inputs: Mapping[str, list[Event | Tick | BadLine]],
     for stream in inputs:
         if stream not in streams:
             raise UsageError(unknown("stream a continuous query reads", stream, streams))
-    for i, q in enumerate(app.continuous):
-        if q.stream != app.root_stream(q.stream):
-            msg = (f"continuous query {app.continuous_name(i)} reads stream {q.stream}, which a stream query makes: "
-                   "not replayed yet")
-            raise NotSupportedYet(msg)
     feed = merged(inputs)
     first = next((f.item for f in feed if not isinstance(f.item, BadLine)), None)
     start = _ms(first) if first is not None else 0
     queries: list[tuple[str, _Driven]] = []
     for i, q in enumerate(app.continuous):
-        if q.stream in inputs:
-            raw = _typed(spark, app, q.stream, inputs[q.stream])
-            events = query_events(app, q, raw, 1, filtered=False).toPandas()
-            queries.append((q.stream, _Driven(app, i, events, start)))
+        root = app.root_stream(q.stream)
+        if root in inputs:
+            raw = _typed(spark, app, root, inputs[root])
+            if app.writer_of(q.stream) is not None:
+                raw = derive(raw, app, q.stream, q.window.time_attribute)
+            events = query_events(app, q, raw, 1, filtered=False, carry=[ARRIVAL_PART]).toPandas()
+            queries.append((root, _Driven(app, i, events, start)))
     for _, query in queries:
         yield from query.start
     seen = dict.fromkeys(inputs, 0)  # events of each stream so far: the row of the next one
