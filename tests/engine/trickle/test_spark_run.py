@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -228,15 +229,15 @@ def _one_event_a_file(inbox: Path, events: list[object], start: int = 0) -> None
 
 
 def test_win_cardinality_counts_every_group_of_the_select_on_spark(spark, tmp_path: Path) -> None:
-    """Tremor's ``cardinality`` case on Spark, one event a micro-batch: the count of groups held is the
+    """Tremor's ``cardinality`` case on Spark, two events a micro-batch: the count of groups held is the
     select's, across batches (a sequential run, every group in one state)."""
     case = CASES / "queries" / "cardinality"
     events = [json.loads(line)["event"] for line in (case / "in.jsonl").read_text(encoding="utf-8").splitlines()]
     _one_event_a_file(tmp_path / "in", events)
     run = tf.start_trickle(tf.load_trickle((case / "query.trickle").read_text(encoding="utf-8")), tmp_path / "in",
                            data_dir=tmp_path / "data", spark=spark, outputs={"out": tmp_path / "out"},
-                           max_files_per_trigger=1)
-    assert run.wait().batches == len(events)
+                           max_files_per_trigger=2)
+    assert run.wait().batches == len(events) // 2
     want = [json.loads(line)["event"] for line in (case / "out.jsonl").read_text(encoding="utf-8").splitlines()]
     assert outputs_of(tmp_path / "out", "out") == want == [{"g": 0, "c": 3.0, "n": 2}, {"g": 1, "c": 4.0, "n": 1}]
 
@@ -274,3 +275,36 @@ def test_an_output_for_a_stream_the_query_does_not_write_is_refused(spark, tmp_p
     with pytest.raises(UsageError, match="unknown stream the query writes 'outt' — did you mean 'out'"):
         tf.start_trickle(tf.load_trickle(SEED_TUMBLING), tmp_path, data_dir=tmp_path / "data", spark=spark,
                          outputs={"outt": tmp_path / "o"})
+
+
+TICKING = """\
+define window two_secs from tumbling with interval = nanos::from_seconds(2) end;
+create stream counted;
+select {"g": group[0], "n": aggr::stats::count()} from in[two_secs] group by set(event.g) into counted;
+select {"groups": aggr::stats::count(), "events": aggr::stats::sum(event.n)} from counted[two_secs] into out;
+"""
+
+
+@pytest.mark.parametrize("limit", ["", ", max_groups = 10"], ids=["by group", "sequential"])
+def test_a_follow_run_closes_quiet_windows_on_timer_ticks(spark, tmp_path: Path, limit: str) -> None:
+    """No event comes after the first file: the first select's windows (one per group) close on a tick once
+    two seconds of wall time have passed, and the second select (on the driver) on a later tick; the same
+    when ``max_groups`` makes the run sequential."""
+    inbox = tmp_path / "in"
+    inbox.mkdir()
+    path = inbox / "now.jsonl"
+    path.write_text("".join(json.dumps({"g": g}) + "\n" for g in "aab"), encoding="utf-8")
+    now = time.time_ns()
+    os.utime(path, ns=(now, now))  # arrived now: its windows close two seconds of wall time later
+    seen: list[object] = []
+    query = tf.load_trickle(TICKING.replace("from_seconds(2)", f"from_seconds(2){limit}"))
+    run = tf.start_trickle(query, inbox, data_dir=tmp_path / "data", spark=spark, follow=True, trigger_seconds=0.5,
+                           on_output=lambda stream, lines: seen.extend(json.loads(x) for x in lines))
+    try:
+        deadline = time.monotonic() + 120
+        while not seen and time.monotonic() < deadline:
+            run.wait(0.5)
+    finally:
+        run.stop()
+    assert seen == [{"groups": 2, "events": 3.0}]  # both groups' windows closed, then the second select's
+    assert time.time_ns() - now >= 4 * 10**9  # two windows of two seconds, one after the other

@@ -25,6 +25,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
 FORMAT = "tiltframe_clock"
 SCHEMA = "bucket int, now long, max_event_ts long"
@@ -60,16 +61,22 @@ def write_clock(path: str | Path, *, now: int | None = None, max_event_ts: int |
         os.replace(tmp, target)
 
 
-class _ClockReader(DataSourceStreamReader):
+class _ClockReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: dict[str, str]) -> None:
         self.path = options["path"]
         self.buckets = int(options["buckets"])
+        self.target: dict[str, Any] | None = None
 
     def initialOffset(self) -> dict[str, Any]:
         return {"now": None, "max_event_ts": None}
 
-    def latestOffset(self) -> dict[str, Any]:
-        return dict(read_clock(self.path))
+    def prepareForTriggerAvailableNow(self) -> None:
+        """A bounded run (``availableNow``) reads the clock as it is when it starts: without this, Spark would
+        run the whole query, every source, as one micro-batch."""
+        self.target = dict(read_clock(self.path))
+
+    def latestOffset(self, start: dict[str, Any] | None = None, limit: object = None) -> dict[str, Any]:
+        return self.target if self.target is not None else dict(read_clock(self.path))
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         return [InputPartition(end)] if end != start else []

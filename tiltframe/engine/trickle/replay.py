@@ -55,6 +55,19 @@ class QueryGraph:
             outputs.append(Output("err", event, str(exc)))
         return outputs
 
+    def tick_later_selects(self, ns: int) -> list[Output]:
+        """A timer tick at ``ns`` for the selects that read another select's stream (a Spark run's selects after
+        the first, on the driver; the first ones had it on the executors), in the query's order."""
+        outputs: list[Output] = []
+        try:
+            for op in self.operators:
+                if op.select.source != INPUT_PORT:
+                    for out in op.on_tick(ns):
+                        self._deliver(op.select.into, out, ns, outputs)
+        except TrickleRuntimeError as exc:  # as in push: the tick stops there
+            outputs.append(Output("err", {"tick": ns}, str(exc)))
+        return outputs
+
     def _deliver(self, stream: str, event: Any, t: int, outputs: list[Output], *, source: bool = False) -> None:
         if not source and (stream in OUTPUT_PORTS or stream not in self.readers):
             outputs.append(Output(stream, event))  # out, err, or a stream no select reads: the caller's

@@ -106,13 +106,25 @@ class SelectOperator:
     def on_tick(self, ns: int) -> list[Any]:
         """A timer tick at ``ns``: each live group's first window sees the time (interval windows may emit)."""
         outputs: list[Any] = []
-        if not self.windows:
-            return outputs
-        tick = Input(ns, None, (None,) * len(self.windows))
-        for key, group in list(self.groups.items()):
-            if self._run_chain(group, tick, outputs):
-                del self.groups[key]
+        for key in list(self.groups):
+            self.tick_group(key, ns, outputs)
         return outputs
+
+    @property
+    def ticks(self) -> bool:
+        """Whether a timer tick can make this select emit: its first window is an interval window on ingest
+        time (no ``script``); ticks do nothing to size windows or to windows on an event's own time."""
+        return bool(self.windows) and self.windows[0].interval_ns is not None and self.windows[0].script is None
+
+    def tick_group(self, key: str, ns: int, outputs: list[Any]) -> None:
+        """A timer tick at ``ns`` for the group ``key`` alone (deleted if it then holds nothing)."""
+        if self.ticks and self._run_chain(self.groups[key], Input(ns, None, (None,) * len(self.windows)), outputs):
+            del self.groups[key]
+
+    def due(self, key: str) -> int | None:
+        """The time at or after which a tick makes the group ``key``'s first window emit (None: no tick can)."""
+        group = self.groups.get(key)
+        return group.chain[0].close if self.ticks and group is not None else None
 
     def groups_of(self, event: Any, ingest_ns: int) -> list[list[Any]]:
         """The values of each group ``event`` goes to, in order (none when ``where`` does not hold)."""

@@ -6,13 +6,13 @@ The plan of a micro-batch:
    (``system::ingest_ns``, and the clock of interval windows without a script) is its file's
    modification time: the time the file arrived in the folder, the same when a batch is replayed after a
    crash.  Events arrive by file modification time, then path, then line.
-2. On the executors (``mapInPandas``, ``_Staging``), each line is parsed as JSON (any value) and each
+2. On the executors (``mapInPandas``, ``steps.Staging``), each line is parsed as JSON (any value) and each
    select reading ``in`` evaluates its ``where``, its groups and, per group, what the windows need of the
    event (``select.Input``: the aggregates' arguments and the windows' script values).  A select without
    windows makes its outputs there.  A line that is not JSON, or an event an expression fails on, becomes
    an error row with its file, line and reason; a select takes an event for all its groups or for none.
 3. Spark shuffles the rows by a hash of the group (``bucket``) to ``transformWithStateInPandas``
-   (``_Windows``): per bucket, in arrival order, each group's chain of windows takes its inputs
+   (``steps.Windows``): per bucket, in arrival order, each group's chain of windows takes its inputs
    (``SelectOperator.take``) and emits.  Each group's windows are one entry of map state (pickled; the HDR
    histograms in their own encoding), read and written only when the group has input.
 4. ``foreachBatch`` on the driver: the batch's outputs (windowed, so few) sorted into emission order, passed
@@ -27,6 +27,11 @@ A select reading ``in`` that needs all its groups at once (``max_groups``, ``win
 runs the selects reading ``in`` on each event in arrival order, every group of theirs loaded, as
 ``replay.QueryGraph`` does (Tremor runs a select on one thread too).  The run then has one partition's
 parallelism between its two steps.
+
+Timer ticks (``steps.ticks_reach``: a select's first window is an interval window on ingest time) come from a
+clock file (``engine.continuous.clock``) that a follow run moves to wall time every trigger interval; each
+move is a tick for every bucket, in Spark's offset log like the files read.  A bounded run moves no clock:
+as in Tremor's harness without ticks, a window still open at the end stays open.
 """
 
 from __future__ import annotations
@@ -36,236 +41,39 @@ import json
 import os
 import pickle
 import threading
-import zlib
-from collections.abc import Callable, Iterator, Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
-from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle, TimerValues
 
+from tiltframe.engine.continuous.clock import clock_stream, write_clock
 from tiltframe.engine.continuous.query import pinned_buckets, start_with_rocksdb
 from tiltframe.engine.filesystems import local_path, open_folder
 from tiltframe.engine.hadoop_paths import Location
 from tiltframe.engine.sinks import BatchFileSink, JsonTextSink
 from tiltframe.engine.sources import NO_MAX_FILE_AGE, FileInput, json_glob
 from tiltframe.engine.trickle.replay import QueryGraph
-from tiltframe.engine.trickle.select import Input, SelectOperator, group_key
+from tiltframe.engine.trickle.steps import (
+    ERROR_STREAM,
+    ORDER,
+    OUTPUT,
+    STAGED,
+    STAGED_COLUMNS,
+    TICK_OUTPUT,
+    Staging,
+    Windows,
+    dumps,
+    needs_every_group,
+    ticks_reach,
+)
 from tiltframe.errors import UsageError, unknown
-from tiltframe.functions.trickle_values import TrickleRuntimeError
-from tiltframe.lang.checks.trickle import nodes_in
-from tiltframe.model.expressions import Call
 from tiltframe.model.trickle import INPUT_PORT, TrickleQuery
-
-#: The order of outputs: the event that made them (by arrival), the select (readers of ``in`` in Tremor's
-#: order), the group (in the event's order), then the output's place among that group's.
-ORDER = ["ingest_ns", "file", "block", "line", "reader", "fork", "n"]
-#: Rows between the executors' two steps: an input of a group's windows (``in``), a whole event for a
-#: sequential run (``ev``), a made output (``out``), an event that could not be taken (``err``) or a
-#: partition's count of events read (``read``).
-_STAGED = ("bucket int, kind string, reader int, grp string, vals string, args string, times string, "
-           "stream string, text string, reason string, ingest_ns long, file string, block long, line long, "
-           "fork int, n int")
-_OUTPUT = ("kind string, stream string, text string, reason string, ingest_ns long, file string, block long, "
-           "line long, reader int, fork int, n int")
-_OUTPUT_COLUMNS = [c.split()[0] for c in _OUTPUT.split(", ")]
-_STAGED_COLUMNS = [c.split()[0] for c in _STAGED.split(", ")]
-#: Errors are recorded under this name in the run's record (``<data_dir>/trickle/<id>/rejected``).
-ERROR_STREAM = "err"
-
-
-def needs_every_group(query: TrickleQuery) -> bool:
-    """Whether a select reading ``in`` counts its groups (``max_groups``, ``win::cardinality``): each event
-    then needs the state of every group of the select, so the run is sequential (the module's docstring)."""
-    for select in query.selects:
-        if select.source != INPUT_PORT:
-            continue  # run on the driver, over the outputs of the selects before it: every group at hand
-        if any(query.window(name).max_groups is not None for name in select.windows):
-            return True
-        for clause in (select.target, select.where, select.having):
-            if clause is not None and any(isinstance(n, Call) and n.name == "win::cardinality"
-                                          for n in nodes_in(clause)):
-                return True
-    return False
-
-
-def readers(query: TrickleQuery) -> list[SelectOperator]:
-    """The selects reading ``in``, in the order an event reaches them (the one written last first, as in
-    Tremor and ``replay.QueryGraph``)."""
-    return [SelectOperator(s, query) for s in reversed(query.selects) if s.source == INPUT_PORT]
-
-
-def _bucket(text: str, buckets: int) -> int:
-    return zlib.crc32(text.encode("utf-8")) % buckets
-
-
-def shown_path(uri: str) -> str:
-    """A file's URI as Spark gives it (``file:/a/b%20c``) as its path, for messages; other URIs as they are."""
-    parts = urlsplit(uri)
-    return unquote(parts.path) if parts.scheme == "file" else uri
-
-
-def _where(file: str, block: int, line: int) -> str:
-    return f"{file}, line {line}" if block == 0 else f"{file}, line {line} after byte {block}"
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-@dataclass
-class _Staging:
-    """Step 2, on the executors: every line of a partition (in file order) as rows for the windows."""
-
-    query: TrickleQuery
-    buckets: int
-    sequential: bool = False
-
-    def __call__(self, frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        ops = readers(self.query)
-        lines: dict[tuple[str, int], int] = {}  # a partition may hold several files, or part of one
-        read = 0
-        for frame in frames:
-            rows: list[tuple[Any, ...]] = []
-            for text, file, mtime_us, block in zip(frame["value"], frame["file"], frame["mtime_us"], frame["block"],
-                                                   strict=True):
-                number = lines[(file, block)] = lines.get((file, block), 0) + 1
-                if number == 1 and block == 0:
-                    text = text.removeprefix("\ufeff")
-                if not text.strip():
-                    continue  # a blank line is no event
-                read += 1
-                self._stage(rows, ops, text, shown_path(file), int(block), number, int(mtime_us) * 1000)
-            yield pd.DataFrame(rows, columns=_STAGED_COLUMNS)
-        yield pd.DataFrame([(0, "read", 0, None, None, None, None, None, None, None, 0, "", 0, 0, 0, read)],
-                           columns=_STAGED_COLUMNS)
-
-    def _stage(self, rows: list[tuple[Any, ...]], ops: list[SelectOperator], text: str, file: str, block: int,
-               line: int, ingest_ns: int) -> None:
-        spot = (ingest_ns, file, block, line)
-        where = _where(file, block, line)
-        spread = _bucket(f"{file}:{block}:{line}", self.buckets)
-        try:
-            event = json.loads(text)
-        except json.JSONDecodeError as exc:
-            reason = f"{where}: not JSON ({exc.msg} at column {exc.colno})"
-            rows.append((spread, "err", 0, None, None, None, None, ERROR_STREAM, text, reason, *spot, 0, 0))
-            return
-        if self.sequential:  # every select of the event in step 3, in one bucket
-            rows.append((0, "ev", 0, None, None, None, None, None, text, None, *spot, 0, 0))
-            return
-        for rank, op in enumerate(ops):
-            try:
-                if not op.windows:
-                    made = [(op.select.into, out) for out in op.on_event(event, ingest_ns)]
-                    staged = []
-                else:
-                    made = []
-                    staged = [(values, op.input_of(event, values, ingest_ns))
-                              for values in op.groups_of(event, ingest_ns)]
-            except TrickleRuntimeError as exc:
-                rows.append((spread, "err", rank, None, None, None, None, ERROR_STREAM, text, f"{where}: {exc}",
-                             *spot, 0, 0))
-                return  # the selects after it do not see the event (Tremor's order)
-            for n, (stream, out) in enumerate(made):
-                rows.append((spread, "out", rank, None, None, None, None, stream, _dumps(out), None, *spot, 0, n))
-            for fork, (values, item) in enumerate(staged):
-                grp = group_key(values)  # records with their keys sorted: one group however they are written
-                rows.append((_bucket(f"{rank}:{grp}", self.buckets), "in", rank, grp, _dumps(values),
-                             _dumps(item.args), _dumps(item.times), None, None, None, *spot, fork, 0))
-
-
-class _Windows(StatefulProcessor):
-    """Step 3, per bucket: each group's chain of windows, kept in map state between micro-batches."""
-
-    def __init__(self, query: TrickleQuery) -> None:
-        self.query = query
-
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.groups = handle.getMapState("groups", "reader int, grp string", "data binary")
-
-    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
-                        ) -> Iterator[pd.DataFrame]:
-        frames = [f for f in rows if len(f)]
-        if not frames:
-            return
-        batch = pd.concat(frames, ignore_index=True).sort_values(ORDER, kind="stable")
-        ops = readers(self.query)
-        touched: set[tuple[int, str]] = set()
-        loaded: dict[tuple[int, str], bytes] | None = None  # a sequential run's groups, all of them
-        out: list[tuple[Any, ...]] = []
-        for row in batch.itertuples(index=False):
-            spot = (row.ingest_ns, row.file, row.block, row.line, row.reader, row.fork)
-            if row.kind == "ev":
-                if loaded is None:
-                    loaded = self._load_all(ops)
-                _every_select(ops, row, out)
-                continue
-            if row.kind != "in":
-                out.append((row.kind, row.stream, row.text, row.reason, *spot, row.n))
-                continue
-            op, entry = ops[row.reader], (int(row.reader), row.grp)
-            if entry not in touched:
-                touched.add(entry)
-                if self.groups.containsKey(entry):
-                    op.groups[row.grp] = pickle.loads(self.groups.getValue(entry)[0])
-            item = Input(int(row.ingest_ns), tuple(json.loads(row.args)), tuple(json.loads(row.times)))
-            made: list[Any] = []
-            try:
-                op.take(json.loads(row.vals), item, made)
-            except TrickleRuntimeError as exc:
-                reason = f"{_where(row.file, row.block, row.line)}: {exc} (group {row.grp})"
-                out.append(("err", ERROR_STREAM, None, reason, *spot, len(made)))
-            out.extend(("out", op.select.into, _dumps(value), None, *spot, n) for n, value in enumerate(made))
-        for reader, grp in touched:
-            group = ops[reader].groups.get(grp)
-            if group is None:
-                self.groups.removeKey((reader, grp))
-            else:
-                self.groups.updateValue((reader, grp), (pickle.dumps(group),))
-        if loaded is not None:
-            self._store_all(ops, loaded)
-        yield pd.DataFrame(out, columns=_OUTPUT_COLUMNS)
-
-    def _load_all(self, ops: list[SelectOperator]) -> dict[tuple[int, str], bytes]:
-        """Every group of every select into ``ops``; what each was, to write back only the changed ones."""
-        loaded = {}
-        for (reader, grp), (data,) in self.groups.iterator():
-            ops[reader].groups[grp] = pickle.loads(data)
-            loaded[(reader, grp)] = bytes(data)
-        return loaded
-
-    def _store_all(self, ops: list[SelectOperator], loaded: dict[tuple[int, str], bytes]) -> None:
-        for reader, op in enumerate(ops):
-            for grp, group in op.groups.items():
-                data = pickle.dumps(group)
-                if loaded.pop((reader, grp), None) != data:
-                    self.groups.updateValue((reader, grp), (data,))
-        for entry in loaded:  # groups deleted in the batch
-            self.groups.removeKey(entry)
-
-    def close(self) -> None:
-        pass
-
-
-def _every_select(ops: list[SelectOperator], row: Any, out: list[tuple[Any, ...]]) -> None:
-    """A sequential run's event through every select reading ``in``, as ``replay.QueryGraph`` pushes it: an
-    error stops the event there (the outputs already made stay) and comes out on ``err``."""
-    spot = (row.ingest_ns, row.file, row.block, row.line, 0, 0)
-    event = json.loads(row.text)
-    made: list[tuple[str, Any]] = []
-    try:
-        for op in ops:
-            made.extend((op.select.into, value) for value in op.on_event(event, int(row.ingest_ns)))
-    except TrickleRuntimeError as exc:
-        reason = f"{_where(row.file, row.block, row.line)}: {exc}"
-        out.append(("err", ERROR_STREAM, row.text, reason, *spot, len(made)))
-    out.extend(("out", stream, _dumps(value), None, *spot, n) for n, (stream, value) in enumerate(made))
 
 
 class Downstream:
@@ -345,7 +153,10 @@ class TrickleRun:
         self.after = Downstream(query, self.dir / "downstream.pickle")
         self.totals = TrickleTotals()
         self.buckets = pinned_buckets(self.dir, int(spark.conf.get("spark.sql.shuffle.partitions") or "8"))
+        self.ticking, self.clock = ticks_reach(query), self.dir / "clock.json"
         self._query: StreamingQuery | None = None
+        self._ticker: threading.Thread | None = None
+        self._stop = threading.Event()
 
     def _plan(self) -> DataFrame:
         reader = self.spark.readStream.format("text").option("maxFileAge", NO_MAX_FILE_AGE)
@@ -357,17 +168,35 @@ class TrickleRun:
             F.col("_metadata.file_path").alias("file"),
             F.unix_micros(F.col("_metadata.file_modification_time")).alias("mtime_us"),
             F.col("_metadata.file_block_start").alias("block"),
-        ).mapInPandas(_Staging(self.query, self.buckets, needs_every_group(self.query)), _STAGED)
+        ).mapInPandas(Staging(self.query, self.buckets, needs_every_group(self.query)), STAGED)
+        if self.ticking:
+            ticks = clock_stream(self.spark, self.clock, self.buckets).where(F.col("now").isNotNull())
+            kinds = dict(c.split() for c in STAGED.split(", "))
+            given = {"bucket": F.col("bucket"), "kind": F.lit("tick"), "reader": F.lit(0),
+                     "ingest_ns": F.col("now") * 1_000_000, "file": F.lit(TICK_OUTPUT), "block": F.lit(0),
+                     "line": F.lit(0), "fork": F.lit(0), "n": F.lit(0)}
+            staged = staged.unionByName(ticks.select(*(given.get(c, F.lit(None)).cast(kinds[c]).alias(c)
+                                                       for c in STAGED_COLUMNS)))
         return staged.groupBy("bucket").transformWithStateInPandas(
-            statefulProcessor=_Windows(self.query), outputStructType=_OUTPUT, outputMode="Append", timeMode="None")
+            statefulProcessor=Windows(self.query), outputStructType=OUTPUT, outputMode="Append", timeMode="None")
 
     def start(self) -> TrickleRun:
         writer = self._plan().writeStream.queryName(f"tiltframe-{self.dir.name}").option(
             "checkpointLocation", str(self.checkpoint)).foreachBatch(self._batch)
         writer = (writer.trigger(processingTime=f"{max(1, int(self.trigger_seconds * 1000))} milliseconds")
                   if self.follow else writer.trigger(availableNow=True))
+        if self.ticking and self.follow:
+            write_clock(self.clock, now=_wall_ms())
         self._query = start_with_rocksdb(writer, self.spark)
+        if self.ticking and self.follow:
+            self._ticker = threading.Thread(target=self._tick, name=f"clock-{self.dir.name}", daemon=True)
+            self._ticker.start()
         return self
+
+    def _tick(self) -> None:
+        """A follow run's clock: wall time, every trigger interval (each move a tick in the next micro-batch)."""
+        while not self._stop.wait(max(0.1, self.trigger_seconds)):
+            write_clock(self.clock, now=_wall_ms())
 
     def _batch(self, df: DataFrame, batch_id: int) -> None:
         rows = df.toPandas()
@@ -377,14 +206,18 @@ class TrickleRun:
         graph = self.after.before(batch_id)
         for kind, stream, text, reason, t in zip(rows["kind"], rows["stream"], rows["text"], rows["reason"],
                                                  rows["ingest_ns"], strict=True):
-            if kind == "err":
+            if kind == "tick":  # the selects after the first see it here, after the first ones did
+                for out in graph.tick_later_selects(int(t)) if graph is not None else ():
+                    line = dumps({"error": out.error, "event": out.event}) if out.error else dumps(out.event)
+                    made.setdefault(out.stream, []).append(line)
+            elif kind == "err":
                 event = None if text is None else _event_or_text(text)
-                made.setdefault(ERROR_STREAM, []).append(_dumps({"error": reason, "event": event}))
+                made.setdefault(ERROR_STREAM, []).append(dumps({"error": reason, "event": event}))
             elif graph is None or stream not in graph.readers:
                 made.setdefault(stream, []).append(text)
             else:  # through the selects after the first, here
                 for out in graph.deliver(stream, json.loads(text), int(t)):
-                    line = _dumps({"error": out.error, "event": out.event}) if out.error else _dumps(out.event)
+                    line = dumps({"error": out.error, "event": out.event}) if out.error else dumps(out.event)
                     made.setdefault(out.stream, []).append(line)
         self.after.done(batch_id, graph)
         if made.get(ERROR_STREAM):
@@ -426,6 +259,7 @@ class TrickleRun:
         return self._query is not None and self._query.isActive
 
     def stop(self) -> None:
+        self._stop.set()
         if self._query is not None and self._query.isActive:
             self._query.stop()
 
@@ -467,3 +301,7 @@ def start_trickle_run(
         sinks[stream] = JsonTextSink(local)
     return TrickleRun(query, file_input, sinks, data_dir=data_dir, spark=spark, follow=follow,
                       trigger_seconds=trigger_seconds, checkpoint_root=checkpoint_root, on_output=on_output).start()
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
