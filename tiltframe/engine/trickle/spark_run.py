@@ -14,7 +14,7 @@ The plan of a micro-batch:
 3. Spark shuffles the rows by a hash of the group (``bucket``) to ``transformWithStateInPandas``
    (``steps.Windows``): per bucket, in arrival order, each group's chain of windows takes its inputs
    (``SelectOperator.take``) and emits.  Each group's windows are one entry of map state (pickled; the HDR
-   histograms in their own encoding), read and written only when the group has input.
+   histograms in their own encoding), read and written only when the group has input or a tick is due.
 4. ``foreachBatch`` on the driver: the batch's outputs (windowed, so few) sorted into emission order, passed
    through the selects that read another select's stream (``Downstream``), and written, one JSON-lines file
    per stream and batch id, replacing what an earlier attempt of the batch wrote; errors go to the run's
