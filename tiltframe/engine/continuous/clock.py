@@ -19,6 +19,7 @@ import json
 import os
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,23 @@ def write_clock(path: str | Path, *, now: int | None = None, max_event_ts: int |
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(json.dumps(state))
         os.replace(tmp, target)
+
+
+def wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def follow_wall_time(path: str | Path, every_s: float, stop: threading.Event, name: str) -> threading.Thread:
+    """A follow run's clock: a daemon thread that moves the clock at ``path`` to wall time every ``every_s``
+    seconds until ``stop`` is set (each move a tick in the next micro-batch)."""
+
+    def run() -> None:
+        while not stop.wait(every_s):
+            write_clock(path, now=wall_ms())
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    return thread
 
 
 class _ClockReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

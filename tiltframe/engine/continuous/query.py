@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +26,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
-from tiltframe.engine.continuous.clock import clock_stream, read_clock, write_clock
+from tiltframe.engine.continuous.clock import clock_stream, follow_wall_time, read_clock, wall_ms, write_clock
 from tiltframe.engine.continuous.columns import (
     CHANGELOG_DELTA,
     DELTA,
@@ -197,7 +196,7 @@ class ContinuousRun:
 
     def start(self) -> ContinuousRun:
         if not self.manual_clock:
-            write_clock(self.clock, now=_wall_ms())
+            write_clock(self.clock, now=wall_ms())
         writer = (
             self._plan.writeStream.queryName(f"tiltframe-continuous-{self.name}")
             .option("checkpointLocation", str(self.checkpoint))
@@ -206,8 +205,8 @@ class ContinuousRun:
         )
         self._query = start_with_rocksdb(writer, self.spark)
         if self.follow and not self.manual_clock:
-            self._ticker = threading.Thread(target=self._tick, name=f"clock-{self.name}", daemon=True)
-            self._ticker.start()
+            step = max(0.1, min(self.trigger_ms, *self._intervals()) / 1000)
+            self._ticker = follow_wall_time(self.clock, step, self._stop, f"clock-{self.name}")
         return self
 
     def _trigger(self) -> str:
@@ -218,11 +217,6 @@ class ContinuousRun:
         if intervals:
             ms = min(ms, max(1000, min(intervals)))
         return f"{max(1, ms)} milliseconds"
-
-    def _tick(self) -> None:
-        step = max(0.1, min(self.trigger_ms, *self._intervals()) / 1000)
-        while not self._stop.wait(step):
-            write_clock(self.clock, now=_wall_ms())
 
     def _intervals(self) -> list[int]:
         emit = self.query.emit
@@ -246,7 +240,7 @@ class ContinuousRun:
         self.process()
         intervals = self._intervals()
         if intervals:
-            now = read_clock(self.clock)["now"] or _wall_ms()
+            now = read_clock(self.clock)["now"] or wall_ms()
             write_clock(self.clock, now=int(now) + 2 * max(intervals))
             self.process()
         self.stop()
@@ -442,9 +436,5 @@ def row_order(query: ContinuousQuery) -> list[str]:
     keys = set(query.keys) | set(WINDOW_COLUMNS)
     order = [n for n, e in query.outputs if isinstance(e, Attr) and e.name in keys]
     return [EMITTED_AT, *([DELTA] if query.emit.changelog else []), *order]
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 

@@ -41,7 +41,6 @@ import json
 import os
 import pickle
 import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,7 +51,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from tiltframe.engine.continuous.clock import clock_stream, write_clock
+from tiltframe.engine.continuous.clock import clock_stream, follow_wall_time, wall_ms, write_clock
 from tiltframe.engine.continuous.query import pinned_buckets, start_with_rocksdb
 from tiltframe.engine.filesystems import local_path, open_folder
 from tiltframe.engine.hadoop_paths import Location
@@ -64,12 +63,10 @@ from tiltframe.engine.trickle.steps import (
     ORDER,
     OUTPUT,
     STAGED,
-    STAGED_COLUMNS,
-    TICK_OUTPUT,
     Staging,
     Windows,
     dumps,
-    needs_every_group,
+    staged_ticks,
     ticks_reach,
 )
 from tiltframe.errors import UsageError, unknown
@@ -168,15 +165,9 @@ class TrickleRun:
             F.col("_metadata.file_path").alias("file"),
             F.unix_micros(F.col("_metadata.file_modification_time")).alias("mtime_us"),
             F.col("_metadata.file_block_start").alias("block"),
-        ).mapInPandas(Staging(self.query, self.buckets, needs_every_group(self.query)), STAGED)
+        ).mapInPandas(Staging(self.query, self.buckets), STAGED)
         if self.ticking:
-            ticks = clock_stream(self.spark, self.clock, self.buckets).where(F.col("now").isNotNull())
-            kinds = dict(c.split() for c in STAGED.split(", "))
-            given = {"bucket": F.col("bucket"), "kind": F.lit("tick"), "reader": F.lit(0),
-                     "ingest_ns": F.col("now") * 1_000_000, "file": F.lit(TICK_OUTPUT), "block": F.lit(0),
-                     "line": F.lit(0), "fork": F.lit(0), "n": F.lit(0)}
-            staged = staged.unionByName(ticks.select(*(given.get(c, F.lit(None)).cast(kinds[c]).alias(c)
-                                                       for c in STAGED_COLUMNS)))
+            staged = staged.unionByName(staged_ticks(clock_stream(self.spark, self.clock, self.buckets)))
         return staged.groupBy("bucket").transformWithStateInPandas(
             statefulProcessor=Windows(self.query), outputStructType=OUTPUT, outputMode="Append", timeMode="None")
 
@@ -186,17 +177,12 @@ class TrickleRun:
         writer = (writer.trigger(processingTime=f"{max(1, int(self.trigger_seconds * 1000))} milliseconds")
                   if self.follow else writer.trigger(availableNow=True))
         if self.ticking and self.follow:
-            write_clock(self.clock, now=_wall_ms())
+            write_clock(self.clock, now=wall_ms())
         self._query = start_with_rocksdb(writer, self.spark)
-        if self.ticking and self.follow:
-            self._ticker = threading.Thread(target=self._tick, name=f"clock-{self.dir.name}", daemon=True)
-            self._ticker.start()
+        if self.ticking and self.follow:  # a tick every trigger interval
+            self._ticker = follow_wall_time(self.clock, max(0.1, self.trigger_seconds), self._stop,
+                                            f"clock-{self.dir.name}")
         return self
-
-    def _tick(self) -> None:
-        """A follow run's clock: wall time, every trigger interval (each move a tick in the next micro-batch)."""
-        while not self._stop.wait(max(0.1, self.trigger_seconds)):
-            write_clock(self.clock, now=_wall_ms())
 
     def _batch(self, df: DataFrame, batch_id: int) -> None:
         rows = df.toPandas()
@@ -301,7 +287,3 @@ def start_trickle_run(
         sinks[stream] = JsonTextSink(local)
     return TrickleRun(query, file_input, sinks, data_dir=data_dir, spark=spark, follow=follow,
                       trigger_seconds=trigger_seconds, checkpoint_root=checkpoint_root, on_output=on_output).start()
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000

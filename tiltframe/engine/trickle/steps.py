@@ -15,11 +15,13 @@ import json
 import pickle
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle, TimerValues
 
 from tiltframe.engine.trickle.select import Input, SelectOperator, group_key
@@ -36,12 +38,16 @@ ORDER = ["ingest_ns", "file", "block", "line", "reader", "fork", "n"]
 #: taken (``err``) or a partition's count of events read (``read``).  Out of the second step come outputs,
 #: errors, counts and, from bucket 0, each tick (``tick``: the selects after the first see it on the driver).
 STAGED = ("bucket int, kind string, reader int, grp string, vals string, args string, times string, "
-           "stream string, text string, reason string, ingest_ns long, file string, block long, line long, "
-           "fork int, n int")
+          "stream string, text string, reason string, ingest_ns long, file string, block long, line long, "
+          "fork int, n int")
 OUTPUT = ("kind string, stream string, text string, reason string, ingest_ns long, file string, block long, "
-           "line long, reader int, fork int, n int")
+          "line long, reader int, fork int, n int")
 OUTPUT_COLUMNS = [c.split()[0] for c in OUTPUT.split(", ")]
 STAGED_COLUMNS = [c.split()[0] for c in STAGED.split(", ")]
+#: Where a tick's rows sort among the rows of its time (the ``file`` column): its outputs after the events'
+#: (a group's by its key), and the tick itself for the driver after those.
+TICK_OUTPUT = "\uffff"
+_AFTER_TICK = "\uffff\uffff\uffff"
 #: Errors are recorded under this name in the run's record (``<data_dir>/trickle/<id>/rejected``).
 ERROR_STREAM = "err"
 
@@ -65,6 +71,16 @@ def ticks_reach(query: TrickleQuery) -> bool:
     """Whether a timer tick can make a select of the query emit (its first window is an interval window on
     ingest time): the run then takes ticks from a clock."""
     return any(SelectOperator(s, query).ticks for s in query.selects)
+
+
+def staged_ticks(clock: DataFrame) -> DataFrame:
+    """The clock's rows (``engine.continuous.clock``: one per bucket and move) as step 3's tick rows."""
+    types = dict(c.split() for c in STAGED.split(", "))
+    given = {"bucket": F.col("bucket"), "kind": F.lit("tick"), "reader": F.lit(0),
+             "ingest_ns": F.col("now") * 1_000_000, "file": F.lit(TICK_OUTPUT), "block": F.lit(0),
+             "line": F.lit(0), "fork": F.lit(0), "n": F.lit(0)}
+    return clock.where(F.col("now").isNotNull()).select(
+        *(given.get(c, F.lit(None)).cast(types[c]).alias(c) for c in STAGED_COLUMNS))
 
 
 def readers(query: TrickleQuery) -> list[SelectOperator]:
@@ -97,7 +113,10 @@ class Staging:
 
     query: TrickleQuery
     buckets: int
-    sequential: bool = False
+    sequential: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.sequential = needs_every_group(self.query)
 
     def __call__(self, frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         ops = readers(self.query)
@@ -263,12 +282,6 @@ class Windows(StatefulProcessor):
 
     def close(self) -> None:
         pass
-
-
-#: Where a tick's rows sort among the rows of its time (the ``file`` column): its outputs after the events'
-#: (a group's by its key), and the tick itself for the driver after those.
-TICK_OUTPUT = "\uffff"
-_AFTER_TICK = "\uffff\uffff\uffff"
 
 
 def _every_select(ops: list[SelectOperator], row: Any, out: list[tuple[Any, ...]]) -> None:
