@@ -193,3 +193,33 @@ def test_a_query_of_a_stream_a_stream_query_makes_is_replayed_from_its_input_str
     errors = sorted(o["error"] for o in got if "error" in o)
     assert errors == ["on_s: rejected: field 'price': value 'x' is not a double",
                       "on_t: rejected: field 'price': value 'x' is not a double"]
+
+
+def test_a_streaming_sql_hdr_is_the_exact_percentile_within_a_bin(tmp_path: Path) -> None:
+    """``hdr`` in a continuous query (its states built and merged in pandas): each window's percentile is the
+    whole value of the target rank ``max(floor(q n + 0.5), 1)``, raised to its bin's top (within 1/128)."""
+    (tmp_path / "q.sql").write_text(
+        "@eventTime('ts') define stream calls (svc string, ms double, ts long);\n"
+        "SELECT window_start, svc, hdr(ms, [0.5, 0.99]) AS h, count() AS n FROM tumble(calls, 10s) "
+        "GROUP BY window_start, svc EMIT AFTER WINDOW CLOSE;\n", encoding="utf-8")
+    rng = np.random.default_rng(11)
+    calls = pd.DataFrame({"svc": rng.choice(["a", "b"], 600), "ms": rng.lognormal(4.0, 1.5, 600).round(2),
+                          "ts": np.sort(rng.integers(0, 60_000, 600))})
+    calls.loc[::97, "ms"] = -1.0  # not counted by the histogram, counted by count()
+    lines = [json.dumps({"ingest_ns": int(i) * MS, "event": {"svc": s, "ms": m, "ts": int(t)}})
+             for i, (s, m, t) in enumerate(calls.itertuples(index=False))]
+    (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = runner.invoke(app, ["replay", str(tmp_path / "q.sql"), f"calls={tmp_path / 'in.jsonl'}"])
+    assert result.exit_code == 0, result.output
+    events = [json.loads(line)["event"] for line in result.stdout.splitlines()]
+    got = {(e["window_start"], e["svc"]): e for e in events}
+    calls["window_start"] = calls["ts"] // 10_000 * 10_000
+    closed = calls[calls["window_start"] < calls["window_start"].max()]  # the last window never closes
+    assert len(got) == closed.groupby(["window_start", "svc"]).ngroups > 8
+    for (start, svc), rows in closed.groupby(["window_start", "svc"]):
+        out = got[(start, svc)]
+        assert out["n"] == len(rows)
+        whole = np.sort(np.trunc(rows["ms"][rows["ms"] >= 0].to_numpy()))
+        for q, name in ((0.5, "h_p50"), (0.99, "h_p99")):
+            exact = whole[max(int(q * len(whole) + 0.5), 1) - 1]
+            assert exact <= out[name] < exact + max(1.0, exact / 128), (start, svc, q, out[name], exact)

@@ -31,7 +31,7 @@ define aggregation Stats
 from Trades
 select symbol, sum(price) as total, count() as n, avg(price) as mean, min(volume) as low, max(volume) as high,
        stdDev(price) as sd, distinctCount(volume) as kinds, kll(price, [0.5, 0.9]) as q, dds(price, [0.5, 0.99]) as d,
-       price as last
+       hdr(volume, [0.5, 0.99]) as h, price as last
 group by symbol
 aggregate by ts every sec ... day;
 """

@@ -22,12 +22,13 @@ def app_text(select: str) -> str:
 
 def test_builder_gives_the_spec_of_the_text() -> None:
     text = app_text("stdDev(v) as sd, first(v) as f, distinctCount(n, 14) as u, kll(v, [0.5, 0.99], 400) as q, "
-                    "dds(v, [0.9], 0.02) as d")
+                    "dds(v, [0.9], 0.02) as d, hdr(n, [0.99], 3) as h")
     built = b.app(
         b.stream("S", k="string", v="double", n="long", ts="long"),
         b.aggregation("A", source="S", group_by=["k"], by="ts", every="sec, min", select=[
             "k", b.stdDev("v").as_("sd"), b.first("v").as_("f"), b.distinctCount("n", 14).as_("u"),
-            b.kll("v", [0.5, 0.99], 400).as_("q"), b.dds("v", [0.9], 0.02).as_("d")]),
+            b.kll("v", [0.5, 0.99], 400).as_("q"), b.dds("v", [0.9], 0.02).as_("d"),
+            b.hdr("n", [0.99], 3).as_("h")]),
     )
     assert built == parse_app(text)
 
@@ -51,6 +52,7 @@ SELECT_COLUMN = len("define aggregation A from S select k, ") + 1
         ("kll(v, [0.5, 0.5]) as q", "[", "the quantiles [0.5, 0.5] repeat a value"),
         ("kll(v, [0.5], 3) as q", "[", "k must be an integer from 8 to 65535, got 3"),
         ("dds(v, [0.5], 0.9) as q", "[", "relative_accuracy must be a number from 1e-06 to 0.5, got 0.9"),
+        ("hdr(v, [0.5], 4) as q", "[", "digits must be an integer from 1 to 3, got 4"),
         ("distinctCount(n, 30) as u", "30", "lg_k must be an integer from 4 to 21, got 30"),
         ("kll(v, [0.5], 200, 1) as q", "[", "kll() takes the argument and at most 2 more"),
         ("kll(v, [n]) as q", "[n]", "'[n]' is not a constant"),

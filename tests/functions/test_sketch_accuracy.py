@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 import tiltframe as tf
 from tests.oracle import run_batches
 from tests.servers import app_with_store, fresh_database
-from tiltframe.functions import ddsketch, ddsketch_spark
+from tiltframe.functions import ddsketch, ddsketch_spark, hdr, hdr_spark
 from tiltframe.functions.sketches import hll_estimate, kll_quantiles
 
 QUANTILES = (0.5, 0.9, 0.99)
@@ -25,13 +25,14 @@ define stream TradeStream (symbol string, price double, quantity long, ts long);
 define aggregation TradeAggregation
 from TradeStream
 select symbol, distinctCount(quantity) as users, kll(price, {list(QUANTILES)}) as k,
-       dds(price, {list(QUANTILES)}, {ALPHA}) as d, count() as n
+       dds(price, {list(QUANTILES)}, {ALPHA}) as d, hdr(price, {list(QUANTILES)}) as h, count() as n
 group by symbol
 aggregate by ts every 10 sec, 1 min, 10 min, 1 hour;
 """
 LEVELS = {"10 sec": 10_000, "1 min": 60_000, "10 min": 600_000, "1 hour": 3_600_000}
 KLL_EPS = ds.kll_doubles_sketch.get_normalized_rank_error(200, False)  # about 1.3%, at 99% confidence
 HLL_RSE = 1.04 / math.sqrt(2**12)  # about 1.6%
+HDR_WIDTH = 1 / 128  # the relative width of an HDR histogram's bins at 2 significant digits
 START = 1_704_067_200_000  # 2024-01-01 00:00:00 GMT
 
 
@@ -68,15 +69,16 @@ def direct_sketches(spark, events: pd.DataFrame, length: int) -> pd.DataFrame:
         F.hll_sketch_agg(F.col("quantity").cast("long"), 12).alias("hll"),
         F.kll_sketch_agg_double("price", 200).alias("kll"),
         ddsketch_spark.build(F.col("price"), ALPHA).alias("dds"),
+        hdr_spark.build(F.col("price"), 2).alias("hdr"),
     ).toPandas()
     return rows.set_index(["AGG_TIMESTAMP", "symbol"])
 
 
 def check_bounds(spark, app, data_dir: Path, events: pd.DataFrame) -> dict[str, float]:
     """Assert every bound at every level; returns the worst errors seen (for the failure message)."""
-    worst = {"hll": 0.0, "kll": 0.0, "dds": 0.0, "kll_vs_direct": 0.0}
+    worst = {"hll": 0.0, "kll": 0.0, "dds": 0.0, "hdr": 0.0}
     outputs = ", ".join(["users", "n", *(f"k_p{round(q * 100)}" for q in QUANTILES),
-                         *(f"d_p{round(q * 100)}" for q in QUANTILES)])
+                         *(f"d_p{round(q * 100)}" for q in QUANTILES), *(f"h_p{round(q * 100)}" for q in QUANTILES)])
     for per, length in LEVELS.items():
         got = tf.query(app, f'from TradeAggregation within 0L, 4102444800000L per "{per}" '
                        f"select AGG_TIMESTAMP, symbol, {outputs}", data_dir=data_dir)
@@ -107,6 +109,14 @@ def check_bounds(spark, app, data_dir: Path, events: pd.DataFrame) -> dict[str, 
                 # Same bins whatever the merges: exactly the sketch built on all the bucket's values.
                 assert d == ddsketch.quantiles(built["dds"], [q])[0]
                 worst["kll"], worst["dds"] = max(worst["kll"], kll_error), max(worst["dds"], dds_error)
+                # HDR: whole prices; the value at rank max(floor(q n + 0.5), 1), and the estimate its bin's top.
+                h = getattr(row, f"h_p{round(q * 100)}")
+                whole = np.sort(np.trunc(prices))
+                exact = float(whole[max(int(q * len(whole) + 0.5), 1) - 1])
+                hdr_error = (h - exact) / exact
+                assert 0 <= hdr_error < HDR_WIDTH, (per, q, h, exact)
+                assert h == hdr.quantiles(built["hdr"], [q])[0]
+                worst["hdr"] = max(worst["hdr"], hdr_error)
     return worst
 
 

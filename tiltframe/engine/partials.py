@@ -20,7 +20,7 @@ from tiltframe.engine.buckets import bucket_start
 from tiltframe.engine.events import EVENT_TS, REASON, SPARK_TYPES
 from tiltframe.engine.expressions import to_column
 from tiltframe.engine.overflow import ansi_enabled, checked_sum
-from tiltframe.functions import ddsketch_spark
+from tiltframe.functions import ddsketch_spark, hdr_spark
 from tiltframe.functions.registry import EVENT_ORDER, AggregateFunction
 from tiltframe.functions.states import Build, Merge
 from tiltframe.model.durations import Granularity, nests_in, rollup_source
@@ -48,7 +48,8 @@ _BATCH = "_tiltframe_batch"
 
 _BUILD = {Build.SUM: F.sum, Build.MIN: F.min, Build.MAX: F.max, Build.MEAN: F.avg}
 _MERGE = {Merge.SUM: F.sum, Merge.MIN: F.min, Merge.MAX: F.max, Merge.KLL: F.kll_merge_agg_double,
-          Merge.HLL: lambda c: F.hll_union_agg(c, True), Merge.DDS: ddsketch_spark.merge_agg}
+          Merge.HLL: lambda c: F.hll_union_agg(c, True), Merge.DDS: ddsketch_spark.merge_agg,
+          Merge.HDR: hdr_spark.merge_agg}
 
 
 class SparkOps:
@@ -97,13 +98,15 @@ def _build(state: StateColumn, layout: AggregationLayout, batch: Column, ansi: b
         pick = F.min if build is Build.EARLIEST else F.max
         return pick(F.when(arg.isNotNull(), event))[state.state.field]
     settings = layout.settings(item)
+    integral = item.arg is not None and expression_type(item.arg, layout.stream).is_integral
     if build is Build.HLL:  # integers as longs (int and long values hash alike), anything else as its text
-        integral = item.arg is not None and expression_type(item.arg, layout.stream).is_integral
         return F.hll_sketch_agg(arg.cast("long") if integral else arg.cast("string"), settings["lg_k"])
     if build is Build.KLL:
         return F.kll_sketch_agg_double(arg.cast("double"), settings["k"])
     if build is Build.DDS:
         return ddsketch_spark.build(arg.cast("double"), settings["relative_accuracy"])
+    if build is Build.HDR:
+        return hdr_spark.build(arg, settings["digits"], integral)
     msg = f"no Spark build for {build}"
     raise ValueError(msg)
 

@@ -53,10 +53,7 @@ Spark side (:mod:`tiltframe.functions.ddsketch_spark`, apart so that reading a s
 Its ``build`` and ``merge_agg`` are ordinary aggregate Column expressions made of
 built-in functions only (no Python UDF), so they run in the JVM, mix with other aggregates in one
 ``agg(...)`` call and work under ``spark.sql.ansi.enabled``.  Both sort an array per group and turn runs of
-equal bin indices into counts with O(n log n) array functions.  An intermediate array is bound once with
-:func:`_let` (a one-element ``transform``) because Spark neither eliminates common subexpressions inside
-higher-order functions nor caches a column referenced from a lambda: referencing the sorted array from a
-per-element lambda directly would re-sort it for every element.
+equal bin indices into counts with O(n log n) array functions (:mod:`tiltframe.functions.bins_spark`).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from decimal import Decimal
 from typing import Any, Protocol
 
 from tiltframe.errors import DefinitionError, unknown
-from tiltframe.functions import sketches
+from tiltframe.functions import hdr, sketches
 from tiltframe.functions.states import Build, Merge
 from tiltframe.model.streams import AttrType
 
@@ -421,6 +421,17 @@ register(
         aliases=("ddsketch",),
         doc="Approximate quantiles with a relative value error (Tremor's dds): a DDSketch, each estimate within "
             "relative_accuracy (default 1%) of the exact quantile; one output per quantile, kept under merges.",
+    )
+)
+register(
+    _quantile_sketch(
+        "hdr", Build.HDR, Merge.HDR,
+        ("digits", lambda v: _number(v, "digits", 1, hdr.MAX_DIGITS, integer=True), hdr.DEFAULT_DIGITS),
+        aliases=("hdr_histogram",),
+        doc="Percentiles of whole non-negative values (latencies, sizes) from an HDR histogram (Tremor's hdr), "
+            "each estimate at or above the exact one and within 1/128 of it at 2 significant digits (default; "
+            "1/16 at 1, 1/1024 at 3); values truncated to whole numbers, negative ones not counted. One output "
+            "per quantile, kept under merges.",
     )
 )
 

@@ -2,9 +2,10 @@
 
 HLL and KLL states are the Apache DataSketches binaries Spark's ``hll_sketch_agg`` and
 ``kll_sketch_agg_double`` write (the ``datasketches`` package reads and merges them, no Spark needed);
-DDSketch states are the DDSketch libraries' protobuf message, made from the JSON Spark's batches carry
-(``tiltframe.functions.ddsketch``).  The store merges states of buckets it already holds with these
-functions, and retrieval merges and reads them.
+DDSketch states are the DDSketch libraries' protobuf message and HDR histograms HdrHistogram's compressed
+encoding, each made from the JSON Spark's batches carry (``tiltframe.functions.ddsketch``, ``.hdr``).
+The store merges states of buckets it already holds with these functions, and retrieval merges and reads
+them.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 import datasketches as ds
 import numpy as np
 
-from tiltframe.functions import ddsketch
+from tiltframe.functions import ddsketch, hdr
 from tiltframe.functions.states import Merge
 
 Binary = bytes | None
@@ -52,6 +53,7 @@ MERGE: dict[Merge, Callable[[Binary, Binary], Binary]] = {
     Merge.HLL: _either(_merge_hll),
     Merge.KLL: _either(_merge_kll),
     Merge.DDS: ddsketch.merge,
+    Merge.HDR: hdr.merge,
 }
 
 
@@ -59,6 +61,7 @@ MERGE: dict[Merge, Callable[[Binary, Binary], Binary]] = {
 #: applies it to every state it writes).
 TO_STORED: dict[Merge, Callable[[Binary], Binary]] = {
     Merge.DDS: ddsketch.to_stored,
+    Merge.HDR: hdr.to_stored,
 }
 
 
@@ -80,6 +83,7 @@ BUILD: dict[Merge, Callable[[Any, Mapping[str, Any]], Binary]] = {
     Merge.HLL: _build_hll,
     Merge.KLL: _build_kll,
     Merge.DDS: lambda values, settings: ddsketch.build_values(values, settings["relative_accuracy"]),
+    Merge.HDR: lambda values, settings: hdr.build_values(values, settings["digits"]),
 }
 
 
@@ -95,3 +99,7 @@ def kll_quantiles(state: bytes, qs: Sequence[float]) -> list[float]:
 
 def dds_quantiles(state: bytes, qs: Sequence[float]) -> list[float | None]:
     return ddsketch.quantiles(bytes(state), qs)
+
+
+def hdr_quantiles(state: bytes, qs: Sequence[float]) -> list[float | None]:
+    return hdr.quantiles(bytes(state), qs)

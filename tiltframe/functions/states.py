@@ -25,10 +25,12 @@ class Build(enum.Enum):
     EARLIEST = "earliest"
     LATEST = "latest"
     #: Apache DataSketches HLL sketch (Spark's ``hll_sketch_agg``), KLL doubles sketch
-    #: (``kll_sketch_agg_double``), and tiltframe's DDSketch (``tiltframe.functions.ddsketch``).
+    #: (``kll_sketch_agg_double``), tiltframe's DDSketch (``tiltframe.functions.ddsketch``) and HDR
+    #: histogram (``tiltframe.functions.hdr``).
     HLL = "hll"
     KLL = "kll"
     DDS = "dds"
+    HDR = "hdr"
     #: The non-null values themselves, as a list (Spark's ``collect_list``).
     COLLECT = "collect"
 
@@ -50,9 +52,10 @@ class Merge(enum.Enum):
     HLL = "hll_union"
     KLL = "kll_merge"
     DDS = "dds_merge"
+    HDR = "hdr_merge"
     #: Lists concatenated.
     CONCAT = "concat"
 
     @property
     def is_sketch(self) -> bool:
-        return self in (Merge.HLL, Merge.KLL, Merge.DDS)
+        return self in (Merge.HLL, Merge.KLL, Merge.DDS, Merge.HDR)

@@ -14,12 +14,12 @@ value).
 
 from __future__ import annotations
 
-import functools
 import math
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
 
 import numpy as np
 
+from tiltframe.functions import hdr
 from tiltframe.functions.trickle_values import TrickleRuntimeError, is_number, type_name
 
 
@@ -262,15 +262,15 @@ class Hdr(State):
 
     name = "aggr::stats::hdr"
     numeric = True
-    #: Tremor's histogram: two significant figures (its bucket bounds do not depend on the highest value).
-    DIGITS = 2
-    HIGHEST = 2**63 - 1
+    #: Tremor's histogram: two significant figures over the whole long range (``tiltframe.functions.hdr``'s shape).
+    DIGITS = hdr.DEFAULT_DIGITS
+    HIGHEST = hdr.HIGHEST
 
     def __init__(self, percentiles: list[Any] | None = None) -> None:
         from hdrh.histogram import HdrHistogram
 
         self.percentiles = _percentiles(self.name, percentiles)
-        self.histogram = HdrHistogram(1, self.HIGHEST, self.DIGITS)
+        self.histogram = HdrHistogram(hdr.LOWEST, self.HIGHEST, self.DIGITS)
 
     def add(self, value: Any) -> None:
         v = int(_number("hdr", value))
@@ -298,38 +298,12 @@ class Hdr(State):
         if not total:
             return {"count": 0, "min": 0, "max": 0, "mean": 0.0, "stdev": 0.0, "var": 0.0,
                     "percentiles": {name: 0 for name, _ in self.percentiles}}
-        # The package's mean, deviation and percentiles walk its thousands of counters in Python (0.1 s for
-        # one output); the same sums over the counters as one array, by its own value of each counter.
-        values = _hdr_values(h.lowest_trackable_value, h.highest_trackable_value, h.significant_figures)
-        counts = np.frombuffer(h.counts, dtype=np.uint64)[: len(values.median)].astype(np.float64)
-        mean = float(counts @ values.median) / total
-        stdev = math.sqrt(float(counts @ (values.median - mean) ** 2) / total)
-        running = np.cumsum(counts)
-        percentiles = {}
-        for name, q in self.percentiles:
-            target = max(int(min(q * 100, 100.0) * total / 100 + 0.5), 1)
-            at = int(np.searchsorted(running, target, side="left"))
-            percentiles[name] = int(values.highest[at] if q else values.lowest[at])
+        bins = np.ctypeslib.as_array(h.counts)[: h.counts_len]
+        mean, stdev = hdr.moments(bins, self.DIGITS)
+        estimates = hdr.percentiles(bins, self.DIGITS, [q for _, q in self.percentiles])
         return {"count": total, "min": int(h.get_min_value()), "max": int(h.get_max_value()), "mean": mean,
-                "stdev": stdev, "var": stdev * stdev, "percentiles": percentiles}
-
-
-class _HdrValues(NamedTuple):
-    lowest: np.ndarray
-    median: np.ndarray
-    highest: np.ndarray
-
-
-@functools.lru_cache(maxsize=4)
-def _hdr_values(lowest: int, highest: int, digits: int) -> _HdrValues:
-    """Each counter's lowest, median and highest value for one histogram shape (as the package has them)."""
-    from hdrh.histogram import HdrHistogram
-
-    histogram = HdrHistogram(lowest, highest, digits)
-    low = [histogram.get_value_from_index(i) for i in range(histogram.counts_len)]
-    return _HdrValues(np.array(low, dtype=np.float64),
-                      np.array([histogram._hdr_median_equiv_value(v) for v in low], dtype=np.float64),
-                      np.array([histogram.get_highest_equivalent_value(v) for v in low], dtype=np.float64))
+                "stdev": stdev, "var": stdev * stdev,
+                "percentiles": dict(zip([name for name, _ in self.percentiles], estimates, strict=True))}
 
 
 class Dds(State):

@@ -4,8 +4,9 @@
 Counts, integer sums, minimums, maximums, texts and the latest event's values must be equal.  Sums and
 means of doubles may differ in their last bits (merged in another order): they are held to a relative
 1e-7.  Sketches estimate: a distinct count within three standard errors of its HLL sketch, a DDSketch
-quantile within twice its relative accuracy, and a KLL quantile as long as its rank in the recomputed
-sketch is within three times the sketch's rank error of the quantile asked for.
+quantile within twice its relative accuracy, an HDR percentile within twice its relative bin width, and a
+KLL quantile as long as its rank in the recomputed sketch is within three times the sketch's rank error of
+the quantile asked for.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import datasketches as ds
 import numpy as np
 import pandas as pd
 
+from tiltframe.functions import hdr
 from tiltframe.functions.registry import get
 from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout
 
@@ -62,6 +64,8 @@ def checks(layout: AggregationLayout) -> dict[str, Allowance]:
             out.update({n: Allowance(state=f"{item.alias}_KLL", q=q) for n, q in quantiles})
         elif "DDS" in merges:
             out.update(dict.fromkeys(names, Allowance(2 * settings["relative_accuracy"])))
+        elif "HDR" in merges:
+            out.update(dict.fromkeys(names, Allowance(2 / hdr.shape(settings["digits"]).half_count)))
         elif "HLL" in merges:
             out.update(dict.fromkeys(names, Allowance(3 * 1.04 / math.sqrt(2 ** settings["lg_k"]))))
         else:

@@ -14,10 +14,14 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from tiltframe.functions.sketches import TO_STORED
+from tiltframe.functions.states import Merge
 from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 
 #: Rows rewritten per transaction.
 CHUNK_ROWS = 5000
+
+#: The sketch kinds once stored in another format (DDSketch as JSON); the others were always stored as now.
+OLDER_FORMATS = (Merge.DDS,)
 
 #: The first byte of an older (JSON) state; the current formats never start with it.
 _JSON_START = b"{"
@@ -25,14 +29,14 @@ _JSON_START = b"{"
 
 def rewritable(layout: AggregationLayout) -> list[str]:
     """The state columns of ``layout`` whose stored format has changed."""
-    return [s.name for s in layout.states if s.merge in TO_STORED]
+    return [s.name for s in layout.states if s.merge in OLDER_FORMATS]
 
 
 def rewrite_chunk(conn: Connection, layout: AggregationLayout, table: sa.Table, after: int | None) -> tuple[int, int]:
     """Rewrite up to :data:`CHUNK_ROWS` rows of ``table`` holding a state in an older format, in bucket
     order from bucket ``after`` on (None: the first); returns how many and the last bucket seen, from
     which the next chunk goes on (each chunk reads the primary key's range, not the whole table)."""
-    kinds = {s.name: s.merge for s in layout.states if s.merge in TO_STORED}
+    kinds = {s.name: s.merge for s in layout.states if s.merge in OLDER_FORMATS}
     older = sa.literal(_JSON_START, sa.LargeBinary())
     start = table.c[AGG_TIMESTAMP]
     where = [sa.or_(*(sa.func.substr(table.c[name], 1, 1) == older for name in kinds))]
