@@ -48,11 +48,20 @@ if ((WITH_BROWSER)); then
     install_browser
 fi
 
+# The class archive of Spark's JVM (tiltframe/engine/class_archive.py): every later Spark start maps the
+# classes a run loads instead of loading them again.  Made once (about a minute); a run without it works.
+class_archive() {
+    command -v java >/dev/null 2>&1 || [[ -n "${JAVA_HOME:-}" ]] || return 0
+    "$VENV/bin/python" -m tiltframe.engine.class_archive --if-missing ||
+        echo "setup: warning: no class archive for Spark's JVM (Spark starts without it)" >&2
+}
+
 # Reinstall only when pyproject.toml changed since the last successful install (or nothing is installed).
 STAMP="$VENV/.tiltframe-installed"
 if [[ -f "$STAMP" && "$STAMP" -nt pyproject.toml ]] &&
     [[ -x "$VENV/bin/ruff" && -x "$VENV/bin/pytest" ]] &&
     "$VENV/bin/python" -c 'import tiltframe, pyspark' >/dev/null 2>&1; then
+    class_archive
     exit 0
 fi
 
@@ -64,3 +73,4 @@ touch "$STAMP"
 if ! command -v java >/dev/null 2>&1 && [[ -z "${JAVA_HOME:-}" ]]; then
     echo "setup: warning: no java found; Spark needs Java 17 or 21 (set JAVA_HOME)" >&2
 fi
+class_archive

@@ -22,6 +22,7 @@ from pathlib import Path
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
+from tiltframe.engine import class_archive
 from tiltframe.engine.spark_settings import fill, settings_made_elsewhere
 from tiltframe.errors import TiltframeError
 
@@ -108,10 +109,11 @@ def get_session(
     for key, value in conf.items():
         builder = builder.config(key, value)
     to_file = log_file is not None and master is not None and SparkContext._gateway is None
-    if log_file is not None and master is not None and to_file:
-        settings = SparkConf(loadDefaults=False).setMaster(master).setAppName(app_name).setAll(list(conf.items()))
-        _launch_jvm(log_file, settings)
-    spark = builder.getOrCreate()
+    with class_archive.sharing():  # a JVM started here maps the classes of Spark's start-up (class_archive.py)
+        if log_file is not None and master is not None and to_file:
+            settings = SparkConf(loadDefaults=False).setMaster(master).setAppName(app_name).setAll(list(conf.items()))
+            _launch_jvm(log_file, settings)
+        spark = builder.getOrCreate()
     level = os.environ.get(LOG_LEVEL_ENV) or log_level or ("WARN" if to_file else "ERROR")
     spark.sparkContext.setLogLevel(level)
     return spark

@@ -20,6 +20,7 @@ from lark import Lark, Token, UnexpectedCharacters, UnexpectedInput, UnexpectedT
 from lark.lark import PostLex
 from lark.lexer import PatternStr
 
+from tiltframe.cache import cache_dir
 from tiltframe.errors import DefinitionError, NotSupportedYet
 
 
@@ -126,22 +127,10 @@ def build_lark(grammar_file: str, start: list[str]) -> Lark:
 
 
 def parser_cache(name: str) -> str | None:
-    """The file lark keeps a built parser in: ``$TILTFRAME_CACHE_DIR``, else ``$XDG_CACHE_HOME/tiltframe``
-    or ``~/.cache/tiltframe``, made for the current user only; ``None`` (no cache) where that folder
-    cannot be made or written, or when ``TILTFRAME_CACHE_DIR`` is empty."""
-    where = os.environ.get("TILTFRAME_CACHE_DIR")
-    if where is None:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        where = os.path.join(base, "tiltframe")
-    if not where:
-        return None
-    try:
-        os.makedirs(where, mode=0o700, exist_ok=True)
-    except OSError:
-        return None
-    if not os.access(where, os.W_OK | os.X_OK):
-        return None
-    return os.path.join(where, f"lark-{name}.pickle")
+    """The file lark keeps a built parser in, in tiltframe's cache folder (:func:`tiltframe.cache.cache_dir`);
+    ``None`` (no cache) where there is none."""
+    where = cache_dir()
+    return None if where is None else os.path.join(where, f"lark-{name}.pickle")
 
 
 def _positioned(message: str, hint: str, line: int, column: int, text: str) -> DefinitionError:

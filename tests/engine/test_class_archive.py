@@ -1,0 +1,74 @@
+"""The class archive of Spark's JVM: where it is, that a JVM tiltframe starts maps it, and that nothing
+else changes (the environment after the launch, a caller's own archive, a run's results)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tiltframe.engine import class_archive
+
+
+def test_the_archive_is_in_the_cache_folder_unless_turned_off_or_named(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.delenv(class_archive.ENV, raising=False)
+    monkeypatch.setenv("TILTFRAME_CACHE_DIR", str(tmp_path))
+    path = class_archive.archive_path()
+    assert path is not None and path.parent == tmp_path and path.name.startswith("spark-classes-")
+    monkeypatch.setenv(class_archive.ENV, "off")
+    assert class_archive.archive_path() is None
+    monkeypatch.setenv(class_archive.ENV, str(tmp_path / "mine.jsa"))
+    assert class_archive.archive_path() == tmp_path / "mine.jsa"
+
+
+def test_sharing_names_the_archive_for_the_launch_only(monkeypatch, tmp_path: Path) -> None:
+    archive = tmp_path / "a.jsa"
+    monkeypatch.setenv(class_archive.ENV, str(archive))
+    monkeypatch.setenv(class_archive.SUBMIT_OPTS, "-Dmine=1")
+    with class_archive.sharing():  # no file yet: nothing added
+        assert os.environ[class_archive.SUBMIT_OPTS] == "-Dmine=1"
+    archive.write_bytes(b"x")
+    with class_archive.sharing():
+        added = f"-XX:SharedArchiveFile={archive} {class_archive.QUIET}"
+        assert os.environ[class_archive.SUBMIT_OPTS] == f"-Dmine=1 {added}"
+    assert os.environ[class_archive.SUBMIT_OPTS] == "-Dmine=1"
+    monkeypatch.setenv(class_archive.SUBMIT_OPTS, "-XX:SharedArchiveFile=/elsewhere.jsa")  # the caller's own
+    with class_archive.sharing():
+        assert os.environ[class_archive.SUBMIT_OPTS] == "-XX:SharedArchiveFile=/elsewhere.jsa"
+    monkeypatch.delenv(class_archive.SUBMIT_OPTS)
+    with class_archive.sharing():
+        assert class_archive.SUBMIT_OPTS in os.environ
+    assert class_archive.SUBMIT_OPTS not in os.environ
+
+
+MAPS = """
+import os
+from tiltframe.engine.session import get_session
+spark = get_session("local[1]")
+pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+with open(f"/proc/{pid}/maps") as maps:
+    print("mapped" if os.environ["TILTFRAME_CLASS_ARCHIVE"] in maps.read() else "unmapped")
+print(spark.range(5).selectExpr("sum(id)").first()[0])
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads the JVM's memory map in /proc")
+def test_a_jvm_tiltframe_starts_maps_the_archive_and_answers_the_same(tmp_path: Path) -> None:
+    """The archive ``scripts/setup.sh`` made (or one made here) is mapped by the JVM of a new session; a
+    JVM whose archive is unusable (not a class archive) starts as without one, saying nothing."""
+    made = class_archive.archive_path()
+    archive = made if made is not None and made.is_file() else class_archive.build(tmp_path / "classes.jsa")
+    env = {**os.environ, class_archive.ENV: str(archive)}
+    done = subprocess.run([sys.executable, "-c", MAPS], env=env, capture_output=True, text=True, timeout=300,
+                          check=True)
+    assert done.stdout.split() == ["mapped", "10"], done.stderr
+    junk = tmp_path / "junk.jsa"
+    junk.write_bytes(b"not a class archive" * 100)
+    done = subprocess.run([sys.executable, "-c", MAPS], env={**env, class_archive.ENV: str(junk)},
+                          capture_output=True, text=True, timeout=300, check=True)
+    assert done.stdout.split() == ["unmapped", "10"]
+    assert "cds" not in done.stdout + done.stderr and "archive" not in done.stderr.lower()

@@ -1,0 +1,128 @@
+"""A class-data archive of Spark's driver JVM: the classes a run loads, parsed and verified once and mapped
+from a file by every later JVM, instead of read from Spark's jars and verified at every start.
+
+A `tiltframe run` of one small file spends most of its time starting Spark: loading and verifying the
+tens of thousands of classes a streaming run touches, in a cold JVM.  The JDK's class-data sharing (a
+dynamic archive, ``-XX:ArchiveClassesAtExit`` / ``-XX:SharedArchiveFile``, JDK 13 and later) keeps them
+ready: measured on two cores, one small run went from 31 s to 24 s (docs/performance.md).
+
+:func:`build` makes the archive by running a small aggregation in a child process whose JVM writes it at
+exit (``scripts/setup.sh`` does it; ``python -m tiltframe.engine.class_archive`` again at any time), about
+170 MB in tiltframe's cache folder.  :func:`sharing` gives it to the JVM tiltframe starts, through
+``SPARK_SUBMIT_OPTS`` (added to the driver's command beside any ``spark.driver.extraJavaOptions``).  The
+archive's name holds the Spark version, the Java executable and the names of Spark's jars; a JVM whose
+classpath or JDK differ from the archive's anyway (extra jars, another JDK) maps nothing and starts as
+without it, silently (its CDS log is off).  ``TILTFRAME_CLASS_ARCHIVE=off`` turns it off, a path sets it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from tiltframe.cache import cache_dir
+
+ENV = "TILTFRAME_CLASS_ARCHIVE"
+SUBMIT_OPTS = "SPARK_SUBMIT_OPTS"
+#: The JVM says nothing about the archive: not when it maps it, nor when it cannot (another classpath).
+QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+
+_APP = """define stream S (symbol string, price double, quantity long, ts long);
+define aggregation A from S select symbol, sum(quantity) as total, avg(price) as mean, count() as n
+group by symbol aggregate by ts every sec ... year;
+"""
+_EVENTS = "symbol,price,quantity,ts\nA,1.5,2,1700000000000\nB,2.5,3,1700000061000\n"
+
+
+def _spark_key() -> str:
+    """What the archive's classes come from: Spark's version and jars, and the Java executable."""
+    import pyspark
+
+    jars = Path(pyspark.__file__).parent / "jars"
+    names = sorted(os.listdir(jars)) if jars.is_dir() else []
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.realpath(os.path.join(home, "bin", "java") if home else (shutil.which("java") or "java"))
+    digest = hashlib.sha256("\n".join([java, *names]).encode()).hexdigest()[:12]
+    return f"{pyspark.__version__}-{digest}"
+
+
+def archive_path() -> Path | None:
+    """Where the archive is (or would be): ``$TILTFRAME_CLASS_ARCHIVE``, else in tiltframe's cache folder;
+    None when turned off or without a cache folder."""
+    chosen = os.environ.get(ENV)
+    if chosen is not None:
+        return None if chosen.strip().lower() in ("", "off", "0", "false", "no") else Path(chosen)
+    where = cache_dir()
+    return None if where is None else Path(where) / f"spark-classes-{_spark_key()}.jsa"
+
+
+@contextlib.contextmanager
+def sharing() -> Iterator[None]:
+    """Within it, a JVM that Spark's launcher starts maps the archive (when there is one and the options
+    of the launch name no other); the environment is as it was afterwards."""
+    path = archive_path()
+    before = os.environ.get(SUBMIT_OPTS)
+    if path is None or not path.is_file() or "SharedArchiveFile" in (before or "") or "Xshare" in (before or ""):
+        yield
+        return
+    os.environ[SUBMIT_OPTS] = f"{before or ''} -XX:SharedArchiveFile={path} {QUIET}".strip()
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(SUBMIT_OPTS, None)
+        else:
+            os.environ[SUBMIT_OPTS] = before
+
+
+def build(path: Path | None = None, timeout: float = 600) -> Path:
+    """Write the archive: a small ``tiltframe run`` in a child process whose JVM dumps the classes it
+    loaded when it exits, written beside ``path`` and moved onto it (a reader never sees half a file)."""
+    target = path or archive_path()
+    if target is None:
+        raise RuntimeError(f"no class archive: {ENV} is off or there is no cache folder")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="tiltframe-classes-") as tmp:
+        work = Path(tmp)
+        (work / "app.siddhi").write_text(_APP, encoding="utf-8")
+        (work / "in").mkdir()
+        (work / "in" / "e.csv").write_text(_EVENTS, encoding="utf-8")
+        partial = target.with_name(f"{target.name}.{os.getpid()}.part")
+        env = {k: v for k, v in os.environ.items() if k not in (SUBMIT_OPTS, "PYSPARK_SUBMIT_ARGS")}
+        env[SUBMIT_OPTS] = f"-XX:ArchiveClassesAtExit={partial} {QUIET}"
+        env[ENV] = "off"
+        command = [sys.executable, "-m", "tiltframe", "run", str(work / "app.siddhi"), "-i", f"S={work / 'in'}",
+                   "-d", str(work / "data")]
+        try:
+            done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+            if done.returncode != 0 or not partial.is_file():
+                said = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+                raise RuntimeError(f"the class archive was not written (exit {done.returncode}): {said[0]}")
+            partial.replace(target)
+        finally:
+            partial.unlink(missing_ok=True)
+    return target
+
+
+def main() -> None:
+    """``python -m tiltframe.engine.class_archive [--if-missing]``: (re)build the archive."""
+    path = archive_path()
+    if path is None:
+        print(f"class archive: off ({ENV} or no cache folder)", file=sys.stderr)
+        return
+    if "--if-missing" in sys.argv[1:] and path.is_file():
+        return
+    print(f"class archive: writing {path} (a small Spark run, about a minute)", file=sys.stderr)
+    build(path)
+    print(f"class archive: {path} ({path.stat().st_size // 2**20} MiB)", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
