@@ -24,13 +24,28 @@ def test_the_archive_is_in_the_cache_folder_unless_turned_off_or_named(monkeypat
     assert class_archive.archive_path() == tmp_path / "mine.jsa"
 
 
-def test_sharing_names_the_archive_for_the_launch_only(monkeypatch, tmp_path: Path) -> None:
+def stamp(archive: Path) -> None:
+    """The stamp ``build`` writes once a JVM ran with the archive: its size and modification time."""
+    st = archive.stat()
+    archive.with_name(archive.name + ".ok").write_text(f"{st.st_size} {st.st_mtime_ns}\n", encoding="utf-8")
+
+
+def test_sharing_names_a_proven_archive_for_the_launch_only(monkeypatch, tmp_path: Path) -> None:
     archive = tmp_path / "a.jsa"
     monkeypatch.setenv(class_archive.ENV, str(archive))
     monkeypatch.setenv(class_archive.SUBMIT_OPTS, "-Dmine=1")
     with class_archive.sharing():  # no file yet: nothing added
         assert os.environ[class_archive.SUBMIT_OPTS] == "-Dmine=1"
-    archive.write_bytes(b"x")
+    archive.write_bytes(b"x" * 10)
+    with class_archive.sharing():  # no JVM ran with it (no stamp): nothing added
+        assert os.environ[class_archive.SUBMIT_OPTS] == "-Dmine=1"
+    stamp(archive)
+    with open(archive, "r+b") as f:  # cut short after it was proven (what would kill a JVM): not used
+        f.truncate(5)
+    assert not class_archive.proven(archive)
+    archive.write_bytes(b"x" * 10)
+    stamp(archive)
+    assert class_archive.proven(archive)
     with class_archive.sharing():
         added = f"-XX:SharedArchiveFile={archive} {class_archive.QUIET}"
         assert os.environ[class_archive.SUBMIT_OPTS] == f"-Dmine=1 {added}"
@@ -58,16 +73,19 @@ print(spark.range(5).selectExpr("sum(id)").first()[0])
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads the JVM's memory map in /proc")
 def test_a_jvm_tiltframe_starts_maps_the_archive_and_answers_the_same(tmp_path: Path) -> None:
-    """The archive ``scripts/setup.sh`` made (or one made here) is mapped by the JVM of a new session; a
-    JVM whose archive is unusable (not a class archive) starts as without one, saying nothing."""
+    """The archive ``scripts/setup.sh`` made (or one made here, proven by a JVM that ran with it) is mapped by
+    the JVM of a new session; a JVM whose archive does not fit (here not a class archive at all, elsewhere
+    another JDK or classpath) starts as without one, saying nothing."""
     made = class_archive.archive_path()
-    archive = made if made is not None and made.is_file() else class_archive.build(tmp_path / "classes.jsa")
+    archive = made if made is not None and class_archive.proven(made) else class_archive.build(tmp_path / "c.jsa")
+    assert class_archive.proven(archive)
     env = {**os.environ, class_archive.ENV: str(archive)}
     done = subprocess.run([sys.executable, "-c", MAPS], env=env, capture_output=True, text=True, timeout=300,
                           check=True)
     assert done.stdout.split() == ["mapped", "10"], done.stderr
     junk = tmp_path / "junk.jsa"
     junk.write_bytes(b"not a class archive" * 100)
+    stamp(junk)
     done = subprocess.run([sys.executable, "-c", MAPS], env={**env, class_archive.ENV: str(junk)},
                           capture_output=True, text=True, timeout=300, check=True)
     assert done.stdout.split() == ["unmapped", "10"]

@@ -13,6 +13,12 @@ exit (``scripts/setup.sh`` does it; ``python -m tiltframe.engine.class_archive``
 archive's name holds the Spark version, the Java executable and the names of Spark's jars; a JVM whose
 classpath or JDK differ from the archive's anyway (extra jars, another JDK) maps nothing and starts as
 without it, silently (its CDS log is off).  ``TILTFRAME_CLASS_ARCHIVE=off`` turns it off, a path sets it.
+
+A truncated archive is the one danger: the JVM maps it without checking its length and dies of SIGBUS at
+start (a full disk while it is written would do it, and the JVM that writes it exits with its Python
+process, whose exit status says nothing of the dump).  So an archive is only used once proven: after it is
+written, a JVM started with it must map it and run a job; then a stamp beside it records its size and
+modification time, and :func:`sharing` passes over an archive whose stamp is missing or differs.
 """
 
 from __future__ import annotations
@@ -53,6 +59,23 @@ def _spark_key() -> str:
     return f"{pyspark.__version__}-{digest}"
 
 
+def _stamp_of(path: Path) -> Path:
+    return path.with_name(path.name + ".ok")
+
+
+def _identity(path: Path) -> str:
+    st = path.stat()
+    return f"{st.st_size} {st.st_mtime_ns}\n"
+
+
+def proven(path: Path) -> bool:
+    """Whether ``path`` is an archive a JVM was seen to map and run with, unchanged since."""
+    try:
+        return _stamp_of(path).read_text(encoding="utf-8") == _identity(path)
+    except OSError:
+        return False
+
+
 def archive_path() -> Path | None:
     """Where the archive is (or would be): ``$TILTFRAME_CLASS_ARCHIVE``, else in tiltframe's cache folder;
     None when turned off or without a cache folder."""
@@ -69,7 +92,7 @@ def sharing() -> Iterator[None]:
     of the launch name no other); the environment is as it was afterwards."""
     path = archive_path()
     before = os.environ.get(SUBMIT_OPTS)
-    if path is None or not path.is_file() or "SharedArchiveFile" in (before or "") or "Xshare" in (before or ""):
+    if path is None or not proven(path) or "SharedArchiveFile" in (before or "") or "Xshare" in (before or ""):
         yield
         return
     os.environ[SUBMIT_OPTS] = f"{before or ''} -XX:SharedArchiveFile={path} {QUIET}".strip()
@@ -82,9 +105,33 @@ def sharing() -> Iterator[None]:
             os.environ[SUBMIT_OPTS] = before
 
 
+_PROOF = """
+import os
+from tiltframe.engine.session import get_session
+spark = get_session("local[1]")
+pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+with open(f"/proc/{pid}/maps") as maps:
+    print("mapped" if os.environ["_TILTFRAME_ARCHIVE_PROOF"] in maps.read() else "unmapped")
+print(spark.range(5).selectExpr("sum(id)").first()[0])
+"""
+
+
+def _prove(path: Path, env: dict[str, str], timeout: float) -> None:
+    """A JVM started with the archive at ``path`` maps it (read in its memory map, where there is one) and
+    runs a job; else RuntimeError, saying what it did."""
+    env = {**env, SUBMIT_OPTS: f"-XX:SharedArchiveFile={path} {QUIET}", "_TILTFRAME_ARCHIVE_PROOF": str(path)}
+    done = subprocess.run([sys.executable, "-c", _PROOF], env=env, capture_output=True, text=True, timeout=timeout,
+                          check=False)
+    said = done.stdout.split()
+    if done.returncode != 0 or said[-1:] != ["10"] or (Path("/proc/self/maps").exists() and said[:1] != ["mapped"]):
+        last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        raise RuntimeError(f"a JVM started with the new class archive did not use it: {' '.join(said) or last}")
+
+
 def build(path: Path | None = None, timeout: float = 600) -> Path:
     """Write the archive: a small ``tiltframe run`` in a child process whose JVM dumps the classes it
-    loaded when it exits, written beside ``path`` and moved onto it (a reader never sees half a file)."""
+    loaded when it exits, written beside ``path``, proven by a JVM that maps it and runs a job, then moved
+    onto it with its stamp (a reader never sees half a file, nor an archive no JVM ran with)."""
     target = path or archive_path()
     if target is None:
         raise RuntimeError(f"no class archive: {ENV} is off or there is no cache folder")
@@ -105,9 +152,15 @@ def build(path: Path | None = None, timeout: float = 600) -> Path:
             if done.returncode != 0 or not partial.is_file():
                 said = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
                 raise RuntimeError(f"the class archive was not written (exit {done.returncode}): {said[0]}")
+            _prove(partial, env, timeout)
+            _stamp_of(target).unlink(missing_ok=True)  # the old stamp never vouches for the new file
             partial.replace(target)
+            stamp = _stamp_of(partial)
+            stamp.write_text(_identity(target), encoding="utf-8")
+            stamp.replace(_stamp_of(target))
         finally:
             partial.unlink(missing_ok=True)
+            _stamp_of(partial).unlink(missing_ok=True)
     return target
 
 
@@ -117,7 +170,7 @@ def main() -> None:
     if path is None:
         print(f"class archive: off ({ENV} or no cache folder)", file=sys.stderr)
         return
-    if "--if-missing" in sys.argv[1:] and path.is_file():
+    if "--if-missing" in sys.argv[1:] and proven(path):
         return
     print(f"class archive: writing {path} (a small Spark run, about a minute)", file=sys.stderr)
     build(path)
