@@ -56,8 +56,8 @@ import numpy as np
 from hdrh.histogram import HdrHistogram
 
 __all__ = [
-    "DEFAULT_DIGITS", "HIGHEST", "MAX_DIGITS", "STATE_SCHEMA", "Shape", "bin_values", "build_values", "check_digits",
-    "count", "counts", "indices", "merge", "moments", "percentiles", "quantiles", "shape", "to_stored",
+    "DEFAULT_DIGITS", "HIGHEST", "LOWEST", "MAX_DIGITS", "STATE_SCHEMA", "Shape", "bin_values", "build_values",
+    "check_digits", "count", "counts", "indices", "merge", "moments", "percentiles", "quantiles", "shape", "to_stored",
 ]
 
 #: Two significant digits when a definition names none (Tremor's ``hdr``).
