@@ -8,4 +8,10 @@ micro-batches ran 25% longer without C2).  Results never depend on the compiler.
 """
 from __future__ import annotations
 
+from tiltframe.engine import class_archive
+
 SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1"
+
+#: The JVMs of a standalone cluster (daemons, spark-submit's drivers, executors) are not started by tiltframe,
+#: so they are given the class archive here (when setup made one): their classpath is Spark's jars too.
+CLUSTER_JVM = f"{SHORT_LIVED_JVM} {class_archive.java_options()}".strip()

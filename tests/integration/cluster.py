@@ -25,7 +25,7 @@ import pyspark
 import pytest
 
 import tiltframe
-from tests.jvm_options import SHORT_LIVED_JVM
+from tests.jvm_options import CLUSTER_JVM
 
 SPARK_HOME = Path(pyspark.__file__).parent
 #: What spark-submit runs: the installed package's ``__main__.py``, which imports the CLI as a script.
@@ -57,7 +57,7 @@ def spark_env(**extra: str) -> dict[str, str]:
         "SPARK_LOCAL_IP": "127.0.0.1",
         # get_session asks for this much driver memory (4g by default): more than the machine can spare.
         "TILTFRAME_DRIVER_MEMORY": "1g",
-        "SPARK_DAEMON_JAVA_OPTS": SHORT_LIVED_JVM,  # the master's and the workers'
+        "SPARK_DAEMON_JAVA_OPTS": CLUSTER_JVM,  # the master's and the workers'
         **extra,
     }
 
@@ -123,12 +123,12 @@ def submit_command(master: str, cli_args: list[str], conf: Mapping[str, str] | N
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
         "spark.executor.memory": "1g",
-        "spark.executor.extraJavaOptions": SHORT_LIVED_JVM,
+        "spark.executor.extraJavaOptions": CLUSTER_JVM,
         **(conf or {}),
     }
     confs = [arg for key, value in settings.items() for arg in ("--conf", f"{key}={value}")]
     return [str(SPARK_HOME / "bin" / "spark-submit"), "--master", master, "--driver-memory", "1g",
-            "--driver-java-options", SHORT_LIVED_JVM, *confs,
+            "--driver-java-options", CLUSTER_JVM, *confs,
             str(TILTFRAME_MAIN), *cli_args]
 
 

@@ -86,16 +86,24 @@ def archive_path() -> Path | None:
     return None if where is None else Path(where) / f"spark-classes-{_spark_key()}.jsa"
 
 
+def java_options() -> str:
+    """The options that give a JVM the proven archive ("" when there is none): for JVMs tiltframe does not
+    start itself, e.g. ``spark-submit --driver-java-options`` or a standalone cluster's daemons and executors,
+    whose classpath is Spark's jars too (``python -m tiltframe.engine.class_archive --options``)."""
+    path = archive_path()
+    return f"-XX:SharedArchiveFile={path} {QUIET}" if path is not None and proven(path) else ""
+
+
 @contextlib.contextmanager
 def sharing() -> Iterator[None]:
     """Within it, a JVM that Spark's launcher starts maps the archive (when there is one and the options
     of the launch name no other); the environment is as it was afterwards."""
-    path = archive_path()
+    options = java_options()
     before = os.environ.get(SUBMIT_OPTS)
-    if path is None or not proven(path) or "SharedArchiveFile" in (before or "") or "Xshare" in (before or ""):
+    if not options or "SharedArchiveFile" in (before or "") or "Xshare" in (before or ""):
         yield
         return
-    os.environ[SUBMIT_OPTS] = f"{before or ''} -XX:SharedArchiveFile={path} {QUIET}".strip()
+    os.environ[SUBMIT_OPTS] = f"{before or ''} {options}".strip()
     try:
         yield
     finally:
@@ -165,7 +173,11 @@ def build(path: Path | None = None, timeout: float = 600) -> Path:
 
 
 def main() -> None:
-    """``python -m tiltframe.engine.class_archive [--if-missing]``: (re)build the archive."""
+    """``python -m tiltframe.engine.class_archive [--if-missing | --options]``: (re)build the archive, or print
+    the JVM options that give it (nothing when there is no proven archive)."""
+    if "--options" in sys.argv[1:]:
+        print(java_options())
+        return
     path = archive_path()
     if path is None:
         print(f"class archive: off ({ENV} or no cache folder)", file=sys.stderr)
