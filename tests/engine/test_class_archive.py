@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,25 @@ def test_sharing_names_a_proven_archive_for_the_launch_only(monkeypatch, tmp_pat
     with class_archive.sharing():
         assert class_archive.SUBMIT_OPTS in os.environ
     assert class_archive.SUBMIT_OPTS not in os.environ
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the writer in /proc")
+def test_the_build_waits_for_the_jvm_that_writes_the_archive_to_exit(tmp_path: Path) -> None:
+    """The JVM dumps the archive as it exits, possibly after its Python process: the build waits for every
+    process whose command line names the file (a stand-in process here) before it proves and moves it."""
+    partial = tmp_path / "c.jsa.1.part"
+    stand_in = [sys.executable, "-c", "import time; time.sleep(1.5)", f"-XX:ArchiveClassesAtExit={partial}"]
+    writer = subprocess.Popen(stand_in)
+    cmdline = Path(f"/proc/{writer.pid}/cmdline")
+    while str(partial).encode() not in cmdline.read_bytes():  # until it has exec'd its command
+        time.sleep(0.01)
+    try:
+        with pytest.raises(RuntimeError, match="did not exit within 0 s"):
+            class_archive._wait_for_writer(partial, timeout=0.2)
+        class_archive._wait_for_writer(partial, timeout=30)
+        assert writer.poll() is not None
+    finally:
+        writer.kill()
 
 
 MAPS = """

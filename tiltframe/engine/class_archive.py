@@ -30,6 +30,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -124,6 +125,34 @@ print(spark.range(5).selectExpr("sum(id)").first()[0])
 """
 
 
+def _wait_for_writer(partial: Path, timeout: float) -> None:
+    """Until the JVM that writes ``partial`` has exited: it dumps the archive as it exits, which may be after
+    its Python process (that does not wait for it) has.  Read from ``/proc`` where there is one, else until
+    the file has stopped growing for two seconds."""
+    deadline = time.monotonic() + timeout
+    proc = Path("/proc")
+    last, still = -1, 0.0
+    while time.monotonic() < deadline:
+        if proc.is_dir():
+            if not any(str(partial).encode() in _cmdline(p) for p in proc.iterdir() if p.name.isdigit()):
+                return
+        else:
+            size = partial.stat().st_size if partial.exists() else -1
+            still = still + 0.5 if size == last else 0.0
+            if still >= 2.0:
+                return
+            last = size
+        time.sleep(0.5)
+    raise RuntimeError(f"the JVM writing the class archive {partial} did not exit within {timeout:.0f} s")
+
+
+def _cmdline(pid_dir: Path) -> bytes:
+    try:
+        return (pid_dir / "cmdline").read_bytes()
+    except OSError:  # gone meanwhile, or not ours to read
+        return b""
+
+
 def _prove(path: Path, env: dict[str, str], timeout: float) -> None:
     """A JVM started with the archive at ``path`` maps it (read in its memory map, where there is one) and
     runs a job; else RuntimeError, saying what it did."""
@@ -157,6 +186,7 @@ def build(path: Path | None = None, timeout: float = 600) -> Path:
                    "-d", str(work / "data")]
         try:
             done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+            _wait_for_writer(partial, timeout)
             if done.returncode != 0 or not partial.is_file():
                 said = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
                 raise RuntimeError(f"the class archive was not written (exit {done.returncode}): {said[0]}")
