@@ -80,3 +80,27 @@ def merge_counts(states: Column, field: str) -> Column:
 
     entries = F.array_sort(F.flatten(F.transform(states, int_entries)))
     return let(entries, lambda en: runs(F.transform(en, lambda e: e["key"]), F.transform(en, lambda e: e["value"])))
+
+
+def merge_states(state: Column, schema: str, setting: str, mixed: str, corrupt: str,
+                 encode: Callable[[Column, Column], Column]) -> Column:
+    """Spark aggregate expression: the BINARY batch-format (JSON) states of a group, parsed with ``schema``,
+    merged into one by ``encode(setting's value, parsed states)``; null when all are null.
+
+    States whose ``setting`` differs (their bins are incomparable) raise ``mixed`` followed by the lowest and
+    highest value; a non-null value that is not a state (``from_json`` reads it as a struct of nulls) raises
+    ``corrupt`` rather than drop its values.
+    """
+    parsed = F.from_json(F.decode(state, "UTF-8"), schema)
+
+    def merged(states: Column) -> Column:
+        values = F.transform(states, lambda st: st[setting])
+        lo, hi = F.array_min(values), F.array_max(values)
+        return (
+            F.when(F.size(states) == 0, F.lit(None).cast("binary"))
+            .when(F.exists(states, lambda st: st[setting].isNull()), F.raise_error(F.lit(corrupt)))
+            .when(lo != hi, F.raise_error(F.concat(F.lit(mixed), lo.cast("string"), F.lit(" and "), hi.cast("string"))))
+            .otherwise(encode(lo, states))
+        )
+
+    return let(F.collect_list(parsed), merged)

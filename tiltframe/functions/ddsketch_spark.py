@@ -12,7 +12,7 @@ import math
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from tiltframe.functions.bins_spark import counts, let, merge_counts
+from tiltframe.functions.bins_spark import counts, merge_counts, merge_states
 from tiltframe.functions.ddsketch import STATE_SCHEMA, ZERO_THRESHOLD, _check_alpha, _gamma
 
 
@@ -51,31 +51,12 @@ def merge_agg(state: Column) -> Column:
     States of different ``alpha`` (their bins are incomparable) and non-null values that are not states raise an
     error in the query.
     """
-    parsed = F.from_json(F.decode(state, "UTF-8"), STATE_SCHEMA)
-
-    def merged(states: Column) -> Column:
-        alphas = F.transform(states, lambda st: st["alpha"])
-        lo, hi = F.array_min(alphas), F.array_max(alphas)
+    def encoded(alpha: Column, states: Column) -> Column:
         zero = F.aggregate(states, F.lit(0).cast("bigint"), lambda a, st: a + F.coalesce(st["zero"], F.lit(0)))
-        encoded = _encode(lo, zero, merge_counts(states, "pos"), merge_counts(states, "neg"))
-        mixed = F.raise_error(
-            F.concat(
-                F.lit("ddsketch: cannot merge states of different relative accuracy: "),
-                lo.cast("string"),
-                F.lit(" and "),
-                hi.cast("string"),
-            )
-        )
-        # from_json reads text that is not a state as a struct of nulls: refuse it rather than drop its values.
-        corrupt = F.raise_error(F.lit("ddsketch: not a ddsketch state (no alpha) in merge_agg"))
-        return (
-            F.when(F.size(states) == 0, F.lit(None).cast("binary"))
-            .when(F.exists(states, lambda st: st["alpha"].isNull()), corrupt)
-            .when(lo != hi, mixed)
-            .otherwise(encoded)
-        )
+        return _encode(alpha, zero, merge_counts(states, "pos"), merge_counts(states, "neg"))
 
-    return let(F.collect_list(parsed), merged)
+    return merge_states(state, STATE_SCHEMA, "alpha", "ddsketch: cannot merge states of different relative accuracy: ",
+                        "ddsketch: not a ddsketch state (no alpha) in merge_agg", encoded)
 
 
 # -------------------------------------------------------------------------------------------- Python

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from tiltframe.functions.bins_spark import counts, let, merge_counts
+from tiltframe.functions.bins_spark import counts, merge_counts, merge_states
 from tiltframe.functions.hdr import HIGHEST, STATE_SCHEMA, shape
 
 
@@ -52,20 +52,6 @@ def merge_agg(state: Column) -> Column:
     """Spark aggregate expression: merges the BINARY batch-format states of a group into one (null states
     ignored; null when all are null), with the JSON shape (and, for the same bins, the bytes) :func:`build`
     writes.  States of different digits and non-null values that are not states raise an error in the query."""
-    parsed = F.from_json(F.decode(state, "UTF-8"), STATE_SCHEMA)
-
-    def merged(states: Column) -> Column:
-        all_digits = F.transform(states, lambda st: st["digits"])
-        lo, hi = F.array_min(all_digits), F.array_max(all_digits)
-        mixed = F.raise_error(F.concat(F.lit("hdr: cannot merge histograms of different significant digits: "),
-                                       lo.cast("string"), F.lit(" and "), hi.cast("string")))
-        # from_json reads text that is not a state as a struct of nulls: refuse it rather than drop its values.
-        corrupt = F.raise_error(F.lit("hdr: not an hdr state (no digits) in merge_agg"))
-        return (
-            F.when(F.size(states) == 0, F.lit(None).cast("binary"))
-            .when(F.exists(states, lambda st: st["digits"].isNull()), corrupt)
-            .when(lo != hi, mixed)
-            .otherwise(_encode(lo, merge_counts(states, "counts")))
-        )
-
-    return let(F.collect_list(parsed), merged)
+    return merge_states(state, STATE_SCHEMA, "digits", "hdr: cannot merge histograms of different significant digits: ",
+                        "hdr: not an hdr state (no digits) in merge_agg",
+                        lambda digits, states: _encode(digits, merge_counts(states, "counts")))
