@@ -25,6 +25,53 @@ def test_the_archive_is_in_the_cache_folder_unless_turned_off_or_named(monkeypat
     assert class_archive.archive_path() == tmp_path / "mine.jsa"
 
 
+def test_each_install_of_spark_has_its_own_archive(tmp_path: Path) -> None:
+    """A JVM maps an archive only with the classpath it was written with, checking each jar's size and time:
+    another folder of the same jars (another virtualenv or clone) or a jar rewritten (a reinstall) is
+    another archive, not one that looks proven and is silently never mapped."""
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    for name in ("spark-core.jar", "scala-library.jar"):
+        (jars / name).write_bytes(b"PK" + name.encode())
+    java = "/usr/lib/jvm/java/bin/java"
+    first = class_archive._digest(java, str(jars))
+    assert class_archive._digest(java, str(jars)) == first
+    other = tmp_path / "clone" / "jars"
+    other.parent.mkdir()
+    jars.rename(other)
+    assert class_archive._digest(java, str(other)) != first
+    os.utime(other / "spark-core.jar", ns=(1, 1))
+    assert len({first, class_archive._digest(java, str(other)), class_archive._digest("/opt/jdk/bin/java",
+                                                                                       str(other))}) == 3
+
+
+def test_a_new_archive_removes_the_ones_no_install_can_map(tmp_path: Path) -> None:
+    """Archives of Spark installs that were removed or rewritten go when a new one is made; another live
+    install's archive and files not named as the cache's archives stay."""
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    (jars / "spark-core.jar").write_bytes(b"PK")
+    java = "/usr/lib/jvm/java/bin/java"
+    sources = f"7 1\n{java}\n{jars}\n"
+
+    def archive(name: str, stamp_text: str) -> Path:
+        path = tmp_path / name
+        path.write_bytes(b"classes")
+        path.with_name(name + ".ok").write_text(stamp_text, encoding="utf-8")
+        return path
+
+    kept = archive("spark-classes-4.3.0-aaaaaaaaaaaa.jsa", sources)
+    alive = archive(f"spark-classes-4.2.0-{class_archive._digest(java, str(jars))}.jsa", sources)
+    mine = archive("mine.jsa", "7 1\n")
+    rewritten = archive("spark-classes-4.2.0-dddddddddddd.jsa", sources)  # its jars changed since
+    gone = archive("spark-classes-4.1.0-bbbbbbbbbbbb.jsa", f"7 1\n{java}\n{tmp_path / 'removed'}\n")
+    older = archive("spark-classes-4.0.0-cccccccccccc.jsa", "7 1\n")  # a stamp that records no sources
+    class_archive._prune(kept)
+    left = sorted(p.name for p in tmp_path.iterdir() if p.is_file())
+    assert left == sorted(n for p in (kept, alive, mine) for n in (p.name, p.name + ".ok"))
+    assert not any(p.exists() for p in (rewritten, gone, older))
+
+
 def stamp(archive: Path) -> None:
     """The stamp ``build`` writes once a JVM ran with the archive: its size and modification time."""
     st = archive.stat()

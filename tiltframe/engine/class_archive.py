@@ -10,9 +10,10 @@ ready: measured on two cores, one small run went from 31 s to 24 s (docs/perform
 exit (``scripts/setup.sh`` does it; ``python -m tiltframe.engine.class_archive`` again at any time), about
 170 MB in tiltframe's cache folder.  :func:`sharing` gives it to the JVM tiltframe starts, through
 ``SPARK_SUBMIT_OPTS`` (added to the driver's command beside any ``spark.driver.extraJavaOptions``).  The
-archive's name holds the Spark version, the Java executable and the names of Spark's jars; a JVM whose
-classpath or JDK differ from the archive's anyway (extra jars, another JDK) maps nothing and starts as
-without it, silently (its CDS log is off).  ``TILTFRAME_CLASS_ARCHIVE=off`` turns it off, a path sets it.
+archive's name holds the Spark version and a digest of the Java executable and of Spark's jars (where
+they are, their names, sizes and times), so every install has its own; a JVM whose classpath or JDK differ
+from the archive's anyway (extra jars) maps nothing and starts as without it, silently (its CDS log is
+off).  ``TILTFRAME_CLASS_ARCHIVE=off`` turns it off, a path sets it.
 
 A truncated archive is the one danger: the JVM maps it without checking its length and dies of SIGBUS at
 start (a full disk while it is written would do it, and the JVM that writes it exits with its Python
@@ -48,16 +49,32 @@ group by symbol aggregate by ts every sec ... year;
 _EVENTS = "symbol,price,quantity,ts\nA,1.5,2,1700000000000\nB,2.5,3,1700000061000\n"
 
 
-def _spark_key() -> str:
-    """What the archive's classes come from: Spark's version and jars, and the Java executable."""
+def _sources() -> tuple[str, str]:
+    """Where the archive's classes come from: the Java executable and the folder of Spark's jars."""
     import pyspark
 
-    jars = Path(pyspark.__file__).parent / "jars"
-    names = sorted(os.listdir(jars)) if jars.is_dir() else []
     home = os.environ.get("JAVA_HOME")
     java = os.path.realpath(os.path.join(home, "bin", "java") if home else (shutil.which("java") or "java"))
-    digest = hashlib.sha256("\n".join([java, *names]).encode()).hexdigest()[:12]
-    return f"{pyspark.__version__}-{digest}"
+    return java, os.path.realpath(Path(pyspark.__file__).parent / "jars")
+
+
+def _digest(java: str, jars: str) -> str:
+    """The sources as the JVM checks them: the Java executable, and where Spark's jars are with each one's
+    name, size and modification time.  A JVM maps an archive only for the classpath it was written with
+    (silently not at all otherwise), so each install of Spark (another virtualenv or clone, a reinstall)
+    gets its own archive instead of one that looks proven and is never mapped."""
+    entries = [java, jars]
+    folder = Path(jars)
+    for name in sorted(os.listdir(folder)) if folder.is_dir() else []:
+        st = (folder / name).stat()
+        entries.append(f"{name} {st.st_size} {st.st_mtime_ns}")
+    return hashlib.sha256("\n".join(entries).encode()).hexdigest()[:12]
+
+
+def _spark_key() -> str:
+    import pyspark
+
+    return f"{pyspark.__version__}-{_digest(*_sources())}"
 
 
 def _stamp_of(path: Path) -> Path:
@@ -72,9 +89,25 @@ def _identity(path: Path) -> str:
 def proven(path: Path) -> bool:
     """Whether ``path`` is an archive a JVM was seen to map and run with, unchanged since."""
     try:
-        return _stamp_of(path).read_text(encoding="utf-8") == _identity(path)
+        return _stamp_of(path).read_text(encoding="utf-8").splitlines(keepends=True)[:1] == [_identity(path)]
     except OSError:
         return False
+
+
+def _prune(kept: Path) -> None:
+    """Remove the other archives in ``kept``'s folder that no install can map any more: their Spark was
+    removed or reinstalled (so a cache folder does not gather 170 MB per past install)."""
+    for other in kept.parent.glob("spark-classes-*.jsa"):
+        if other == kept:
+            continue
+        try:
+            recorded = _stamp_of(other).read_text(encoding="utf-8").splitlines()[1:3]
+        except OSError:
+            recorded = []
+        if len(recorded) == 2 and other.stem.endswith(f"-{_digest(*recorded)}"):
+            continue  # another install's, still as it was
+        other.unlink(missing_ok=True)
+        _stamp_of(other).unlink(missing_ok=True)
 
 
 def archive_path() -> Path | None:
@@ -194,8 +227,10 @@ def build(path: Path | None = None, timeout: float = 600) -> Path:
             _stamp_of(target).unlink(missing_ok=True)  # the old stamp never vouches for the new file
             partial.replace(target)
             stamp = _stamp_of(partial)
-            stamp.write_text(_identity(target), encoding="utf-8")
+            stamp.write_text(_identity(target) + "\n".join(_sources()) + "\n", encoding="utf-8")
             stamp.replace(_stamp_of(target))
+            if target.name.startswith("spark-classes-"):
+                _prune(target)
         finally:
             partial.unlink(missing_ok=True)
             _stamp_of(partial).unlink(missing_ok=True)
