@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from tiltframe.errors import StoreError
 from tiltframe.functions.registry import EVENT_ORDER
@@ -57,6 +56,10 @@ def upsert_statement(
     dialect: str, table: sa.Table, layout: AggregationLayout, rows: list[dict[str, Any]]
 ) -> sa.Executable:
     """Multi-row insert of ``rows`` that merges into existing keys, in the dialect's upsert syntax."""
+    # Imported here: a dialect's module costs up to 0.1 s (PostgreSQL's loads its async drivers' too), which a
+    # read on another store, e.g. `tiltframe query` on SQLite, need not pay.
+    from sqlalchemy.dialects import mysql, postgresql, sqlite
+
     if is_mysql(dialect):
         my = mysql.insert(table).values(rows)
         return my.on_duplicate_key_update(list(merge_assignments(layout, table, my.inserted).items()))

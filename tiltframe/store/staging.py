@@ -22,7 +22,6 @@ from collections.abc import Sequence
 import pyarrow as pa
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql as mysql_dialect
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
 from tiltframe.errors import StoreError
@@ -170,6 +169,8 @@ def merge_level(conn: Connection, layout: AggregationLayout, target_table: sa.Ta
     order = [staged.c[k] for k in layout.stored_key_names]
     if not mysql.is_mysql(conn.dialect):
         select = sa.select(*(staged.c[c] for c in columns)).where(*where).order_by(*order)
+        from sqlalchemy.dialects import postgresql  # not for every reader of a store (store.merges)
+
         ins = postgresql.insert(target_table).from_select(columns, select)
         keys = [target_table.c[k] for k in layout.stored_key_names]
         sets = merge_assignments(layout, target_table, ins.excluded)

@@ -11,6 +11,7 @@ upsert are ``store.merges``'; sketch states, which no database can union, are me
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Iterable
 from typing import Any
@@ -19,7 +20,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
 from tiltframe.errors import StoreError
@@ -102,8 +102,13 @@ def _flatten(data: pa.Table) -> list[Any]:
 COMPACTED = "*"
 
 
-#: PostgreSQL merges bind ``$1, $2, ...`` (see ``_merge_cursor``).
-_SERVER_PLACEHOLDERS = postgresql.psycopg.dialect(paramstyle="numeric_dollar")
+@functools.cache
+def _server_placeholders() -> sa.Dialect:
+    """PostgreSQL merges bind ``$1, $2, ...`` (see ``_merge_cursor``); the dialect's module is imported on the
+    first merge into PostgreSQL, not by every process that reads a store (``store.merges``)."""
+    from sqlalchemy.dialects import postgresql
+
+    return postgresql.psycopg.dialect(paramstyle="numeric_dollar")
 
 
 def _merge_cursor(conn: Connection) -> tuple[Any, dict[str, Any]]:
@@ -174,7 +179,7 @@ def _statement(
         names = [f"r{i}_{j}" for i in range(n) for j in range(len(columns))]
         rows = [{c.name: sa.bindparam(names[i * len(columns) + j]) for j, c in enumerate(columns)}
                 for i in range(n)]
-        compiler = _SERVER_PLACEHOLDERS if dialect.name == "postgresql" else dialect
+        compiler = _server_placeholders() if dialect.name == "postgresql" else dialect
         compiled = upsert_statement(dialect.name, table, layout, rows).compile(dialect=compiler)
         if not compiled.positional:
             msg = f"the {dialect.name} driver uses named parameters; positional ones are needed"
