@@ -12,11 +12,19 @@ generation), then once profiled, into the embedded SQLite store or a fresh datab
   for the job's first Arrow batch (the job runs), receiving the rest, splitting the levels, and the store
   write (rows put in the store's order, the merge statements, sketches, recorded events, the commit);
 
-and checks the totals first (events read = events in the input; stored yearly sum of quantity = the
+- Spark's planning of each batch's job, from its query execution's own phase timings (optimisation and
+  physical planning; analysis happens as the plan is built, within "building the plan").
+
+With ``--files-per-batch`` the input goes in micro-batches of that many files and every figure is given
+per micro-batch as well: the fixed cost a small batch pays whatever its size (``--events-per-file`` makes
+small files).
+
+It checks the totals first (events read = events in the input; stored yearly sum of quantity = the
 input's), so a wrong run prints no profile.  docs/performance.md quotes its output.
 
     python bench/profile_pipeline.py W1                     # 10M events, the embedded store
     python bench/profile_pipeline.py W2 --events 1000000
+    python bench/profile_pipeline.py W2 --events 2000 --events-per-file 100 --files-per-batch 1  # 20 small batches
     eval "$(bash scripts/services.sh)"; python bench/profile_pipeline.py W1 --store postgresql
 """
 
@@ -45,6 +53,9 @@ import bench_core  # noqa: E402  (bench/ on the path above)
 #: Driver-side parts: (label, module path suffix, function name); cumulative seconds of each.
 DRIVER_PARTS = (
     ("the batch on the driver", "engine/pipeline.py", "process"),
+    ("  the batch's files read (listing, schema)", "engine/file_reads.py", "read_files"),
+    ("  building the plan: events typed", "engine/events.py", "type_events"),
+    ("  building the plan: the levels", "engine/partials.py", "__call__"),
     ("  Spark job to Arrow (toArrow)", "pyspark/sql/pandas/conversion.py", "_collect_as_arrow"),
     ("    waiting for its first batch", "pyarrow/ipc.py", "open_stream"),
     ("  levels split on the driver (Arrow)", "engine/pipeline.py", "<dictcomp>"),
@@ -80,6 +91,30 @@ def profiled_batches() -> Iterator[list[pstats.Stats]]:
         yield stats
     finally:
         pipeline.AggregationPipeline.process = original  # type: ignore[method-assign]
+
+
+@contextmanager
+def planning_phases() -> Iterator[list[dict[str, float]]]:
+    """Seconds of Spark's optimisation and physical planning of every ``toArrow`` while active (its query
+    execution's ``QueryPlanningTracker``)."""
+    from pyspark.sql.classic.dataframe import DataFrame
+
+    original = DataFrame.toArrow
+    phases: list[dict[str, float]] = []
+
+    def to_arrow(self: Any) -> Any:
+        try:
+            return original(self)
+        finally:
+            tracked = self._jdf.queryExecution().tracker().phases()
+            phases.append({name: tracked.apply(name).durationMs() / 1000 for name in ("optimization", "planning")
+                           if tracked.contains(name)})
+
+    DataFrame.toArrow = to_arrow  # type: ignore[method-assign]
+    try:
+        yield phases
+    finally:
+        DataFrame.toArrow = original  # type: ignore[method-assign]
 
 
 def cumulative(stats: pstats.Stats, path: str, name: str) -> float:
@@ -140,6 +175,10 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=10_000_000)
     parser.add_argument("--store", choices=bench_core.STORES, default="sqlite")
     parser.add_argument("--cache", type=Path, default=ROOT / ".bench-data")
+    parser.add_argument("--files-per-batch", type=int, default=None,
+                        help="micro-batches of this many files (default: every file in one)")
+    parser.add_argument("--events-per-file", type=int, default=None,
+                        help="the workload's files hold this many events (default: the workload's 100k)")
     args = parser.parse_args()
     url_env = bench_core.SERVER_URL_ENV.get(args.store)
     server = os.environ.get(url_env) if url_env else None
@@ -151,7 +190,11 @@ def main() -> None:
     from tests.servers import database_beside
     from tiltframe.engine.session import tiltframe_defaults
 
-    folder = bench_core.generate(args.workload, args.events, args.cache)
+    options = None
+    if args.events_per_file:
+        options = [*bench_core.WORKLOADS[args.workload], "--events-per-file", str(args.events_per_file)]
+    cache = args.cache / f"per-file-{args.events_per_file}" if args.events_per_file else args.cache
+    folder = bench_core.generate(args.workload, args.events, cache, options)
     parquet = folder / "parquet"
     totals = bench_core.input_totals(parquet)
     log_dir = Path(tempfile.mkdtemp(prefix="tiltframe-eventlog-"))
@@ -167,19 +210,21 @@ def main() -> None:
             return nullcontext() if args.store == "sqlite" else database_beside(server, "tiltframe_profile_")
 
         with fresh() as url:  # untimed: JIT and code generation
-            bench_core.checked_pipeline(spark, parquet, None, totals=totals, store=args.store, url=url,
-                                        data_dir=data_dir)
+            bench_core.checked_pipeline(spark, parquet, args.files_per_batch, totals=totals, store=args.store,
+                                        url=url, data_dir=data_dir)
         since = int(spark.sparkContext._jvm.java.lang.System.currentTimeMillis())  # type: ignore[union-attr]
-        with fresh() as url, profiled_batches() as batches:
-            run = bench_core.checked_pipeline(spark, parquet, None, totals=totals, store=args.store, url=url,
-                                              data_dir=data_dir)
+        with fresh() as url, profiled_batches() as batches, planning_phases() as planned:
+            run = bench_core.checked_pipeline(spark, parquet, args.files_per_batch, totals=totals,
+                                              store=args.store, url=url, data_dir=data_dir)
         spark.stop()  # flushes the event log
         jobs = spark_jobs(read_events(log_dir), since)
     finally:
         shutil.rmtree(log_dir, ignore_errors=True)
         shutil.rmtree(data_dir, ignore_errors=True)
 
-    print(f"\n{args.workload}: {totals[0]:,} events in one micro-batch, {args.store} store; totals checked: events "
+    n = len(batches)
+    cut = "one micro-batch" if args.files_per_batch is None else f"{n} micro-batches of {args.files_per_batch} files"
+    print(f"\n{args.workload}: {totals[0]:,} events in {cut}, {args.store} store; totals checked: events "
           f"read = events in the input, stored sum(quantity) = the input's")
     print(f"pipeline {run['seconds']:.2f} s in all: {run['spark_seconds']:.2f} s until the batch's rows were on the "
           f"driver, {run['store_seconds']:.2f} s in the store, {run['rows_written']:,} rows written; "
@@ -187,16 +232,24 @@ def main() -> None:
     print("\nSpark (its event log; run and CPU are summed over the tasks of a stage):")
     print(f"  {'job':>4} {'stage':>5} {'tasks':>5} {'wall s':>7} {'run s':>7} {'cpu s':>7} {'gc s':>6} "
           f"{'shuffle write MB':>17} {'shuffle read MB':>16} {'rows written':>13}")
-    for job in jobs:
+    for job in jobs if n == 1 else jobs[:8]:  # many batches: the first jobs, then the sums
         for stage, m in job["stages"]:
             print(f"  {job['job']:>4} {stage:>5} {m['tasks']:>5} {m['wall']:7.2f} {m['run']:7.2f} {m['cpu']:7.2f} "
                   f"{m['gc']:6.2f} {m['shuffle_write_mb']:17.1f} {m['shuffle_read_mb']:16.1f} "
                   f"{m['records_out']:13,.0f}")
-    print(f"  jobs' wall time: {sum(j.get('seconds', 0.0) for j in jobs):.2f} s")
-    print("\nthe driver (cProfile of the batch; each part's time includes the parts below it):")
+    wall = sum(j.get("seconds", 0.0) for j in jobs)
+    stages = sum(len(j["stages"]) for j in jobs)
+    tasks = sum(m["tasks"] for j in jobs for _, m in j["stages"])
+    print(f"  jobs: {len(jobs)}, {stages} stages, {tasks} tasks, {wall:.2f} s of wall time "
+          f"({wall / max(n, 1):.3f} s a batch)")
+    for phase in ("optimization", "planning"):
+        seconds = sum(p.get(phase, 0.0) for p in planned)
+        print(f"  Spark's {phase} of the batches' plans: {seconds:.2f} s ({seconds / max(n, 1):.3f} s a batch)")
+    print(f"\nthe driver (cProfile of the batch; each part's time includes the parts below it; {n} batches):")
+    print(f"  {'':<45} {'in all':>9} {'a batch':>9}")
     for label, path, name in DRIVER_PARTS:
         seconds = sum(cumulative(s, path, name) for s in batches)
-        print(f"  {label:<45} {seconds:7.2f} s")
+        print(f"  {label:<45} {seconds:7.2f} s {seconds / max(n, 1):7.3f} s")
 
 
 if __name__ == "__main__":
