@@ -53,7 +53,6 @@ import bench_core  # noqa: E402  (bench/ on the path above)
 #: Driver-side parts: (label, module path suffix, function name); cumulative seconds of each.
 DRIVER_PARTS = (
     ("the batch on the driver", "engine/pipeline.py", "process"),
-    ("  the batch's files read (listing, schema)", "engine/file_reads.py", "read_files"),
     ("  building the plan: events typed", "engine/events.py", "type_events"),
     ("  building the plan: the levels", "engine/partials.py", "__call__"),
     ("  Spark job to Arrow (toArrow)", "pyspark/sql/pandas/conversion.py", "_collect_as_arrow"),
