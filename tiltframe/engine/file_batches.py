@@ -18,6 +18,7 @@ from urllib.parse import unquote, urlsplit
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from tiltframe.engine.batch_sessions import BatchSessions
 from tiltframe.engine.file_manifest import FileManifest
 from tiltframe.engine.file_reads import FileProblem, read_files, root_cause
 from tiltframe.engine.hadoop_paths import Location
@@ -44,6 +45,9 @@ class FileBatches:
     A batch whose job fails is not lost: each of its files is read alone, those that fail alone are set
     aside with the reason (``on_bad_file='skip'``, the default) and the batch runs again without them.
     With ``on_bad_file='fail'`` any file that cannot be read stops the run.
+
+    A small batch is read in a session of the source's own that skips adaptive execution's re-planning
+    (``tiltframe.engine.batch_sessions``).
     """
 
     def __init__(
@@ -59,6 +63,7 @@ class FileBatches:
         self.process = process
         self.on_bad_file = on_bad_file
         self.manifest = FileManifest(checkpoint.parent)
+        self.sessions = BatchSessions(spark)
         self._warned = False
 
     def __call__(self, raw: DataFrame, batch_id: int) -> None:
@@ -71,8 +76,8 @@ class FileBatches:
             files = sorted({r[0] for r in raw.select("path").collect()})
             files = [_hadoop_path(f) for f in files]
         self.manifest.warn_changed()
-        self.manifest.record(batch_id, files)
-        frames, problems = read_files(self.spark, files, self.fmt, self.stream)
+        spark = self.sessions.for_files(files, self.manifest.record(batch_id, files))
+        frames, problems = read_files(spark, files, self.fmt, self.stream)
         self._strict(problems)
         try:
             self.process(frames, batch_id, problems)
@@ -87,7 +92,7 @@ class FileBatches:
             logger.warning("input of stream %s, batch %s: %d file(s) cannot be read and are set aside: %s",
                            self.stream.name, batch_id, len(failing), said)
             bad = {p.path for p in (*problems, *failing)}
-            frames, more = read_files(self.spark, [f for f in files if f not in bad], self.fmt, self.stream)
+            frames, more = read_files(spark, [f for f in files if f not in bad], self.fmt, self.stream)
             self.process(frames, batch_id, [*problems, *failing, *more])
 
     def _strict(self, problems: Sequence[FileProblem]) -> None:

@@ -72,13 +72,14 @@ class FileManifest:
                 for path, (size, mtime) in json.loads(entry.read_text(encoding="utf-8")).items():
                     self._read[path] = (int(entry.name.removesuffix(".json")), size, mtime)
 
-    def record(self, batch_id: int, paths: list[str]) -> None:
+    def record(self, batch_id: int, paths: list[str]) -> dict[str, tuple[int, int]]:
         """Note the files of ``batch_id`` as they are now, just before they are read (a replayed batch
-        notes them again)."""
+        notes them again); the local ones' (size, modification time)."""
         seen = {p: st for p in paths if (st := _stat(p)) is not None}
         if seen:
             write_marker(self.folder / f"{batch_id}.json", seen)
         self._read.update({p: (batch_id, size, mtime) for p, (size, mtime) in seen.items()})
+        return seen
 
     def paths(self, upto: int | None = None) -> list[str]:
         """Every file some batch read (``upto``: some batch up to that id), in the order they were first read."""

@@ -1,0 +1,73 @@
+"""The session a file source's micro-batch is read in: a small batch skips adaptive execution's re-planning.
+
+Under adaptive execution Spark runs each shuffle stage of a batch as a job of its own and plans the rest
+again after it.  For a batch of a few kilobytes (a folder followed as files arrive) that costs about a
+quarter of the batch (docs/performance.md, "A small micro-batch"), only to end where a plan without it
+starts: a shuffle of less than Spark's smallest coalesced partition (1 MB) is coalesced into one
+partition.  A batch whose files are that small is therefore read in a session of the file source's own,
+cloned from the shared one (same settings, functions and views) with adaptive execution off and one shuffle
+partition; every DataFrame of the batch comes from its files' read, so its jobs run with them.
+
+The clone is the source's own because a setting changed on the shared session would reach whatever uses
+it meanwhile: a continuous query starting then would keep the shuffle partitions in its checkpoint for
+good.  Nothing changes where adaptive execution is off (the user's choice of plans stands), where a file is
+not local (its size would cost a request to learn), or once the files pass ``$TILTFRAME_SMALL_BATCH_BYTES``
+(0: never).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+from pyspark.sql import SparkSession
+
+from tiltframe.errors import UsageError
+
+#: Files of a batch up to this many bytes in all make a small batch: Spark's smallest coalesced partition
+#: (``spark.sql.adaptive.coalescePartitions.minPartitionSize``), below which adaptive execution makes each
+#: shuffle one partition too.
+DEFAULT_SMALL_BATCH_BYTES = 1024 * 1024
+SMALL_BATCH_ENV = "TILTFRAME_SMALL_BATCH_BYTES"
+#: What the small batches' session sets.
+SMALL_BATCH_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": "1"}
+
+
+def small_batch_bytes() -> int:
+    """``$TILTFRAME_SMALL_BATCH_BYTES``, else 1 MiB; 0 makes no batch small."""
+    text = os.environ.get(SMALL_BATCH_ENV, "").strip()
+    if not text:
+        return DEFAULT_SMALL_BATCH_BYTES
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise UsageError(f"{SMALL_BATCH_ENV}={text!r}: expected a number of bytes (0: no small batches)")
+    return value
+
+
+class BatchSessions:
+    """Chooses, batch by batch, the shared session or the small batches' clone of it (made when first needed)."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+        self.bound = small_batch_bytes()
+        self._small: SparkSession | None = None
+
+    def for_files(self, paths: Sequence[str], sizes: Mapping[str, tuple[int, int]]) -> SparkSession:
+        """The session to read ``paths`` in; ``sizes``: each local file's (size, modification time), as the
+        batch's file record noted them (a path missing from it is not local)."""
+        if not paths or any(p not in sizes for p in paths):
+            return self.spark
+        if sum(sizes[p][0] for p in paths) > self.bound or not _adaptive(self.spark):
+            return self.spark
+        if self._small is None:
+            self._small = SparkSession(self.spark.sparkContext, self.spark._jsparkSession.cloneSession())
+            for key, value in SMALL_BATCH_CONF.items():
+                self._small.conf.set(key, value)
+        return self._small
+
+
+def _adaptive(spark: SparkSession) -> bool:
+    return str(spark.conf.get("spark.sql.adaptive.enabled", "true")).lower() == "true"
