@@ -2,11 +2,12 @@
 
 Under adaptive execution Spark runs each shuffle stage of a batch as a job of its own and plans the rest
 again after it.  For a batch of a few kilobytes (a folder followed as files arrive) that costs about a
-quarter of the batch (docs/performance.md, "A small micro-batch"), only to end where a plan without it
-starts: a shuffle of less than Spark's smallest coalesced partition (1 MB) is coalesced into one
+sixth of the batch's time on the driver (docs/performance.md, "A small micro-batch"), only to end where
+a plan without it starts: a shuffle of less than Spark's smallest coalesced partition (1 MB) is coalesced into one
 partition.  A batch whose files are that small is therefore read in a session of the file source's own,
 cloned from the shared one (same settings, functions and views) with adaptive execution off and one shuffle
-partition; every DataFrame of the batch comes from its files' read, so its jobs run with them.
+partition; every DataFrame of the batch comes from its files' read, so its jobs run with them.  The clone
+is made at the source's first small batch: settings changed on the shared session after that do not reach it.
 
 The clone is the source's own because a setting changed on the shared session would reach whatever uses
 it meanwhile: a continuous query starting then would keep the shuffle partitions in its checkpoint for
