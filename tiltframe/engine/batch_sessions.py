@@ -18,12 +18,11 @@ not local (its size would cost a request to learn), or once the files pass ``$TI
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 
 from pyspark.sql import SparkSession
 
-from tiltframe.errors import UsageError
+from tiltframe.env_numbers import env_int
 
 #: Files of a batch up to this many bytes in all make a small batch: Spark's smallest coalesced partition
 #: (``spark.sql.adaptive.coalescePartitions.minPartitionSize``), below which adaptive execution makes each
@@ -36,16 +35,7 @@ SMALL_BATCH_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.pa
 
 def small_batch_bytes() -> int:
     """``$TILTFRAME_SMALL_BATCH_BYTES``, else 1 MiB; 0 makes no batch small."""
-    text = os.environ.get(SMALL_BATCH_ENV, "").strip()
-    if not text:
-        return DEFAULT_SMALL_BATCH_BYTES
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise UsageError(f"{SMALL_BATCH_ENV}={text!r}: expected a number of bytes (0: no small batches)")
-    return value
+    return env_int(SMALL_BATCH_ENV, DEFAULT_SMALL_BATCH_BYTES, expected="a number of bytes (0: no small batches)")
 
 
 class BatchSessions:

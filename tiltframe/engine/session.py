@@ -24,6 +24,7 @@ from pyspark.sql import SparkSession
 
 from tiltframe.engine import class_archive
 from tiltframe.engine.spark_settings import fill, settings_made_elsewhere
+from tiltframe.env_numbers import env_int, env_memory
 from tiltframe.errors import TiltframeError
 
 logger = logging.getLogger(__name__)
@@ -129,8 +130,10 @@ def tiltframe_defaults(master: str) -> dict[str, str]:
         conf["spark.sql.sources.parallelPartitionDiscovery.threshold"] = str(LOCAL_LISTING_THRESHOLD)
     # Shuffles here are over per-batch partial states; a few partitions per core is plenty.
     cores = os.cpu_count() or 2
-    conf["spark.sql.shuffle.partitions"] = os.environ.get(SHUFFLE_PARTITIONS_ENV, str(max(4, 2 * cores)))
-    conf["spark.driver.memory"] = os.environ.get(DRIVER_MEMORY_ENV, "4g")
+    partitions = env_int(SHUFFLE_PARTITIONS_ENV, max(4, 2 * cores), least=1,
+                         expected="a number of partitions (1 or more)")
+    conf["spark.sql.shuffle.partitions"] = str(partitions)
+    conf["spark.driver.memory"] = env_memory(DRIVER_MEMORY_ENV, "4g")
     return conf
 
 

@@ -13,7 +13,6 @@ that one bad value rejects one event (with a reason) instead of failing the file
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from pyspark.sql import types as T
 from tiltframe.engine.events import CORRUPT, SPARK_TYPES
 from tiltframe.engine.file_reads import csv_header, parquet_schema, text_schema, with_arrival_part
 from tiltframe.engine.filesystems import Folder, open_folder
+from tiltframe.env_numbers import env_int
 from tiltframe.errors import UsageError
 from tiltframe.model.streams import StreamDef
 
@@ -76,7 +76,7 @@ class FileInput:
             return "maxFilesPerTrigger", self.max_files_per_trigger
         size = self.max_bytes_per_trigger
         if size is None:
-            size = int(os.environ.get(MAX_BYTES_ENV, DEFAULT_MAX_BYTES_PER_TRIGGER))
+            size = env_int(MAX_BYTES_ENV, DEFAULT_MAX_BYTES_PER_TRIGGER, expected="a number of bytes (0: no bound)")
         return ("maxBytesPerTrigger", size) if size > 0 else None
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -23,6 +22,8 @@ from typing import ParamSpec, TypeVar
 
 import sqlalchemy as sa
 import tenacity
+
+from tiltframe.env_numbers import env_seconds
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ R = TypeVar("R")
 
 def retry_seconds() -> float:
     """How long a store call keeps retrying a transient failure (``$TILTFRAME_STORE_RETRY_SECONDS``)."""
-    return float(os.environ.get(RETRY_SECONDS_ENV, DEFAULT_RETRY_SECONDS))
+    return env_seconds(RETRY_SECONDS_ENV, DEFAULT_RETRY_SECONDS)
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:

@@ -1,0 +1,109 @@
+"""Numbers read from TILTFRAME_* variables: their values as written, their defaults when unset or blank, and
+a usage error naming the variable for anything else; the variables that use them, down to the command line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tiltframe.engine.session import tiltframe_defaults
+from tiltframe.engine.sources import MAX_BYTES_ENV, FileInput
+from tiltframe.env_numbers import env_int, env_memory, env_seconds
+from tiltframe.errors import UsageError
+from tiltframe.store.retries import RETRY_SECONDS_ENV, retry_seconds
+
+VAR = "TILTFRAME_TEST_NUMBER"
+
+
+@pytest.mark.parametrize(("text", "want"), [(None, 7), ("", 7), ("  ", 7), ("0", 0), (" 12 ", 12), ("+3", 3)])
+def test_a_whole_number_or_the_default(monkeypatch, text: str | None, want: int) -> None:
+    if text is None:
+        monkeypatch.delenv(VAR, raising=False)
+    else:
+        monkeypatch.setenv(VAR, text)
+    assert env_int(VAR, 7, expected="a count") == want
+
+
+@pytest.mark.parametrize("text", ["many", "1.5", "1e3", "64MB", "-1", "0x10"])
+def test_anything_else_is_a_usage_error_naming_the_variable_and_its_value(monkeypatch, text: str) -> None:
+    monkeypatch.setenv(VAR, text)
+    with pytest.raises(UsageError, match=f"^{VAR}='{text}': expected a count$"):
+        env_int(VAR, 7, expected="a count")
+
+
+def test_a_lower_bound(monkeypatch) -> None:
+    monkeypatch.setenv(VAR, "0")
+    with pytest.raises(UsageError, match=f"{VAR}='0': expected one or more"):
+        env_int(VAR, 7, least=1, expected="one or more")
+
+
+@pytest.mark.parametrize(("text", "want"), [(None, 120.0), ("0", 0.0), ("2.5", 2.5), (" 30 ", 30.0)])
+def test_seconds(monkeypatch, text: str | None, want: float) -> None:
+    if text is None:
+        monkeypatch.delenv(VAR, raising=False)
+    else:
+        monkeypatch.setenv(VAR, text)
+    assert env_seconds(VAR, 120.0) == want
+
+
+@pytest.mark.parametrize("text", ["soon", "-1", "nan", "inf", "1m"])
+def test_seconds_refused(monkeypatch, text: str) -> None:
+    monkeypatch.setenv(VAR, text)
+    with pytest.raises(UsageError, match=f"{VAR}='{text}': expected a number of seconds"):
+        env_seconds(VAR, 120.0)
+
+
+@pytest.mark.parametrize("text", ["4g", "512m", "2048", "1G", "64kb", "1T"])
+def test_memory_sizes_spark_takes(monkeypatch, text: str) -> None:
+    monkeypatch.setenv(VAR, text)
+    assert env_memory(VAR, "4g") == text
+
+
+@pytest.mark.parametrize("text", ["lots", "1.5g", "4 g", "4gib", "-1g"])
+def test_memory_sizes_spark_refuses(monkeypatch, text: str) -> None:
+    monkeypatch.setenv(VAR, text)
+    with pytest.raises(UsageError, match=f"{VAR}='{text}': expected a memory size"):
+        env_memory(VAR, "4g")
+
+
+def test_the_variables_that_take_them(monkeypatch) -> None:
+    monkeypatch.setenv("TILTFRAME_SHUFFLE_PARTITIONS", "6")
+    monkeypatch.setenv("TILTFRAME_DRIVER_MEMORY", "2g")
+    conf = tiltframe_defaults("local[2]")
+    assert (conf["spark.sql.shuffle.partitions"], conf["spark.driver.memory"]) == ("6", "2g")
+    monkeypatch.setenv("TILTFRAME_SHUFFLE_PARTITIONS", "none")
+    with pytest.raises(UsageError, match="TILTFRAME_SHUFFLE_PARTITIONS='none'"):
+        tiltframe_defaults("local[2]")
+
+    monkeypatch.setenv(MAX_BYTES_ENV, "1000")
+    assert FileInput("in", "csv").batch_bound() == ("maxBytesPerTrigger", 1000)
+    monkeypatch.setenv(MAX_BYTES_ENV, "0")
+    assert FileInput("in", "csv").batch_bound() is None
+    monkeypatch.setenv(MAX_BYTES_ENV, "64MB")
+    with pytest.raises(UsageError, match=f"{MAX_BYTES_ENV}='64MB': expected a number of bytes"):
+        FileInput("in", "csv").batch_bound()
+    assert FileInput("in", "csv", max_bytes_per_trigger=10).batch_bound() == ("maxBytesPerTrigger", 10)
+
+    monkeypatch.setenv(RETRY_SECONDS_ENV, "5")
+    assert retry_seconds() == 5.0
+    monkeypatch.setenv(RETRY_SECONDS_ENV, "soon")
+    with pytest.raises(UsageError, match=f"{RETRY_SECONDS_ENV}='soon'"):
+        retry_seconds()
+
+
+def test_the_command_line_says_which_variable_is_wrong_before_starting_spark(tmp_path: Path) -> None:
+    app = tmp_path / "app.siddhi"
+    app.write_text("define stream S (k string, v long, ts long);\n"
+                   "define aggregation A from S select k, sum(v) as total group by k aggregate by ts every sec;\n")
+    (tmp_path / "in").mkdir()
+    env = {**os.environ, "TILTFRAME_DRIVER_MEMORY": "lots"}
+    done = subprocess.run([sys.executable, "-m", "tiltframe", "run", str(app), "-i", f"S={tmp_path / 'in'}",
+                           "-d", str(tmp_path / "data")], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "TILTFRAME_DRIVER_MEMORY='lots': expected a memory size" in done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    assert not (tmp_path / "data" / "logs" / "spark.log").exists()
