@@ -11,55 +11,42 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Callable
+from typing import TypeVar
 
 from tiltframe.errors import UsageError
 
+T = TypeVar("T")
 #: What Spark takes as a JVM memory size (``JavaUtils.byteStringAsBytes``): whole numbers, an optional unit.
 _MEMORY = re.compile(r"\d+(?:b|k|kb|m|mb|g|gb|t|tb|p|pb)?", re.IGNORECASE)
 
 
-def _text(name: str) -> str | None:
+def _read(name: str, default: T, parse: Callable[[str], T], valid: Callable[[T], object], expected: str) -> T:
+    """``$name`` parsed and checked, ``default`` when unset or blank, else a usage error saying ``expected``."""
     text = os.environ.get(name, "").strip()
-    return text or None
-
-
-def _refused(name: str, text: str, expected: str) -> UsageError:
-    return UsageError(f"{name}={text!r}: expected {expected}")
+    if not text:
+        return default
+    try:
+        value: T | None = parse(text)
+    except ValueError:
+        value = None
+    if value is None or not valid(value):
+        raise UsageError(f"{name}={text!r}: expected {expected}")
+    return value
 
 
 def env_int(name: str, default: int, *, least: int = 0, expected: str) -> int:
     """``$name`` as a whole number of at least ``least``; ``expected`` says what it counts, for the error."""
-    text = _text(name)
-    if text is None:
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise _refused(name, text, expected) from None
-    if value < least:
-        raise _refused(name, text, expected)
-    return value
+    return _read(name, default, int, lambda value: value >= least, expected)
 
 
 def env_seconds(name: str, default: float) -> float:
     """``$name`` as a duration in seconds: a finite number, zero or more."""
-    text = _text(name)
-    if text is None:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not math.isfinite(value) or value < 0:
-        raise _refused(name, text, "a number of seconds (0 or more)")
-    return value
+    return _read(name, default, float, lambda value: math.isfinite(value) and value >= 0,
+                 "a number of seconds (0 or more)")
 
 
 def env_memory(name: str, default: str) -> str:
     """``$name`` as a JVM memory size for Spark (``4g``, ``512m``, ``2048``: MiB without a unit)."""
-    text = _text(name)
-    if text is None:
-        return default
-    if not _MEMORY.fullmatch(text):
-        raise _refused(name, text, "a memory size such as 4g or 512m (whole numbers; k, m, g, t or p)")
-    return text
+    return _read(name, default, str, _MEMORY.fullmatch,
+                 "a memory size such as 4g or 512m (whole numbers; k, m, g, t or p)")
