@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 
 from pyspark.sql import SparkSession
 
-from tiltframe.env_numbers import env_int
+from tiltframe.env_values import env_int
 
 #: Files of a batch up to this many bytes in all make a small batch: Spark's smallest coalesced partition
 #: (``spark.sql.adaptive.coalescePartitions.minPartitionSize``), below which adaptive execution makes each

@@ -164,6 +164,8 @@ class AggregationPipeline:
         self.purger = purger
         self.totals = PipelineTotals()
         self._levels = levels_for(layout)
+        #: Read once, so that a misspelt ``$TILTFRAME_STAGED_WRITES`` stops the run before its first batch.
+        self._staging = staging_enabled()
         spec = layout.spec
         # A missing value of an aggregated attribute is skipped by the aggregates; only a missing key or
         # event time leaves an event nowhere to go.
@@ -263,7 +265,7 @@ class AggregationPipeline:
 
     def _staging_target(self) -> StagingTarget | None:
         """Where executors copy this batch's rows, or None: staging is off, or the store cannot stage."""
-        if not staging_enabled() or not self.store.capabilities.staged_writes:
+        if not self._staging or not self.store.capabilities.staged_writes:
             return None
         return self.store.prepare_staging(self.layout, self.pipeline_id)
 

@@ -24,7 +24,7 @@ from pyspark.sql import SparkSession
 
 from tiltframe.engine import class_archive
 from tiltframe.engine.spark_settings import fill, settings_made_elsewhere
-from tiltframe.env_numbers import env_int, env_memory
+from tiltframe.env_values import env_int, env_memory
 from tiltframe.errors import TiltframeError
 
 logger = logging.getLogger(__name__)

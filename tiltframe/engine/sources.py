@@ -22,7 +22,7 @@ from pyspark.sql import types as T
 from tiltframe.engine.events import CORRUPT, SPARK_TYPES
 from tiltframe.engine.file_reads import csv_header, parquet_schema, text_schema, with_arrival_part
 from tiltframe.engine.filesystems import Folder, open_folder
-from tiltframe.env_numbers import env_int
+from tiltframe.env_values import env_int
 from tiltframe.errors import UsageError
 from tiltframe.model.streams import StreamDef
 

@@ -27,6 +27,7 @@ from pyspark.sql.types import IntegerType, LongType, StringType, StructField, St
 from tiltframe.engine.arrival import RECORD
 from tiltframe.engine.partials import LEVEL, RECORD_LEVEL, REJECTED
 from tiltframe.engine.staging_writers import writer
+from tiltframe.env_values import env_switch
 from tiltframe.store.base import StagedBatch, StagingTarget
 from tiltframe.store.layout import AGG_COUNT, AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP
 
@@ -43,7 +44,7 @@ _LONGS = (_ROWS, _COUNT, _REJECTED, _MIN_TS, _MAX_TS, _MAX_EVENT_TS)
 
 def enabled() -> bool:
     """Whether staging is wanted (on unless ``$TILTFRAME_STAGED_WRITES`` says 0, false, no or off)."""
-    return os.environ.get(STAGED_WRITES_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+    return env_switch(STAGED_WRITES_ENV, True)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from typing import ParamSpec, TypeVar
 import sqlalchemy as sa
 import tenacity
 
-from tiltframe.env_numbers import env_seconds
+from tiltframe.env_values import env_seconds
 
 logger = logging.getLogger(__name__)
 

@@ -1,5 +1,6 @@
-"""Numbers read from TILTFRAME_* variables: their values as written, their defaults when unset or blank, and
-a usage error naming the variable for anything else; the variables that use them, down to the command line."""
+"""Numbers, sizes and switches read from TILTFRAME_* variables: their values as written, their defaults when
+unset or blank, and a usage error naming the variable for anything else; the variables that use them, down to
+the command line."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.oracle import open_pipeline
 from tiltframe.engine.session import tiltframe_defaults
 from tiltframe.engine.sources import MAX_BYTES_ENV, FileInput
-from tiltframe.env_numbers import env_int, env_memory, env_seconds
+from tiltframe.engine.staged_writes import STAGED_WRITES_ENV
+from tiltframe.env_values import env_int, env_memory, env_seconds, env_switch
 from tiltframe.errors import UsageError
 from tiltframe.store.retries import RETRY_SECONDS_ENV, retry_seconds
 
@@ -68,6 +71,33 @@ def test_memory_sizes_spark_refuses(monkeypatch, text: str) -> None:
     monkeypatch.setenv(VAR, text)
     with pytest.raises(UsageError, match=f"{VAR}='{text}': expected a memory size"):
         env_memory(VAR, "4g")
+
+
+@pytest.mark.parametrize(("text", "want"), [(None, True), ("", True), ("0", False), ("off", False), ("No", False),
+                                          ("FALSE", False), ("1", True), ("on", True), (" yes ", True), ("True", True)])
+def test_switches(monkeypatch, text: str | None, want: bool) -> None:
+    if text is None:
+        monkeypatch.delenv(VAR, raising=False)
+    else:
+        monkeypatch.setenv(VAR, text)
+    assert env_switch(VAR, True) is want
+
+
+@pytest.mark.parametrize("text", ["flase", "2", "disabled", "of"])
+def test_a_misspelt_switch_is_not_taken_for_its_default(monkeypatch, text: str) -> None:
+    monkeypatch.setenv(VAR, text)
+    with pytest.raises(UsageError, match=f"{VAR}='{text}': expected on or off"):
+        env_switch(VAR, True)
+
+
+def test_a_misspelt_staging_switch_stops_the_pipeline_before_its_first_batch(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(STAGED_WRITES_ENV, "flase")
+    with pytest.raises(UsageError, match=f"{STAGED_WRITES_ENV}='flase': expected on or off"):
+        open_pipeline(tmp_path, "p")
+    monkeypatch.setenv(STAGED_WRITES_ENV, "off")
+    _, stores, pipeline = open_pipeline(tmp_path, "p")
+    assert pipeline._staging is False
+    stores.close()
 
 
 def test_the_variables_that_take_them(monkeypatch) -> None:

@@ -1,8 +1,9 @@
-"""Numbers and sizes read from ``TILTFRAME_*`` environment variables.
+"""Numbers, sizes and switches read from ``TILTFRAME_*`` environment variables.
 
 A value that is not what the variable takes is a :class:`UsageError` naming the variable, its value and
 what it expects, raised where the value is first needed; never Python's bare ``ValueError``, nor a value
-handed on to Spark or a JVM that fails later with a message naming neither. An unset or blank variable
+handed on to Spark or a JVM that fails later with a message naming neither, nor a misspelt switch
+taken for its default. An unset or blank variable
 means its default.
 """
 
@@ -50,3 +51,12 @@ def env_memory(name: str, default: str) -> str:
     """``$name`` as a JVM memory size for Spark (``4g``, ``512m``, ``2048``: MiB without a unit)."""
     return _read(name, default, str, _MEMORY.fullmatch,
                  "a memory size such as 4g or 512m (whole numbers; k, m, g, t or p)")
+
+
+_SWITCH = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
+
+
+def env_switch(name: str, default: bool) -> bool:
+    """``$name`` as on (1, true, yes, on) or off (0, false, no, off), in any case."""
+    return _read(name, default, lambda text: _SWITCH.get(text.lower()), lambda value: value is not None,
+                 "on or off (1, true, yes or on; 0, false, no or off)")
