@@ -15,7 +15,7 @@ from tests.oracle import open_pipeline
 from tiltframe.engine.session import tiltframe_defaults
 from tiltframe.engine.sources import MAX_BYTES_ENV, FileInput
 from tiltframe.engine.staged_writes import STAGED_WRITES_ENV
-from tiltframe.env_values import env_int, env_memory, env_seconds, env_switch
+from tiltframe.env_values import env_choice, env_int, env_memory, env_seconds, env_switch
 from tiltframe.errors import UsageError
 from tiltframe.store.retries import RETRY_SECONDS_ENV, retry_seconds
 
@@ -90,6 +90,17 @@ def test_a_misspelt_switch_is_not_taken_for_its_default(monkeypatch, text: str) 
         env_switch(VAR, True)
 
 
+def test_choices(monkeypatch) -> None:
+    levels = ("INFO", "WARN")
+    monkeypatch.delenv(VAR, raising=False)
+    assert env_choice(VAR, None, levels) is None
+    monkeypatch.setenv(VAR, " warn ")
+    assert env_choice(VAR, None, levels) == "WARN"
+    monkeypatch.setenv(VAR, "WARNN")
+    with pytest.raises(UsageError, match=f"{VAR}='WARNN': expected one of INFO, WARN$"):
+        env_choice(VAR, None, levels)
+
+
 def test_a_misspelt_staging_switch_stops_the_pipeline_before_its_first_batch(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setenv(STAGED_WRITES_ENV, "flase")
     with pytest.raises(UsageError, match=f"{STAGED_WRITES_ENV}='flase': expected on or off"):
@@ -125,15 +136,21 @@ def test_the_variables_that_take_them(monkeypatch) -> None:
         retry_seconds()
 
 
-def test_the_command_line_says_which_variable_is_wrong_before_starting_spark(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("variable", "value", "said"), [
+    ("TILTFRAME_DRIVER_MEMORY", "lots", "expected a memory size"),
+    ("TILTFRAME_SPARK_LOG_LEVEL", "WARNN", "expected one of ALL, TRACE, DEBUG, INFO, WARN, ERROR, FATAL, OFF"),
+])
+def test_the_command_line_says_which_variable_is_wrong_before_starting_spark(
+    tmp_path: Path, variable: str, value: str, said: str
+) -> None:
     app = tmp_path / "app.siddhi"
     app.write_text("define stream S (k string, v long, ts long);\n"
                    "define aggregation A from S select k, sum(v) as total group by k aggregate by ts every sec;\n")
     (tmp_path / "in").mkdir()
-    env = {**os.environ, "TILTFRAME_DRIVER_MEMORY": "lots"}
+    env = {**os.environ, variable: value}
     done = subprocess.run([sys.executable, "-m", "tiltframe", "run", str(app), "-i", f"S={tmp_path / 'in'}",
                            "-d", str(tmp_path / "data")], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
-    assert "TILTFRAME_DRIVER_MEMORY='lots': expected a memory size" in done.stdout + done.stderr
+    assert f"{variable}='{value}': {said}" in done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
     assert not (tmp_path / "data" / "logs" / "spark.log").exists()

@@ -1,4 +1,4 @@
-"""Numbers, sizes and switches read from ``TILTFRAME_*`` environment variables.
+"""Numbers, sizes, switches and choices read from ``TILTFRAME_*`` environment variables.
 
 A value that is not what the variable takes is a :class:`UsageError` naming the variable, its value and
 what it expects, raised where the value is first needed; never Python's bare ``ValueError``, nor a value
@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from tiltframe.errors import UsageError
@@ -60,3 +60,10 @@ def env_switch(name: str, default: bool) -> bool:
     """``$name`` as on (1, true, yes, on) or off (0, false, no, off), in any case."""
     return _read(name, default, lambda text: _SWITCH.get(text.lower()), lambda value: value is not None,
                  "on or off (1, true, yes or on; 0, false, no or off)")
+
+
+def env_choice(name: str, default: str | None, choices: Sequence[str]) -> str | None:
+    """``$name`` as one of ``choices``, in any case (given back as ``choices`` spells it)."""
+    spelt = {choice.lower(): choice for choice in choices}
+    return _read(name, default, lambda text: spelt.get(text.lower()), lambda value: value is not None,
+                 f"one of {', '.join(choices)}")

@@ -24,7 +24,7 @@ from pyspark.sql import SparkSession
 
 from tiltframe.engine import class_archive
 from tiltframe.engine.spark_settings import fill, settings_made_elsewhere
-from tiltframe.env_values import env_int, env_memory
+from tiltframe.env_values import env_choice, env_int, env_memory
 from tiltframe.errors import TiltframeError
 
 logger = logging.getLogger(__name__)
@@ -54,6 +54,8 @@ LOCAL_LISTING_THRESHOLD = 4096
 
 #: The environment variable that sets Spark's log level.
 LOG_LEVEL_ENV = "TILTFRAME_SPARK_LOG_LEVEL"
+#: The levels ``SparkContext.setLogLevel`` takes (any case).
+SPARK_LOG_LEVELS = ("ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
 #: Environment variables for the values tiltframe fills when no Spark setting names them.
 SHUFFLE_PARTITIONS_ENV = "TILTFRAME_SHUFFLE_PARTITIONS"
 DRIVER_MEMORY_ENV = "TILTFRAME_DRIVER_MEMORY"
@@ -110,12 +112,13 @@ def get_session(
     for key, value in conf.items():
         builder = builder.config(key, value)
     to_file = log_file is not None and master is not None and SparkContext._gateway is None
+    # Checked before a JVM starts: Spark would refuse a misspelt level only once it is up.
+    level = env_choice(LOG_LEVEL_ENV, None, SPARK_LOG_LEVELS) or log_level or ("WARN" if to_file else "ERROR")
     with class_archive.sharing():  # a JVM started here maps the classes of Spark's start-up (class_archive.py)
         if log_file is not None and master is not None and to_file:
             settings = SparkConf(loadDefaults=False).setMaster(master).setAppName(app_name).setAll(list(conf.items()))
             _launch_jvm(log_file, settings)
         spark = builder.getOrCreate()
-    level = os.environ.get(LOG_LEVEL_ENV) or log_level or ("WARN" if to_file else "ERROR")
     spark.sparkContext.setLogLevel(level)
     return spark
 
