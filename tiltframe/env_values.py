@@ -3,8 +3,7 @@
 A value that is not what the variable takes is a :class:`UsageError` naming the variable, its value and
 what it expects, raised where the value is first needed; never Python's bare ``ValueError``, nor a value
 handed on to Spark or a JVM that fails later with a message naming neither, nor a misspelt switch
-taken for its default. An unset or blank variable
-means its default.
+taken for its default. An unset or blank variable means its default.
 """
 
 from __future__ import annotations

@@ -43,7 +43,8 @@ _LONGS = (_ROWS, _COUNT, _REJECTED, _MIN_TS, _MAX_TS, _MAX_EVENT_TS)
 
 
 def enabled() -> bool:
-    """Whether staging is wanted (on unless ``$TILTFRAME_STAGED_WRITES`` says 0, false, no or off)."""
+    """Whether staging is wanted: on unless ``$TILTFRAME_STAGED_WRITES`` says 0, false, no or off (a value
+    that is neither on nor off is a usage error)."""
     return env_switch(STAGED_WRITES_ENV, True)
 
 
