@@ -28,6 +28,11 @@ aggregate by ts every sec ... day;
 SELECT k, count() AS n FROM S GROUP BY k EMIT PERIODIC 5s;
 """
 T0 = 1_704_067_200_000  # 2024-01-01T00:00Z
+#: A continuous query whose policy (after the window closes, the default) has no interval.
+WINDOWS = """
+@eventTime('ts') define stream S (k string, v long, ts long);
+SELECT window_start, k, count() AS n FROM tumble(S, 1s) GROUP BY window_start, k;
+"""
 
 
 def _wait(condition: Callable[[], bool], seconds: float) -> None:
@@ -65,6 +70,24 @@ def test_a_following_run_triggers_at_the_interval_given(spark, tmp_path: Path) -
     got = tf.query(app, 'from A within 0L, 4102444800000L per "days" select k, total, events',
                    data_dir=tmp_path / "data")
     assert sorted(zip(got["k"], got["total"], got["events"], strict=True)) == [("a", 5, 2), ("b", 2, 1)]
+
+
+def test_a_following_run_starts_a_query_whose_emit_has_no_interval(spark, tmp_path: Path) -> None:
+    """A window emitted when the watermark closes it (the default policy) has no interval for the wall
+    clock to follow; the run starts, emits the closed windows and stops."""
+    inbox = tmp_path / "in"
+    inbox.mkdir()
+    pd.DataFrame({"k": ["a", "b", "a", "a"], "v": [1, 2, 4, 8],
+                  "ts": [T0, T0 + 500, T0 + 1500, T0 + 9000]}).to_csv(inbox / "a.csv", index=False)
+    app = tf.load_app(WINDOWS)
+    handle = tf.start(app, {"S": inbox}, data_dir=tmp_path / "data", spark=spark, follow=True, trigger_seconds=1)
+    try:
+        _wait(lambda: handle.continuous[0].totals.rows_emitted == 3, 120)
+        continuous = [_trigger(c._query) for c in handle.continuous]
+    finally:
+        handle.stop()
+        handle.close()
+    assert continuous == ["ProcessingTimeTrigger(1000)"]
 
 
 def test_a_trigger_interval_needs_follow_and_a_positive_length(spark, tmp_path: Path) -> None:

@@ -205,7 +205,8 @@ class ContinuousRun:
         )
         self._query = start_with_rocksdb(writer, self.spark)
         if self.follow and not self.manual_clock:
-            step = max(0.1, min(self.trigger_ms, *self._intervals()) / 1000)
+            # The clock moves at least as often as the trigger; a policy without intervals has none to add.
+            step = max(0.1, min([self.trigger_ms, *self._intervals()]) / 1000)
             self._ticker = follow_wall_time(self.clock, step, self._stop, f"clock-{self.name}")
         return self
 
