@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 from tiltframe.errors import UsageError
@@ -52,17 +52,19 @@ def env_memory(name: str, default: str) -> str:
                  "a memory size such as 4g or 512m (whole numbers; k, m, g, t or p)")
 
 
+def _one_of(name: str, default: T, spellings: Mapping[str, T], expected: str) -> T:
+    """``$name`` as the value of its spelling in ``spellings`` (lower case keys; the variable in any case)."""
+    return _read(name, default, lambda text: spellings.get(text.lower()), lambda value: value is not None, expected)
+
+
 _SWITCH = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 
 
 def env_switch(name: str, default: bool) -> bool:
     """``$name`` as on (1, true, yes, on) or off (0, false, no, off), in any case."""
-    return _read(name, default, lambda text: _SWITCH.get(text.lower()), lambda value: value is not None,
-                 "on or off (1, true, yes or on; 0, false, no or off)")
+    return _one_of(name, default, _SWITCH, "on or off (1, true, yes or on; 0, false, no or off)")
 
 
 def env_choice(name: str, default: str | None, choices: Sequence[str]) -> str | None:
     """``$name`` as one of ``choices``, in any case (given back as ``choices`` spells it)."""
-    spelt = {choice.lower(): choice for choice in choices}
-    return _read(name, default, lambda text: spelt.get(text.lower()), lambda value: value is not None,
-                 f"one of {', '.join(choices)}")
+    return _one_of(name, default, {choice.lower(): choice for choice in choices}, f"one of {', '.join(choices)}")
