@@ -5,6 +5,7 @@ same in words."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -36,15 +37,17 @@ def _files(tmp_path: Path) -> tuple[list[str], list[int]]:
     return args, sizes
 
 
-def _tiltframe(args: list[str]) -> subprocess.CompletedProcess[str]:
+def _tiltframe(args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "tiltframe", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=600, check=False)
+                          timeout=600, check=False, env={**os.environ, **env})
 
 
 def test_json_logs_have_one_line_per_micro_batch(tmp_path: Path) -> None:
     args, sizes = _files(tmp_path)
-    done = _tiltframe(["--log-format", "json", *args])
+    done = _tiltframe(["--log-format", "json", *args], TILTFRAME_SHORT_RUN_BYTES="100")  # files of 300 bytes
     assert done.returncode == 0, done.stderr
+    spark_log = (tmp_path / "data" / "logs" / "spark.log").read_text(encoding="utf-8")
+    assert "=== tiltframe: Spark starts" in spark_log and "C1" not in spark_log  # not a short run: both compilers
     records = [json.loads(line) for line in done.stderr.splitlines() if line.strip()]  # every line is JSON
     batches = [r for r in records if "batch_id" in r]
     got = sorted((r["aggregation"], r["events_read"], r["events_aggregated"], r["events_rejected"]) for r in batches)
@@ -77,3 +80,5 @@ def test_a_default_run_prints_no_spark_log_line(tmp_path: Path) -> None:
     assert "events read" in done.stdout
     spark_log = (tmp_path / "data" / "logs" / "spark.log").read_text(encoding="utf-8")
     assert "=== tiltframe: Spark starts" in spark_log and "log4j" in spark_log
+    # Files of a few hundred bytes, read once: the JVM compiles with C1 alone (tiltframe.engine.jvm_launch).
+    assert "; C1 compiler alone (a short run)\n" in spark_log

@@ -96,16 +96,17 @@ def _to_spark_log(path: Path) -> None:
         logging.getLogger(name).addHandler(handler)
 
 
-def start_spark(master: str | None, data_dir: Path) -> SparkSession:
+def start_spark(master: str | None, data_dir: Path, *, short_lived: bool = False) -> SparkSession:
     """The Spark session of a command: a new one keeps its log in the data directory unless
-    ``--verbose`` (an active session, as under spark-submit, is used as it is)."""
+    ``--verbose`` (an active session, as under spark-submit, is used as it is); ``short_lived``: its JVM
+    compiles with C1 alone (``tiltframe.engine.jvm_launch``)."""
     from tiltframe.engine.session import get_session
 
     if settings.verbose or settings.debug:
-        return get_session(master, log_level="WARN")
+        return get_session(master, log_level="WARN", short_lived=short_lived)
     log = spark_log_file(data_dir)
     before = log.stat().st_size if log.exists() else -1
-    spark = get_session(master, log_file=log)
+    spark = get_session(master, log_file=log, short_lived=short_lived)
     if log.exists() and log.stat().st_size != before:  # this session writes there
         settings.spark_log = log
         _to_spark_log(log)

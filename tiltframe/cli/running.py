@@ -215,6 +215,7 @@ def run(
             if root not in fed and inputs:
                 err.print(f"note: stream {root} has no --input; aggregation {agg.name} receives no events")
 
+        from tiltframe.engine.jvm_launch import is_short_run
         from tiltframe.engine.sinks import sink_for
         from tiltframe.engine.sources import FileInput
 
@@ -236,7 +237,9 @@ def run(
                 cleanup.callback(serve_beside(spec, directory, serve_port, serve_host, token, status, err).stop)
             if (err.is_terminal or logs.settings.verbose) and not logs.settings.json:
                 err.print(f"starting Spark ({master or 'default master'}) ...", style="dim")
-            spark = logs.start_spark(master, directory)
+            # A run that reads a few megabytes and exits is over before C2's compiling would pay back.
+            short = not follow and is_short_run([f.path for f in file_inputs.values()])
+            spark = logs.start_spark(master, directory, short_lived=short)
             started = time.monotonic()
             logged = logs.settings.verbose or logs.settings.debug or logs.settings.json
             progress = RunProgress(err, [a.name for a in spec.aggregations], follow=follow, logged=logged)

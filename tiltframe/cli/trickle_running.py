@@ -13,6 +13,7 @@ from tiltframe.cli import logs
 from tiltframe.cli.interrupts import wait_interruptibly
 from tiltframe.cli.options import pairs, resolve_data_dir
 from tiltframe.cli.output import stderr_console
+from tiltframe.engine.jvm_launch import is_short_run
 from tiltframe.errors import UsageError
 from tiltframe.model.trickle import INPUT_PORT
 
@@ -51,7 +52,8 @@ def run_trickle(
         for line in lines:
             typer.echo(f'{{"event":{line},"stream":{json.dumps(stream, ensure_ascii=False)}}}')
 
-    spark = logs.start_spark(master, directory)
+    short = not follow and is_short_run([sources[INPUT_PORT]])  # C1 alone for its JVM (jvm_launch.py)
+    spark = logs.start_spark(master, directory, short_lived=short)
     started = time.monotonic()
     handle = api.start_trickle(query, sources[INPUT_PORT], data_dir=directory, spark=spark,
                                outputs=pairs(outputs, "--output"), follow=follow,

@@ -8,7 +8,7 @@ ready: measured on two cores, one small run went from 31 s to 24 s (docs/perform
 
 :func:`build` makes the archive by running a small aggregation in a child process whose JVM writes it at
 exit (``scripts/setup.sh`` does it; ``python -m tiltframe.engine.class_archive`` again at any time), about
-170 MB in tiltframe's cache folder.  :func:`sharing` gives it to the JVM tiltframe starts, through
+170 MB in tiltframe's cache folder.  ``tiltframe.engine.jvm_launch`` gives it to the JVM tiltframe starts, through
 ``SPARK_SUBMIT_OPTS`` (added to the driver's command beside any ``spark.driver.extraJavaOptions``).  The
 archive's name holds the Spark version and a digest of the Java executable and of Spark's jars (where
 they are, their names, sizes and times), so every install has its own; a JVM whose classpath or JDK differ
@@ -19,12 +19,11 @@ A truncated archive is the one danger: the JVM maps it without checking its leng
 start (a full disk while it is written would do it, and the JVM that writes it exits with its Python
 process, whose exit status says nothing of the dump).  So an archive is only used once proven: after it is
 written, a JVM started with it must map it and run a job; then a stamp beside it records its size and
-modification time, and :func:`sharing` passes over an archive whose stamp is missing or differs.
+modification time, and :func:`java_options` passes over an archive whose stamp is missing or differs.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import shutil
@@ -32,7 +31,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 from tiltframe.cache import cache_dir
@@ -126,25 +124,6 @@ def java_options() -> str:
     whose classpath is Spark's jars too (``python -m tiltframe.engine.class_archive --options``)."""
     path = archive_path()
     return f"-XX:SharedArchiveFile={path} {QUIET}" if path is not None and proven(path) else ""
-
-
-@contextlib.contextmanager
-def sharing() -> Iterator[None]:
-    """Within it, a JVM that Spark's launcher starts maps the archive (when there is one and the options
-    of the launch name no other); the environment is as it was afterwards."""
-    options = java_options()
-    before = os.environ.get(SUBMIT_OPTS)
-    if not options or "SharedArchiveFile" in (before or "") or "Xshare" in (before or ""):
-        yield
-        return
-    os.environ[SUBMIT_OPTS] = f"{before or ''} {options}".strip()
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(SUBMIT_OPTS, None)
-        else:
-            os.environ[SUBMIT_OPTS] = before
 
 
 _PROOF = """

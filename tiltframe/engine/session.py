@@ -22,7 +22,7 @@ from pathlib import Path
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
-from tiltframe.engine import class_archive
+from tiltframe.engine import jvm_launch
 from tiltframe.engine.spark_settings import fill, settings_made_elsewhere
 from tiltframe.env_values import env_choice, env_int, env_memory
 from tiltframe.errors import TiltframeError
@@ -74,6 +74,7 @@ def get_session(
     app_name: str = "tiltframe",
     log_file: Path | None = None,
     log_level: str | None = None,
+    short_lived: bool = False,
 ) -> SparkSession:
     """The active session as it is if there is one, else a new one.
 
@@ -84,7 +85,8 @@ def get_session(
 
     ``log_file``: where a new session's Spark output goes instead of stderr (ignored when a session or
     a JVM already exists, as under spark-submit).  Spark's log level: ``$TILTFRAME_SPARK_LOG_LEVEL``, else
-    ``log_level``, else WARN into a log file and ERROR on the terminal.
+    ``log_level``, else WARN into a log file and ERROR on the terminal.  ``short_lived``: a JVM started here
+    compiles with C1 alone (a run that reads a few megabytes and exits; ``tiltframe.engine.jvm_launch``).
     """
     # Local sessions stay on loopback instead of whatever the host name resolves to.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -114,10 +116,12 @@ def get_session(
     to_file = log_file is not None and master is not None and SparkContext._gateway is None
     # Checked before a JVM starts: Spark would refuse a misspelt level only once it is up.
     level = env_choice(LOG_LEVEL_ENV, None, SPARK_LOG_LEVELS) or log_level or ("WARN" if to_file else "ERROR")
-    with class_archive.sharing():  # a JVM started here maps the classes of Spark's start-up (class_archive.py)
+    # A JVM started here maps the classes of Spark's start-up (class_archive.py), and a short run's compiles
+    # with C1 alone (jvm_launch.py).
+    with jvm_launch.launching(short_lived) as added:
         if log_file is not None and master is not None and to_file:
             settings = SparkConf(loadDefaults=False).setMaster(master).setAppName(app_name).setAll(list(conf.items()))
-            _launch_jvm(log_file, settings)
+            _launch_jvm(log_file, settings, "; C1 compiler alone (a short run)" if jvm_launch.C1_ONLY in added else "")
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(level)
     return spark
@@ -140,9 +144,10 @@ def tiltframe_defaults(master: str) -> dict[str, str]:
     return conf
 
 
-def _launch_jvm(log_file: Path, conf: SparkConf) -> None:
+def _launch_jvm(log_file: Path, conf: SparkConf, said: str = "") -> None:
     """Start Spark's JVM (as ``getOrCreate`` would, with the same settings) with its stderr on
-    ``log_file``; a JVM that does not start is a :class:`SparkStartError` quoting the log's last line."""
+    ``log_file``, after a header line (ending with ``said``); a JVM that does not start is a
+    :class:`SparkStartError` quoting the log's last line."""
     from pyspark.errors import PySparkRuntimeError
     from pyspark.java_gateway import launch_gateway
 
@@ -151,7 +156,7 @@ def _launch_jvm(log_file: Path, conf: SparkConf) -> None:
         log_file.replace(log_file.with_name(log_file.name + ".1"))
     with log_file.open("ab") as sink:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S %Z")
-        header = f"\n=== tiltframe: Spark starts ({conf.get('spark.master')}) at {stamp}, pid {os.getpid()}\n"
+        header = f"\n=== tiltframe: Spark starts ({conf.get('spark.master')}) at {stamp}, pid {os.getpid()}{said}\n"
         sink.write(header.encode())
         sink.flush()
         size = sink.tell()

@@ -1,0 +1,101 @@
+"""The Java options of the driver JVM a new session starts: the class archive, and C1's compiler alone for a
+short run.
+
+A JVM compiles hot code twice: quickly with C1, then again, optimised, with C2.  C2 pays back in a process
+that runs for minutes; in one that reads a few megabytes and exits, its compiler threads mostly take
+the cores from the work, compiling Spark's start-up code.  Measured on two cores (docs/performance.md,
+"Fixed costs"), each a new ``tiltframe run`` from start to exit: one small file 13.4 to 10.3 s with C1
+alone; 29 MB of W1's events 16.6 to 15.3 s; W2's 108 MB 22.1 to 18.8 s; but W1's 141 MB 36.7-42.2 to
+44.7-47.6 s, where the aggregation's own code is hot long enough.  So a run that reads everything available
+and exits, over local files of at most ``$TILTFRAME_SHORT_RUN_BYTES`` (32 MiB by default; 0: never) in all,
+starts its JVM with C1 alone; a following run, a larger one, a remote input and a JVM that already runs
+keep both compilers.  Results never depend on the compiler.
+
+The options go to the JVM through ``SPARK_SUBMIT_OPTS`` for the launch only, beside the caller's own;
+options the caller gives the driver (``spark.driver.extraJavaOptions``, ``--driver-java-options``) come after
+them on the JVM's command line, so theirs win.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from tiltframe.engine import class_archive
+from tiltframe.engine.filesystems import local_path
+from tiltframe.env_values import env_int
+
+SUBMIT_OPTS = class_archive.SUBMIT_OPTS
+SHORT_RUN_ENV = "TILTFRAME_SHORT_RUN_BYTES"
+DEFAULT_SHORT_RUN_BYTES = 32 * 1024 * 1024
+#: Tiered compilation stops at its first level: C1, without the profiling that feeds C2.
+C1_ONLY = "-XX:TieredStopAtLevel=1"
+
+
+def short_run_bytes() -> int:
+    """``$TILTFRAME_SHORT_RUN_BYTES``, else 32 MiB; 0 makes no run short."""
+    return env_int(SHORT_RUN_ENV, DEFAULT_SHORT_RUN_BYTES, expected="a number of bytes (0: no short runs)")
+
+
+def is_short_run(paths: Iterable[str]) -> bool:
+    """Whether a run that reads everything at ``paths`` once and exits is short: every path on this machine
+    (a plain path or a ``file:`` URI) and their files at most ``short_run_bytes()`` in all (a folder is
+    walked only until its files pass the bound)."""
+    bound = short_run_bytes()
+    if bound <= 0:
+        return False
+    total = 0
+    for path in paths:
+        local = local_path(path)
+        if local is None:
+            return False
+        for file in _files(local):
+            try:
+                total += file.stat().st_size
+            except OSError:
+                continue  # gone meanwhile: Spark's listing decides
+            if total > bound:
+                return False
+    return True
+
+
+def _files(path: Path) -> Iterator[Path]:
+    if not path.is_dir():
+        yield path
+        return
+    for folder, _dirs, names in os.walk(path):
+        for name in names:
+            yield Path(folder, name)
+
+
+def java_options(short_lived: bool) -> str:
+    """The options tiltframe adds to a JVM it starts, beside ``$SPARK_SUBMIT_OPTS``: the proven class archive
+    (unless those options name one) and, for a short run, C1 alone (unless they choose a compiler)."""
+    before = os.environ.get(SUBMIT_OPTS) or ""
+    options = []
+    if "SharedArchiveFile" not in before and "Xshare" not in before:
+        options.append(class_archive.java_options())
+    if short_lived and "Tiered" not in before:
+        options.append(C1_ONLY)
+    return " ".join(o for o in options if o)
+
+
+@contextlib.contextmanager
+def launching(short_lived: bool = False) -> Iterator[str]:
+    """Within it, a JVM that Spark's launcher starts gets :func:`java_options` (what it yields); the
+    environment is as it was afterwards."""
+    options = java_options(short_lived)
+    before = os.environ.get(SUBMIT_OPTS)
+    if not options:
+        yield options
+        return
+    os.environ[SUBMIT_OPTS] = f"{before or ''} {options}".strip()
+    try:
+        yield options
+    finally:
+        if before is None:
+            os.environ.pop(SUBMIT_OPTS, None)
+        else:
+            os.environ[SUBMIT_OPTS] = before
