@@ -47,6 +47,11 @@ DEFAULT_CONF = {
     "spark.ui.retainedTasks": "1000",
     "spark.ui.dagGraph.retainedRootRDDs": "50",
     "spark.sql.hive.filesourcePartitionFileCacheSize": str(16 * 1024 * 1024),
+    # PySpark's DataFrame debugging notes the Python line of every DataFrame and Column call in the JVM,
+    # for the query context of a runtime error: about six more Py4J calls per call (a micro-batch's plan
+    # makes hundreds of them), to name lines of tiltframe's own plans to its users (docs/performance.md,
+    # "A small micro-batch").
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 
 #: Paths listed by the driver itself, in local mode, before Spark lists them with a job.
