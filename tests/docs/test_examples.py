@@ -133,6 +133,7 @@ SKIPPED_BY_REASON: dict[str, list[tuple[str, str]]] = {
         ("README.md", "python bench/bench_core.py --workload W2 --files-per-batch 10"),
         ("README.md", 'eval "$(bash scripts/services.sh)"; python bench/bench_core.py --workload W1 --store sqlite '
                       "postgresql mysql"),
+        ("README.md", "python bench/profile_pipeline.py W1"),
         ("docs/http.md", "python bench/bench_serve.py"),
         ("docs/http.md", "python bench/bench_serve.py --events 100000 --requests 500 --requests-per-client 20"),
         ("docs/http.md", "python bench/bench_serve.py --profile"),
