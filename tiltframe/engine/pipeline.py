@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from tiltframe.engine import py4j_cycles
 from tiltframe.engine.arrival import RECORD, arrange, needs_latest, policy_records
 from tiltframe.engine.events import EVENT_TS, FIELD, RAW, REASON, VALUE, type_events
 from tiltframe.engine.file_reads import FileProblem
@@ -202,6 +203,7 @@ class AggregationPipeline:
         if self.compactor is not None:
             self.compactor.maybe_compact()
         t2 = time.perf_counter()
+        py4j_cycles.after_batch()  # the JVM lets go of finished batches' plans (py4j_cycles.py)
         t1 = t0 + aggregating
         skipped = not written and stats.events_read > 0
         report = BatchReport(layout.name, batch_id, stats, rows_out if written else 0, skipped, t1 - t0, t2 - t1,
