@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.jvm_options import SHORT_LIVED_JVM
+from tests.jvm_options import SHORT_LIVED_SUBMIT_ARGS as SHORT_LIVED
 
 # Test data is small: Spark's fixed costs per query dominate, not its throughput.  For the suite's sessions
 # (this process's and every CLI it starts) two shuffle partitions; no code generation (its compile time
@@ -17,7 +17,6 @@ from tests.jvm_options import SHORT_LIVED_JVM
 # the standalone-cluster tests (spark-submit reads no PYSPARK_SUBMIT_ARGS), the tests about settings and
 # every benchmark.  The processes tests start get the options of a short-lived JVM (tests/jvm_options.py);
 # this process's session does not.
-SHORT_LIVED = f"--driver-java-options {SHORT_LIVED_JVM}"
 os.environ.setdefault("TILTFRAME_SHUFFLE_PARTITIONS", "2")
 os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--conf spark.sql.codegen.wholeStage=false "
                       "--conf spark.sql.codegen.factoryMode=NO_CODEGEN --conf spark.sql.adaptive.enabled=false "

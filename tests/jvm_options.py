@@ -8,9 +8,11 @@ micro-batches ran 25% longer without C2).  Results never depend on the compiler.
 """
 from __future__ import annotations
 
-from tiltframe.engine import class_archive
+from tiltframe.engine import class_archive, jvm_launch
 
-SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1"
+SHORT_LIVED_JVM = jvm_launch.C1_ONLY  # what tiltframe gives a short run's JVM itself
+#: The same, in ``$PYSPARK_SUBMIT_ARGS`` (tests/conftest.py gives it to the processes tests start).
+SHORT_LIVED_SUBMIT_ARGS = f"--driver-java-options {SHORT_LIVED_JVM}"
 
 #: The JVMs of a standalone cluster (daemons, spark-submit's drivers, executors) are not started by tiltframe,
 #: so they are given the class archive here (when setup made one): their classpath is Spark's jars too.

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.jvm_options import SHORT_LIVED_JVM
+from tests.jvm_options import SHORT_LIVED_SUBMIT_ARGS
 from tiltframe.engine import class_archive
 
 
@@ -121,7 +121,7 @@ def test_a_jvm_tiltframe_starts_maps_the_archive_and_answers_the_same(tmp_path: 
     archive = made if made is not None and class_archive.proven(made) else class_archive.build(tmp_path / "c.jsa")
     assert class_archive.proven(archive)
     # Without the compiler option the suite gives the JVMs it starts (conftest.py), to see tiltframe's own.
-    submit_args = os.environ.get("PYSPARK_SUBMIT_ARGS", "").replace(f"--driver-java-options {SHORT_LIVED_JVM}", "")
+    submit_args = os.environ.get("PYSPARK_SUBMIT_ARGS", "").replace(SHORT_LIVED_SUBMIT_ARGS, "")
     env = {**os.environ, class_archive.ENV: str(archive), "PYSPARK_SUBMIT_ARGS": submit_args}
     done = subprocess.run([sys.executable, "-c", MAPS, "short"], env=env, capture_output=True, text=True,
                           timeout=300, check=True)
