@@ -12,23 +12,9 @@ through Spark into per-granularity tables, and query them back with ``within ...
 
 from __future__ import annotations
 
-from tiltframe.api import (
-    changed_files,
-    compact,
-    default_data_dir,
-    insert,
-    inspect,
-    load_app,
-    load_trickle,
-    parse_records,
-    purge,
-    query,
-    rejected,
-    run,
-    select,
-    start,
-    start_trickle,
-)
+from typing import TYPE_CHECKING
+
+from tiltframe import lazy
 from tiltframe.errors import (
     DataError,
     DefinitionError,
@@ -39,7 +25,26 @@ from tiltframe.errors import (
     TiltframeError,
     UsageError,
 )
-from tiltframe.lifecycle import migrate, plan_changes, rebuild, verify
+
+if TYPE_CHECKING:
+    from tiltframe.api import (
+        changed_files,
+        compact,
+        default_data_dir,
+        insert,
+        inspect,
+        load_app,
+        load_trickle,
+        parse_records,
+        purge,
+        query,
+        rejected,
+        run,
+        select,
+        start,
+        start_trickle,
+    )
+    from tiltframe.lifecycle import migrate, plan_changes, rebuild, verify
 
 __all__ = [
     "DataError",
@@ -70,3 +75,12 @@ __all__ = [
     "start_trickle",
     "verify",
 ]
+
+# The API (pandas, SQLAlchemy, Spark's session) is imported when first used: ``import tiltframe`` alone, as
+# a Spark worker's import of one of the package's modules does, stays light (tiltframe.lazy).
+__getattr__, __dir__ = lazy.exports(__name__, {
+    **lazy.names_in("tiltframe.api", ("changed_files", "compact", "default_data_dir", "insert", "inspect", "load_app",
+                                      "load_trickle", "parse_records", "purge", "query", "rejected", "run", "select",
+                                      "start", "start_trickle")),
+    **lazy.names_in("tiltframe.lifecycle", ("migrate", "plan_changes", "rebuild", "verify")),
+})

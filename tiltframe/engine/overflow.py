@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from tiltframe.engine.buckets import bucket_start
 from tiltframe.engine.events import EVENT_TS, REASON
 from tiltframe.engine.expressions import to_column
-from tiltframe.functions.states import Build
+from tiltframe.functions.states import LONG_MAX, Build
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.timeutil.parse import format_ts
 
@@ -24,7 +24,6 @@ from tiltframe.timeutil.parse import format_ts
 OVERFLOW = "tiltframe: long sum overflow"
 #: Spark's own error for an arithmetic overflow in ANSI mode.
 ANSI_OVERFLOW = "ARITHMETIC_OVERFLOW"
-_LONG_MAX = 2**63 - 1
 
 
 def ansi_enabled() -> bool:
@@ -60,11 +59,11 @@ def explain_overflow(events: DataFrame, layout: AggregationLayout) -> str | None
         bucket = bucket_start(F.col(EVENT_TS), g, layout.zone).alias("bucket")
         totals = [F.sum(to_column(s.item.arg, layout.stream).cast("decimal(38,0)")).alias(s.name) for s in sums]
         grouped = valid.groupBy(bucket, *keys).agg(*totals)
-        over = functools.reduce(operator.or_, [F.abs(F.col(s.name)) > _LONG_MAX for s in sums])
+        over = functools.reduce(operator.or_, [F.abs(F.col(s.name)) > LONG_MAX for s in sums])
         row = grouped.filter(over).limit(1).collect()
         if row:
             found = row[0]
-            state = next(s for s in sums if found[s.name] is not None and abs(found[s.name]) > _LONG_MAX)
+            state = next(s for s in sums if found[s.name] is not None and abs(found[s.name]) > LONG_MAX)
             where = ", ".join(f"{k}={found[k]!r}" for k in keys) or "the aggregation's one group"
             return (
                 f"{state.item.function}({state.item.arg}) as {state.item.alias} of aggregation {layout.name} "

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import enum
 
+#: The range of a long (64-bit) state: a sum beyond it is refused, never wrapped.
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
+
 
 class Build(enum.Enum):
     """How a state column is computed from the events of one bucket."""

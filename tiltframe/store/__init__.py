@@ -8,11 +8,14 @@ jdbc.url=...)`` names a PostgreSQL, MySQL/MariaDB or SQLite database (see ``urls
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tiltframe.model.aggregations import StoreSpec
-from tiltframe.store.base import Store
-from tiltframe.store.sql import SqlStore
-from tiltframe.store.urls import store_target
+from tiltframe import lazy
+
+if TYPE_CHECKING:
+    from tiltframe.model.aggregations import StoreSpec
+    from tiltframe.store.base import Store
+    from tiltframe.store.sql import SqlStore
 
 __all__ = ["DB_FILE_NAME", "SqlStore", "Store", "connect_store", "store_location"]
 
@@ -25,6 +28,9 @@ def connect_store(spec: StoreSpec | None, data_dir: str | Path, *, read_only: bo
 
     A reader (``read_only=True``) never creates files, directories or tables and never writes.
     """
+    from tiltframe.store.sql import SqlStore
+    from tiltframe.store.urls import store_target
+
     target = Path(data_dir) / DB_FILE_NAME if spec is None else store_target(spec)
     if isinstance(target, Path):
         return SqlStore.sqlite(target, read_only=read_only)
@@ -33,5 +39,12 @@ def connect_store(spec: StoreSpec | None, data_dir: str | Path, *, read_only: bo
 
 def store_location(spec: StoreSpec | None, data_dir: str | Path) -> Path | str:
     """Where a store is, as shown to users: the SQLite file, or the server URL without its password."""
+    from tiltframe.store.urls import store_target
+
     target = Path(data_dir) / DB_FILE_NAME if spec is None else store_target(spec)
     return target if isinstance(target, Path) else target.render_as_string(hide_password=True)
+
+
+# SQLAlchemy and the store's modules are imported when first used: a Spark worker that imports one of the
+# store's light modules (merges, layout) does not load them (tiltframe.lazy).
+__getattr__, __dir__ = lazy.exports(__name__, {"SqlStore": "tiltframe.store.sql", "Store": "tiltframe.store.base"})

@@ -4,15 +4,17 @@ one structured NumPy array per result."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import sqlalchemy as sa
-from sqlalchemy.engine import Connection
 
 from tiltframe.model.streams import AttrType
+
+if TYPE_CHECKING:  # only for types: a Spark worker that merges states imports this module, not SQLAlchemy
+    import sqlalchemy as sa
+    from sqlalchemy.engine import Connection
 
 #: The dtype pandas itself gives a column of Python strings (``str`` in pandas 3, ``object`` before).
 STR_DTYPE = pd.Series(["x"]).dtype

@@ -13,16 +13,15 @@ Two checks, both ending in a :class:`StoreError` that leaves the batch unwritten
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import sqlalchemy as sa
-from sqlalchemy.engine import Connection
 
 from tiltframe.errors import StoreError
+from tiltframe.functions.states import LONG_MAX, LONG_MIN
 from tiltframe.model.streams import AttrType
 from tiltframe.store.frames import fetch_all, typed_frame
 from tiltframe.store.layout import AGG_TIMESTAMP, SHARD_ID, AggregationLayout
@@ -30,8 +29,10 @@ from tiltframe.store.merges import sum_states
 from tiltframe.store.mysql import is_mysql
 from tiltframe.timeutil.parse import format_ts
 
-#: The range of a long (64-bit) state.
-LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
+if TYPE_CHECKING:  # SQLAlchemy itself only where a failed merge is explained: a Spark worker imports this module
+    import sqlalchemy as sa
+    from sqlalchemy.engine import Connection
+
 _SHOWN_KEY_CHARS = 80
 
 
@@ -67,6 +68,8 @@ def explain_overflow(conn: Connection, url: str, layout: AggregationLayout, batc
                      levels: Sequence[tuple[sa.Table, pa.Table]]) -> StoreError | None:
     """After a failed merge: the error naming the first stored row whose sum with the batch's row leaves
     its state's range, or None when no sum does (the failure had another cause)."""
+    import sqlalchemy as sa
+
     sums = sum_states(layout)
     if not sums:
         return None

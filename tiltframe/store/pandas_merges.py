@@ -16,9 +16,8 @@ import pandas as pd
 
 from tiltframe.errors import DataError
 from tiltframe.functions.registry import EVENT_ORDER
-from tiltframe.functions.states import Merge
+from tiltframe.functions.states import LONG_MAX, LONG_MIN, Merge
 from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout, StateColumn
-from tiltframe.store.overflow import LONG_MAX, LONG_MIN
 
 _PANDAS_MERGE = {Merge.SUM: "sum", Merge.MIN: "min", Merge.MAX: "max"}
 
