@@ -13,12 +13,14 @@ Two checks, both ending in a :class:`StoreError` that leaves the batch unwritten
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 
 from tiltframe.errors import StoreError
 from tiltframe.functions.states import LONG_MAX, LONG_MIN
@@ -28,10 +30,6 @@ from tiltframe.store.layout import AGG_TIMESTAMP, SHARD_ID, AggregationLayout
 from tiltframe.store.merges import sum_states
 from tiltframe.store.mysql import is_mysql
 from tiltframe.timeutil.parse import format_ts
-
-if TYPE_CHECKING:  # SQLAlchemy itself only where a failed merge is explained: a Spark worker imports this module
-    import sqlalchemy as sa
-    from sqlalchemy.engine import Connection
 
 _SHOWN_KEY_CHARS = 80
 
@@ -68,8 +66,6 @@ def explain_overflow(conn: Connection, url: str, layout: AggregationLayout, batc
                      levels: Sequence[tuple[sa.Table, pa.Table]]) -> StoreError | None:
     """After a failed merge: the error naming the first stored row whose sum with the batch's row leaves
     its state's range, or None when no sum does (the failure had another cause)."""
-    import sqlalchemy as sa
-
     sums = sum_states(layout)
     if not sums:
         return None
