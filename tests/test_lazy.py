@@ -44,6 +44,13 @@ def test_a_public_name_is_imported_when_first_used() -> None:
     assert "tiltframe.store.sql" in loaded_after("from tiltframe import migrate")
 
 
+def test_the_api_modules_are_reached_from_the_package_as_before() -> None:
+    probe = ("import tiltframe as tf\n"
+             "print(tf.api.query is tf.query, tf.lifecycle.verify is tf.verify, 'api' in dir(tf))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "True", "True"]
+
+
 def test_every_public_name_resolves_and_is_listed() -> None:
     from tiltframe import api, lifecycle
 

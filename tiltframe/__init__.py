@@ -83,4 +83,4 @@ __getattr__, __dir__ = lazy.exports(__name__, {
                                       "load_trickle", "parse_records", "purge", "query", "rejected", "run", "select",
                                       "start", "start_trickle")),
     **lazy.names_in("tiltframe.lifecycle", ("migrate", "plan_changes", "rebuild", "verify")),
-})
+}, submodules=("api", "lifecycle"))

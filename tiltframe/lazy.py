@@ -15,12 +15,18 @@ import sys
 from collections.abc import Callable, Iterable
 
 
-def exports(package: str, where: dict[str, str]) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
+def exports(
+    package: str, where: dict[str, str], submodules: Iterable[str] = ()
+) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
     """``__getattr__`` and ``__dir__`` for ``package``: each name of ``where`` is imported from its module
-    (``where[name]``) when first asked for, then kept in the package like an eager import."""
+    (``where[name]``) when first asked for, each of ``submodules`` is that submodule (as ``package.api``
+    was once the package imported it), then kept in the package like an eager import."""
     namespace = sys.modules[package].__dict__
+    modules = frozenset(submodules)
 
     def __getattr__(name: str) -> object:
+        if name in modules:
+            return importlib.import_module(f"{package}.{name}")  # importing it sets it in the package
         module = where.get(name)
         if module is None:
             msg = f"module {package!r} has no attribute {name!r}"
@@ -30,7 +36,7 @@ def exports(package: str, where: dict[str, str]) -> tuple[Callable[[str], object
         return value
 
     def __dir__() -> list[str]:
-        return sorted({*namespace, *where})
+        return sorted({*namespace, *where, *modules})
 
     return __getattr__, __dir__
 
