@@ -78,4 +78,5 @@ def test_a_submodule_of_a_lazy_package_still_imports() -> None:
 def test_exports_keeps_what_it_imported() -> None:
     names = lazy.names_in("tiltframe.errors", ["DataError"])
     assert names == {"DataError": "tiltframe.errors"}
-    assert tiltframe.__dict__["query"] is tiltframe.query  # kept after the first use, like an eager import
+    first = tiltframe.query
+    assert tiltframe.__dict__["query"] is first  # kept after the first use, like an eager import
