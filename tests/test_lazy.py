@@ -23,11 +23,14 @@ WORKER_MODULES = ("tiltframe.engine.continuous.processor", "tiltframe.engine.con
                   "tiltframe.engine.trickle.steps")
 
 
+def printed_by(code: str) -> list[str]:
+    """The words a new interpreter prints running ``code``."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+
+
 def loaded_after(statement: str) -> set[str]:
     """The modules of :data:`HEAVY` a new interpreter has loaded after ``statement``."""
-    probe = f"import sys\n{statement}\nprint('\\n'.join(m for m in {HEAVY!r} if m in sys.modules))"
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
-    return set(out.split())
+    return set(printed_by(f"import sys\n{statement}\nprint('\\n'.join(m for m in {HEAVY!r} if m in sys.modules))"))
 
 
 def test_import_tiltframe_loads_nothing_heavy() -> None:
@@ -45,10 +48,9 @@ def test_a_public_name_is_imported_when_first_used() -> None:
 
 
 def test_the_api_modules_are_reached_from_the_package_as_before() -> None:
-    probe = ("import tiltframe as tf\n"
-             "print(tf.api.query is tf.query, tf.lifecycle.verify is tf.verify, 'api' in dir(tf))")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["True", "True", "True"]
+    assert printed_by("import tiltframe as tf\n"
+                      "print(tf.api.query is tf.query, tf.lifecycle.verify is tf.verify, 'api' in dir(tf))"
+                      ) == ["True", "True", "True"]
 
 
 def test_every_public_name_resolves_and_is_listed() -> None:

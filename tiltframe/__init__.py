@@ -77,10 +77,10 @@ __all__ = [
 ]
 
 # The API (pandas, SQLAlchemy, Spark's session) is imported when first used: ``import tiltframe`` alone, as
-# a Spark worker's import of one of the package's modules does, stays light (tiltframe.lazy).
+# a Spark worker's import of one of the package's modules does, stays light (tiltframe.lazy).  The errors are
+# imported above; of the other public names, the lifecycle's four, and the API's all the rest.
+_LIFECYCLE = ("migrate", "plan_changes", "rebuild", "verify")
 __getattr__, __dir__ = lazy.exports(__name__, {
-    **lazy.names_in("tiltframe.api", ("changed_files", "compact", "default_data_dir", "insert", "inspect", "load_app",
-                                      "load_trickle", "parse_records", "purge", "query", "rejected", "run", "select",
-                                      "start", "start_trickle")),
-    **lazy.names_in("tiltframe.lifecycle", ("migrate", "plan_changes", "rebuild", "verify")),
+    **lazy.names_in("tiltframe.api", [n for n in __all__ if n not in globals() and n not in _LIFECYCLE]),
+    **lazy.names_in("tiltframe.lifecycle", _LIFECYCLE),
 }, submodules=("api", "lifecycle"))
