@@ -71,15 +71,15 @@ def test_without_logs_the_files_come_from_the_rows_spark_hands_over(spark, tmp_p
     app = tf.load_app(APP)
     inbox = tmp_path / "trades"
     write_jsonl(inbox, [[_trade(0)], [_trade(1)]])
-    seen: list[tuple[int, int, int]] = []
+    seen: list[tuple[int, int, int, bool]] = []
     stream = app.stream("TradeStream")
     listing, fmt = list_stream(spark, FileInput(str(inbox)), stream)
     batches = FileBatches(spark, fmt, stream, tmp_path / "none" / "spark",
-                          lambda frames, batch, problems: seen.append((sum(f.count() for f in frames), batch,
-                                                                       len(problems))))
+                          lambda frames, batch, problems, small: seen.append((sum(f.count() for f in frames), batch,
+                                                                              len(problems), small)))
     raw = spark.read.format("binaryFile").load(str(inbox))
     with caplog.at_level(logging.INFO, logger="tiltframe.engine.file_batches"):
         batches(raw, 3)
-    assert seen == [(2, 3, 0)]
+    assert seen == [(2, 3, 0, True)]
     assert "not in the form known here" in caplog.text
     assert listing.isStreaming

@@ -300,3 +300,36 @@ def test_late_event_policies_on_the_staged_path(spark, tmp_path: Path, monkeypat
         assert sorted(recorded(app, tmp_path)["event_timestamp"]) == sorted(events["ts"][others])
         assert _staged_rows(url, AggregationLayout.of(app, "TradeAggregation")) == 0
     assert not [r for r in caplog.records if "could not stage" in r.getMessage()]
+
+
+def test_small_file_batches_go_through_the_driver_and_larger_ones_are_staged(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: str
+) -> None:
+    """Micro-batches of files up to ``$TILTFRAME_SMALL_BATCH_BYTES`` in all are written through the driver,
+    larger ones staged by the executors (``engine.batch_sessions``); both equal the oracle."""
+    import tiltframe.engine.pipeline as pipeline_module
+    from tiltframe.engine.batch_sessions import SMALL_BATCH_ENV
+
+    events = _events(400, 5).assign(k=lambda e: e["k"].map(lambda k: f"key {len(k)}"))
+    inbox = tmp_path / "in"
+    inbox.mkdir()
+    for i, part in enumerate(np.array_split(np.arange(len(events)), 4)):
+        events.iloc[part].to_csv(inbox / f"part {i}.csv", index=False)
+    one_file = (inbox / "part 0.csv").stat().st_size
+    staged: list[int] = []
+    stage = pipeline_module.stage
+    monkeypatch.setattr(pipeline_module, "stage", lambda levels, target, pid, batch_id, n: (
+        staged.append(batch_id), stage(levels, target, pid, batch_id, n))[1])
+    for bound, want in (("", []), (str(one_file), [0, 1])):
+        monkeypatch.setenv(SMALL_BATCH_ENV, bound)
+        staged.clear()
+        with fresh_database(server) as url:
+            text, env = app_with_store(APP, url, "TF_TEST_STORE_PASSWORD")
+            for name, value in env.items():
+                monkeypatch.setenv(name, value)
+            app = tf.load_app(text)
+            data = tmp_path / f"data{bound}"
+            result = tf.run(app, {"S": inbox}, data_dir=data, spark=spark, max_files_per_trigger=2)
+            assert result.aggregations["A"].events_aggregated == len(events)
+            assert staged == want, bound
+            _check(app, data, events)

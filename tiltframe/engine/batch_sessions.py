@@ -14,6 +14,10 @@ it meanwhile: a continuous query starting then would keep the shuffle partitions
 good.  Nothing changes where adaptive execution is off (the user's choice of plans stands), where a file is
 not local (its size would cost a request to learn), or once the files pass ``$TILTFRAME_SMALL_BATCH_BYTES``
 (0: never).
+
+A small batch also goes to a server store through the driver, not staged by the executors
+(``engine.staged_writes``): staging's fixed part (a job, a database connection per task, the staging table's
+load and merge) costs more than carrying its few partial rows (docs/performance.md, "The server stores").
 """
 
 from __future__ import annotations
@@ -46,12 +50,17 @@ class BatchSessions:
         self.bound = small_batch_bytes()
         self._small: SparkSession | None = None
 
+    def is_small(self, paths: Sequence[str], sizes: Mapping[str, tuple[int, int]]) -> bool:
+        """Whether ``paths`` make a small batch: local files of at most the bound's bytes in all; ``sizes``:
+        each local file's (size, modification time), as the batch's file record noted them (a path missing
+        from it is not local)."""
+        if self.bound <= 0 or not paths or any(p not in sizes for p in paths):
+            return False
+        return sum(sizes[p][0] for p in paths) <= self.bound
+
     def for_files(self, paths: Sequence[str], sizes: Mapping[str, tuple[int, int]]) -> SparkSession:
-        """The session to read ``paths`` in; ``sizes``: each local file's (size, modification time), as the
-        batch's file record noted them (a path missing from it is not local)."""
-        if not paths or any(p not in sizes for p in paths):
-            return self.spark
-        if sum(sizes[p][0] for p in paths) > self.bound or not _adaptive(self.spark):
+        """The session to read ``paths`` in (``sizes`` as for ``is_small``)."""
+        if not self.is_small(paths, sizes) or not _adaptive(self.spark):
             return self.spark
         if self._small is None:
             self._small = SparkSession(self.spark.sparkContext, self.spark._jsparkSession.cloneSession())

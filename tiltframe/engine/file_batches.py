@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 from urllib.parse import unquote, urlsplit
 
 from pyspark.sql import DataFrame, SparkSession
@@ -30,8 +31,13 @@ logger = logging.getLogger(__name__)
 #: What a batch does with a file that cannot be read: record it and go on, or stop the run.
 BAD_FILE_POLICIES = ("skip", "fail")
 
-#: ``process(frames, batch_id, problems)``: one micro-batch's DataFrames and the files set aside.
-BatchProcess = Callable[[Sequence[DataFrame], int, Sequence[FileProblem]], object]
+class BatchProcess(Protocol):
+    """What a file source's batch is given to (``AggregationPipeline.process``)."""
+
+    def __call__(self, raw: Sequence[DataFrame], batch_id: int, files: Sequence[FileProblem], *,
+                 small: bool) -> object:
+        """``raw``: one micro-batch's DataFrames; ``files``: the files set aside; ``small``: a small batch
+        (``engine.batch_sessions``)."""
 
 
 class FileBatches:
@@ -76,11 +82,13 @@ class FileBatches:
             files = sorted({r[0] for r in raw.select("path").collect()})
             files = [_hadoop_path(f) for f in files]
         self.manifest.warn_changed()
-        spark = self.sessions.for_files(files, self.manifest.record(batch_id, files))
+        sizes = self.manifest.record(batch_id, files)
+        small = self.sessions.is_small(files, sizes)
+        spark = self.sessions.for_files(files, sizes)
         frames, problems = read_files(spark, files, self.fmt, self.stream)
         self._strict(problems)
         try:
-            self.process(frames, batch_id, problems)
+            self.process(frames, batch_id, problems, small=small)
         except TiltframeError:
             raise
         except Exception:
@@ -93,7 +101,7 @@ class FileBatches:
                            self.stream.name, batch_id, len(failing), said)
             bad = {p.path for p in (*problems, *failing)}
             frames, more = read_files(spark, [f for f in files if f not in bad], self.fmt, self.stream)
-            self.process(frames, batch_id, [*problems, *failing, *more])
+            self.process(frames, batch_id, [*problems, *failing, *more], small=small)
 
     def _strict(self, problems: Sequence[FileProblem]) -> None:
         if problems and self.on_bad_file == "fail":

@@ -176,12 +176,15 @@ class AggregationPipeline:
         self._required = frozenset(used)
 
     def process(
-        self, raw: DataFrame | Sequence[DataFrame], batch_id: int, files: Sequence[FileProblem] = ()
+        self, raw: DataFrame | Sequence[DataFrame], batch_id: int, files: Sequence[FileProblem] = (), *,
+        small: bool = False,
     ) -> BatchReport:
         """Aggregate one batch of raw stream rows and commit it (a no-op if already committed).
 
         ``raw``: the batch's rows, in one DataFrame or in several (files read with different schemas);
-        ``files``: files of the batch that could not be read, recorded with the batch."""
+        ``files``: files of the batch that could not be read, recorded with the batch; ``small``: a batch
+        of a few local kilobytes (``engine.batch_sessions``), whose partial rows go through the driver
+        rather than staged."""
         layout = self.layout
         frames = [raw] if isinstance(raw, DataFrame) else list(raw)
         if self.store.is_committed(layout, self.pipeline_id, batch_id):
@@ -192,7 +195,7 @@ class AggregationPipeline:
         state = self.store.pipeline_state(layout, self.pipeline_id, self.shard_id)
         try:
             stats, rows_out, aggregating, written = self._compute_and_write(frames, batch_id, state, files,
-                                                                             staged=True)
+                                                                             staged=not small)
         except StagedRowsLost as lost:  # nothing was written: compute the batch again, through the driver
             logger.warning("batch %d of %s: %s; computing it again without staging", batch_id, layout.name, lost)
             stats, rows_out, aggregating, written = self._compute_and_write(frames, batch_id, state, files,
