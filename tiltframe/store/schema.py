@@ -10,13 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql
 
 from tiltframe.model.durations import Granularity
 from tiltframe.model.streams import AttrType
 from tiltframe.store.base import REJECTED_COLUMNS, REJECTED_TIMES
 from tiltframe.store.layout import SHARD_ID, AggregationLayout
-from tiltframe.store.mysql import KEY_HASH, StoredText, hashes_keys, is_mysql, primary_key
+from tiltframe.store.mysql import KEY_HASH, StoredText, hashes_keys, is_mysql, primary_key, sa_mysql
 
 AGGREGATIONS = "TILTFRAME_AGGREGATIONS"
 BATCHES = "TILTFRAME_BATCHES"
@@ -82,7 +81,7 @@ def sql_type(t: AttrType) -> sa.types.TypeEngine[Any]:
     if t.is_numeric:
         return sa.Double()
     if t is AttrType.BINARY:  # sketches; MySQL's BLOB stops at 64 KiB
-        return sa.LargeBinary().with_variant(mysql.LONGBLOB(), "mysql", "mariadb")
+        return sa.LargeBinary().with_variant(sa_mysql().LONGBLOB(), "mysql", "mariadb")
     return sa.Boolean()
 
 
@@ -101,7 +100,7 @@ def level_tables(
                                      nullable=c not in layout.stored_key_names, autoincrement=False)
                            for c, t in layout.stored_column_types.items()]
         if hashed:
-            cols.append(sa.Column(KEY_HASH, mysql.BINARY(32), nullable=False))
+            cols.append(sa.Column(KEY_HASH, sa_mysql().BINARY(32), nullable=False))
         return [*cols, sa.PrimaryKeyConstraint(*key)]
 
     return {g: sa.Table(layout.table_name(g), md, *columns(), sqlite_with_rowid=False)

@@ -21,7 +21,6 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql as mysql_dialect
 from sqlalchemy.engine import Connection
 
 from tiltframe.errors import StoreError
@@ -179,7 +178,7 @@ def merge_level(conn: Connection, layout: AggregationLayout, target_table: sa.Ta
     if mysql.KEY_HASH in target_table.c:
         columns, chosen = [*columns, mysql.KEY_HASH], [*chosen, mysql.key_hash_sql(layout, staged.c)]
     select = sa.select(*chosen).where(*where)
-    my = mysql_dialect.insert(target_table).from_select(columns, select)
+    my = mysql.sa_mysql().insert(target_table).from_select(columns, select)
     conn.execute(my.on_duplicate_key_update(list(merge_assignments(layout, target_table, my.inserted).items())))
     # The server counts an updated row twice and an unchanged one not at all: count the rows merged.
     return int(conn.execute(sa.select(sa.func.count()).select_from(staged).where(*where)).scalar() or 0)

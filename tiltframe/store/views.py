@@ -18,13 +18,13 @@ from collections.abc import Mapping
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection
 
 from tiltframe.functions.states import Merge
 from tiltframe.model.durations import Granularity
 from tiltframe.store.layout import AGG_COUNT, AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout
 from tiltframe.store.merges import SqlOps
+from tiltframe.store.mysql import sa_mysql
 from tiltframe.timeutil.columns import AGG_TIME
 
 __all__ = ["VIEW_SUFFIX", "agg_time_sql", "replace_view", "view_name", "view_select"]
@@ -45,9 +45,9 @@ def agg_time_sql(dialect: sa.Dialect, ms: sa.ColumnElement[int]) -> sa.ColumnEle
         epoch = sa.literal_column("TIMESTAMPTZ '1970-01-01 00:00:00+00'")
         return epoch.op("+")(ms.op("*")(sa.literal_column("INTERVAL '1 millisecond'")))
     if dialect.name in ("mysql", "mariadb"):
-        epoch = sa.cast(sa.literal("1970-01-01 00:00:00"), mysql.DATETIME(fsp=3))
+        epoch = sa.cast(sa.literal("1970-01-01 00:00:00"), sa_mysql().DATETIME(fsp=3))
         added = sa.func.timestampadd(sa.literal_column("MICROSECOND"), ms.op("*")(sa.literal_column("1000")), epoch)
-        return sa.cast(added, mysql.DATETIME(fsp=3))
+        return sa.cast(added, sa_mysql().DATETIME(fsp=3))
     return sa.func.strftime("%Y-%m-%dT%H:%M:%fZ", ms.op("/")(sa.literal_column("1000.0")), "unixepoch")
 
 
