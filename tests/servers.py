@@ -11,6 +11,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -77,3 +78,18 @@ def app_with_store(app_text: str, jdbc_url: str | None, password_env: str | None
                  f"password='${{{password_env}}}')")
         env = {password_env: credentials["password"]}
     return app_text.replace("define aggregation", f"{store}\ndefine aggregation", 1), env
+
+
+def staged_batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The ids of the batches pipelines stage from now on (``engine.staged_writes.stage``), noted as they come."""
+    import tiltframe.engine.pipeline as pipeline_module
+
+    noted: list[int] = []
+    stage = pipeline_module.stage
+
+    def noting(levels: Any, target: Any, pipeline_id: str, batch_id: int, n_levels: int) -> Any:
+        noted.append(batch_id)
+        return stage(levels, target, pipeline_id, batch_id, n_levels)
+
+    monkeypatch.setattr(pipeline_module, "stage", noting)
+    return noted

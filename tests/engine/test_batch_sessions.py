@@ -66,6 +66,14 @@ def test_the_bound_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -
             batch_sessions.small_batch_bytes()
 
 
+def test_a_dataframe_batch_is_small_by_sparks_estimate(spark, monkeypatch: pytest.MonkeyPatch) -> None:
+    local = spark.createDataFrame(pd.DataFrame({"k": ["a"] * 50, "v": [1.0] * 50}))
+    assert batch_sessions.estimated_small([local, local])
+    assert not batch_sessions.estimated_small([local, spark.range(10**9)])  # 8 GB by Spark's estimate
+    monkeypatch.setenv(batch_sessions.SMALL_BATCH_ENV, "0")
+    assert not batch_sessions.estimated_small([local])
+
+
 @pytest.mark.slow
 def test_small_and_large_batches_store_the_same_totals_as_the_events(
     adaptive, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -18,7 +18,8 @@ import pytest
 import sqlalchemy as sa
 
 import tiltframe as tf
-from tests.servers import app_with_store, fresh_database
+from tests.servers import app_with_store, fresh_database, staged_batches
+from tiltframe.engine.batch_sessions import SMALL_BATCH_ENV
 from tiltframe.engine.pipeline import AggregationPipeline
 from tiltframe.engine.staged_writes import FAIL_FIRST_ATTEMPT_ENV, STAGED_WRITES_ENV
 from tiltframe.errors import StoreError
@@ -42,6 +43,13 @@ aggregate by ts every sec ... day;
 SCHEMA = "k string, v double, n long, ts long"
 T0 = 1_704_067_200_000  # 2024-01-01T00:00:00Z
 PER = {"seconds": 1000, "minutes": 60_000, "hours": 3_600_000, "days": 86_400_000}
+
+
+@pytest.fixture(autouse=True)
+def _no_small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The batches here are small, which would go through the driver: ``$TILTFRAME_SMALL_BATCH_BYTES=0``
+    has them staged."""
+    monkeypatch.setenv(SMALL_BATCH_ENV, "0")
 
 
 @pytest.fixture(params=["postgresql", "mysql"])
@@ -307,19 +315,13 @@ def test_small_file_batches_go_through_the_driver_and_larger_ones_are_staged(
 ) -> None:
     """Micro-batches of files up to ``$TILTFRAME_SMALL_BATCH_BYTES`` in all are written through the driver,
     larger ones staged by the executors (``engine.batch_sessions``); both equal the oracle."""
-    import tiltframe.engine.pipeline as pipeline_module
-    from tiltframe.engine.batch_sessions import SMALL_BATCH_ENV
-
     events = _events(400, 5).assign(k=lambda e: e["k"].map(lambda k: f"key {len(k)}"))
     inbox = tmp_path / "in"
     inbox.mkdir()
     for i, part in enumerate(np.array_split(np.arange(len(events)), 4)):
         events.iloc[part].to_csv(inbox / f"part {i}.csv", index=False)
     one_file = (inbox / "part 0.csv").stat().st_size
-    staged: list[int] = []
-    stage = pipeline_module.stage
-    monkeypatch.setattr(pipeline_module, "stage", lambda levels, target, pid, batch_id, n: (
-        staged.append(batch_id), stage(levels, target, pid, batch_id, n))[1])
+    staged = staged_batches(monkeypatch)
     for bound, want in (("", []), (str(one_file), [0, 1])):
         monkeypatch.setenv(SMALL_BATCH_ENV, bound)
         staged.clear()
@@ -333,3 +335,18 @@ def test_small_file_batches_go_through_the_driver_and_larger_ones_are_staged(
             assert result.aggregations["A"].events_aggregated == len(events)
             assert staged == want, bound
             _check(app, data, events)
+
+
+def test_a_small_dataframe_batch_goes_through_the_driver(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: str
+) -> None:
+    """A batch handed over as a DataFrame is small by Spark's estimate of its size: 200 local events are
+    written through the driver, and equal the oracle."""
+    monkeypatch.delenv(SMALL_BATCH_ENV)  # the default bound
+    events = _events(200, 7)
+    with fresh_database(server) as url:
+        app, stores, pipeline = _pipeline(tmp_path, url, monkeypatch)
+        pipeline.process(spark.createDataFrame(events, SCHEMA), 0)
+        assert [b.staged for b in pipeline.store.batches] == [None]
+        stores.close()
+        _check(app, tmp_path, events)

@@ -4,6 +4,7 @@ server stores, whose upserts merge the same states in SQL."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,8 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tiltframe as tf
+import tiltframe.engine.pipeline as pipeline_module
 from tests.oracle import DUCK_UNITS, run_batches
-from tests.servers import app_with_store, fresh_database
+from tests.servers import app_with_store, fresh_database, staged_batches
 
 APP = """
 define stream TradeStream (symbol string, price double, quantity long, ts long);
@@ -114,13 +116,19 @@ def test_stdev_is_stable_on_large_values(spark, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["postgresql", "mysql"])
-def test_server_stores_merge_the_same_states(spark, tmp_path: Path, kind: str) -> None:
+def test_server_stores_merge_the_same_states(spark, tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Many small batches make the upsert merge (Chan's formula and the first/last choice in SQL; MySQL
-    applies the assignments in order) on almost every row."""
+    applies the assignments in order) on almost every row.  The batches take turns between the two ways
+    into a server store (through the driver as small batches, staged by the executors), so each path's
+    states are merged into the other's."""
+    turns = itertools.cycle([True, False])
+    monkeypatch.setattr(pipeline_module, "estimated_small", lambda frames: next(turns))
+    staged = staged_batches(monkeypatch)
     n = 600
     events = trades(n, 3, lambda rng: np.round(rng.normal(100, 20, n), 2), quantities=100, anchor=ANCHORS[1],
                     spread=5_000)
     with fresh_database(kind) as url:
         text, _ = app_with_store(APP, url)
         app, _ = run_batches(spark, tmp_path, events, list(range(50, n, 50)), text)
+        assert staged == list(range(1, 12, 2))
         check(app, tmp_path, events)

@@ -18,13 +18,15 @@ not local (its size would cost a request to learn), or once the files pass ``$TI
 A small batch also goes to a server store through the driver, not staged by the executors
 (``engine.staged_writes``): staging's fixed part (a job, a database connection per task, the staging table's
 load and merge) costs more than carrying its few partial rows (docs/performance.md, "The server stores").
+A batch handed over as DataFrames (a backfill, a stream other than files) is small by Spark's own estimate
+of its size (``estimated_small``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from tiltframe.env_values import env_int
 
@@ -40,6 +42,21 @@ SMALL_BATCH_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.pa
 def small_batch_bytes() -> int:
     """``$TILTFRAME_SMALL_BATCH_BYTES``, else 1 MiB; 0 makes no batch small."""
     return env_int(SMALL_BATCH_ENV, DEFAULT_SMALL_BATCH_BYTES, expected="a number of bytes (0: no small batches)")
+
+
+def estimated_small(frames: Sequence[DataFrame]) -> bool:
+    """Whether Spark's optimizer estimates ``frames`` at most ``$TILTFRAME_SMALL_BATCH_BYTES`` in all, for a
+    batch handed over as DataFrames: close for local data (a pandas frame), the files' sizes for files, and
+    unknown (the largest long) for a stream's micro-batch, which is then never small."""
+    bound = small_batch_bytes()
+    if bound <= 0:
+        return False
+    total = 0
+    for df in frames:
+        total += int(str(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
+        if total > bound:
+            return False
+    return True
 
 
 class BatchSessions:

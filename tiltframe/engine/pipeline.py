@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 
 from tiltframe.engine import py4j_cycles
 from tiltframe.engine.arrival import RECORD, arrange, needs_latest, policy_records
+from tiltframe.engine.batch_sessions import estimated_small
 from tiltframe.engine.events import EVENT_TS, FIELD, RAW, REASON, VALUE, type_events
 from tiltframe.engine.file_reads import FileProblem
 from tiltframe.engine.hadoop_paths import HadoopPath, as_location
@@ -177,14 +178,14 @@ class AggregationPipeline:
 
     def process(
         self, raw: DataFrame | Sequence[DataFrame], batch_id: int, files: Sequence[FileProblem] = (), *,
-        small: bool = False,
+        small: bool | None = None,
     ) -> BatchReport:
         """Aggregate one batch of raw stream rows and commit it (a no-op if already committed).
 
         ``raw``: the batch's rows, in one DataFrame or in several (files read with different schemas);
-        ``files``: files of the batch that could not be read, recorded with the batch; ``small``: a batch
-        of a few local kilobytes (``engine.batch_sessions``), whose partial rows go through the driver
-        rather than staged."""
+        ``files``: files of the batch that could not be read, recorded with the batch; ``small``: whether it
+        is a small batch (``engine.batch_sessions``; None: by Spark's estimate of its size), whose partial
+        rows go through the driver rather than staged."""
         layout = self.layout
         frames = [raw] if isinstance(raw, DataFrame) else list(raw)
         if self.store.is_committed(layout, self.pipeline_id, batch_id):
@@ -193,6 +194,8 @@ class AggregationPipeline:
             return report
         t0 = time.perf_counter()
         state = self.store.pipeline_state(layout, self.pipeline_id, self.shard_id)
+        if small is None:
+            small = self._may_stage() and estimated_small(frames)
         try:
             stats, rows_out, aggregating, written = self._compute_and_write(frames, batch_id, state, files,
                                                                              staged=not small)
@@ -270,9 +273,12 @@ class AggregationPipeline:
 
     def _staging_target(self) -> StagingTarget | None:
         """Where executors copy this batch's rows, or None: staging is off, or the store cannot stage."""
-        if not self._staging or not self.store.capabilities.staged_writes:
+        if not self._may_stage():
             return None
         return self.store.prepare_staging(self.layout, self.pipeline_id)
+
+    def _may_stage(self) -> bool:
+        return self._staging and self.store.capabilities.staged_writes
 
     def _cascade(
         self, events: DataFrame, batch_id: int, records: DataFrame | None, *, staged: bool = True
