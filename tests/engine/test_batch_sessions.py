@@ -37,23 +37,27 @@ def test_a_small_local_batch_gets_the_clone_and_the_shared_session_is_left_as_it
     a, b = tmp_path / "a.csv", tmp_path / "b.csv"
     sizes = {f"file:{a}": (100, 0), f"file:{b}": (200, 0)}
     sessions = BatchSessions(spark)
-    small = sessions.for_files(list(sizes), sizes)
+    assert sessions.is_small(list(sizes), sizes)
+    small = sessions.for_batch(True)
     assert small is not spark
     assert (small.conf.get(ADAPTIVE), small.conf.get(PARTITIONS)) == ("false", "1")
     assert (spark.conf.get(ADAPTIVE), spark.conf.get(PARTITIONS)) == ("true", "4")
     assert small.conf.get("spark.sql.session.timeZone") == spark.conf.get("spark.sql.session.timeZone")
-    assert sessions.for_files(list(sizes), sizes) is small  # made once
-    # Past the bound, or with a file whose size is not known (not local), the shared session.
+    assert sessions.for_batch(True) is small  # made once
+    # Past the bound, or with a file whose size is not known (not local), no small batch: the shared session.
     big = {k: (batch_sessions.DEFAULT_SMALL_BATCH_BYTES // 2 + 1, 0) for k in sizes}
-    assert sessions.for_files(list(big), big) is spark
-    assert sessions.for_files([*sizes, "s3a://bucket/c.csv"], sizes) is spark
-    assert sessions.for_files([], {}) is spark
+    assert not sessions.is_small(list(big), big)
+    assert not sessions.is_small([*sizes, "s3a://bucket/c.csv"], sizes)
+    assert not sessions.is_small([], {})
+    assert sessions.for_batch(False) is spark
 
 
 def test_where_adaptive_execution_is_off_the_shared_session_stays(spark) -> None:
     assert spark.conf.get(ADAPTIVE) == "false"  # the suite's sessions (tests/conftest.py)
     sizes = {"file:/x.csv": (10, 0)}
-    assert BatchSessions(spark).for_files(list(sizes), sizes) is spark
+    sessions = BatchSessions(spark)
+    assert sessions.is_small(list(sizes), sizes)
+    assert sessions.for_batch(True) is spark
 
 
 def test_the_bound_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -91,14 +95,14 @@ def test_small_and_large_batches_store_the_same_totals_as_the_events(
     want = {(r.year, r.symbol): r.quantity for r in events.groupby(["year", "symbol"], as_index=False)
             .agg(quantity=("quantity", "sum")).itertuples()}
     chosen: list[str] = []
-    for_files = BatchSessions.for_files
+    for_batch = BatchSessions.for_batch
 
-    def spy(self: BatchSessions, paths, sizes):
-        session = for_files(self, paths, sizes)
+    def spy(self: BatchSessions, small: bool):
+        session = for_batch(self, small)
         chosen.append(session.conf.get(ADAPTIVE))
         return session
 
-    monkeypatch.setattr(BatchSessions, "for_files", spy)
+    monkeypatch.setattr(BatchSessions, "for_batch", spy)
     app = tf.load_app(APP)
     for name, bound in (("small", ""), ("large", "0")):
         monkeypatch.setenv(batch_sessions.SMALL_BATCH_ENV, bound)

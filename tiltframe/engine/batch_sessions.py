@@ -75,9 +75,10 @@ class BatchSessions:
             return False
         return sum(sizes[p][0] for p in paths) <= self.bound
 
-    def for_files(self, paths: Sequence[str], sizes: Mapping[str, tuple[int, int]]) -> SparkSession:
-        """The session to read ``paths`` in (``sizes`` as for ``is_small``)."""
-        if not self.is_small(paths, sizes) or not _adaptive(self.spark):
+    def for_batch(self, small: bool) -> SparkSession:
+        """The session to read a batch in: the clone for a small one (``is_small``), unless adaptive execution
+        is off, else the shared session."""
+        if not small or not _adaptive(self.spark):
             return self.spark
         if self._small is None:
             self._small = SparkSession(self.spark.sparkContext, self.spark._jsparkSession.cloneSession())
