@@ -1,5 +1,5 @@
 """The Java options of the driver JVM a new session starts: the class archive, and C1's compiler alone for a
-short run.
+short run (and, on a local master, the Spark home it starts from: ``spark_home``).
 
 A JVM compiles hot code twice: quickly with C1, then again, optimised, with C2.  C2 pays back in a process
 that runs for minutes; in one that reads a few megabytes and exits, its compiler threads mostly take
@@ -23,7 +23,7 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from tiltframe.engine import class_archive
+from tiltframe.engine import class_archive, spark_home
 from tiltframe.engine.filesystems import local_path
 from tiltframe.env_values import env_int
 
@@ -83,19 +83,24 @@ def java_options(short_lived: bool) -> str:
 
 
 @contextlib.contextmanager
-def launching(short_lived: bool = False) -> Iterator[str]:
-    """Within it, a JVM that Spark's launcher starts gets :func:`java_options` (what it yields); the
-    environment is as it was afterwards."""
+def launching(short_lived: bool = False, master: str = "") -> Iterator[str]:
+    """Within it, a JVM that Spark's launcher starts gets :func:`java_options` (what it yields) and, on a local
+    ``master``, the Spark home of links (``tiltframe.engine.spark_home``); the environment is as it was
+    afterwards."""
     options = java_options(short_lived)
-    before = os.environ.get(SUBMIT_OPTS)
-    if not options:
-        yield options
-        return
-    os.environ[SUBMIT_OPTS] = f"{before or ''} {options}".strip()
+    changed = {}
+    if options:
+        changed[SUBMIT_OPTS] = f"{os.environ.get(SUBMIT_OPTS) or ''} {options}".strip()
+    home = spark_home.linked_home() if spark_home.usable(master) else None
+    if home is not None:
+        changed["SPARK_HOME"] = str(home)
+    before = {key: os.environ.get(key) for key in changed}
+    os.environ.update(changed)
     try:
         yield options
     finally:
-        if before is None:
-            os.environ.pop(SUBMIT_OPTS, None)
-        else:
-            os.environ[SUBMIT_OPTS] = before
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

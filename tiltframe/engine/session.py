@@ -118,12 +118,13 @@ def get_session(
     conf = fill(tiltframe_defaults(master or made.get("spark.master", "")), made)
     for key, value in conf.items():
         builder = builder.config(key, value)
-    to_file = log_file is not None and master is not None and SparkContext._gateway is None
+    new_jvm = SparkContext._gateway is None
+    to_file = log_file is not None and master is not None and new_jvm
     # Checked before a JVM starts: Spark would refuse a misspelt level only once it is up.
     level = env_choice(LOG_LEVEL_ENV, None, SPARK_LOG_LEVELS) or log_level or ("WARN" if to_file else "ERROR")
-    # A JVM started here maps the classes of Spark's start-up (class_archive.py), and a short run's compiles
-    # with C1 alone (jvm_launch.py).
-    with jvm_launch.launching(short_lived) as added:
+    # A JVM started here maps the classes of Spark's start-up (class_archive.py), a short run's compiles
+    # with C1 alone (jvm_launch.py), and a local one's Python processes import PySpark compiled (spark_home.py).
+    with jvm_launch.launching(short_lived, (master or made.get("spark.master", "")) if new_jvm else "") as added:
         if log_file is not None and master is not None and to_file:
             settings = SparkConf(loadDefaults=False).setMaster(master).setAppName(app_name).setAll(list(conf.items()))
             _launch_jvm(log_file, settings, "; C1 compiler alone (a short run)" if jvm_launch.C1_ONLY in added else "")
