@@ -65,17 +65,18 @@ def open_pipeline(
 
 
 def run_batches(
-    spark, tmp: Path, events: pd.DataFrame, cuts: list[int], app_text: str = APP
+    spark, tmp: Path, events: pd.DataFrame, cuts: list[int], app_text: str = APP, *, small: bool | None = None
 ) -> tuple[AppSpec, PipelineTotals]:
     """Feed ``events`` through the per-batch pipeline in the given micro-batches (arrival order: a
-    DataFrame made from pandas keeps its rows in partition order)."""
+    DataFrame made from pandas keeps its rows in partition order); ``small``: whether each batch is small
+    (ordered in one partition, ``engine.arrival``; None: by Spark's estimate, which says small here)."""
     app, stores, pipeline = open_pipeline(tmp, "test-pipeline", app_text)
     bounds = [0, *sorted(set(cuts)), len(events)]
     for batch_id, (lo, hi) in enumerate(itertools.pairwise(bounds)):
         part = events.iloc[lo:hi][["symbol", "price", "quantity", "ts"]]
         if len(part):
             pipeline.process(spark.createDataFrame(part, "symbol string, price double, quantity long, ts long"),
-                             batch_id)
+                             batch_id, small=small)
     stores.close()
     totals = pipeline.totals
     assert totals.events_read == len(events)

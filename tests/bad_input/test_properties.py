@@ -240,13 +240,17 @@ def test_late_events_follow_the_arrival_of_files(
 ) -> None:
     """Files arrive by run, then modification time (distinct here: Spark alone picks among equal ones when
     a batch takes only some), then path; their rows in file order.  Whatever ``max_files_per_trigger``
-    cuts, ``@allowedLateness`` rejects exactly the events the oracle finds too late in that order."""
+    cuts, and whether its batches are small (ordered in one window) or not (their files ranked apart),
+    ``@allowedLateness`` rejects exactly the events the oracle finds too late in that order."""
     plan = data.draw(plans(evs, AVAILABLE_STORES, distinct_mtimes=True), label="plan")
     late = too_late(plan, allowed)
-    with executed(spark, tmp_path, plan, f"@allowedLateness('{allowed} ms')") as done:
-        check_counts(done, evs, [e.ms for e in late])  # type: ignore[misc]
-        kept = [e for e in evs if all(e is not x for x in late)]
-        check_results(done.outcome, kept)
+    with pytest.MonkeyPatch.context() as env:
+        if not data.draw(st.booleans(), label="small batches"):  # else every batch ranks its files apart
+            env.setenv("TILTFRAME_SMALL_BATCH_BYTES", "0")
+        with executed(spark, tmp_path, plan, f"@allowedLateness('{allowed} ms')") as done:
+            check_counts(done, evs, [e.ms for e in late])  # type: ignore[misc]
+            kept = [e for e in evs if all(e is not x for x in late)]
+            check_results(done.outcome, kept)
 
 
 # --- defects the properties found, each kept as a plain case ----------------------------------------------------

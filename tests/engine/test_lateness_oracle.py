@@ -1,5 +1,6 @@
 """Late-event policies against independent oracles (property-based): whatever the disorder and however
-the events are split into micro-batches, the rollups equal a DuckDB GROUP BY over the events the policy
+the events are split into micro-batches, and whether each batch is ordered in one partition (a small one) or
+by its parts' ranks, the rollups equal a DuckDB GROUP BY over the events the policy
 keeps (in the buckets it puts them), and the rejected-events table holds exactly the others."""
 
 from __future__ import annotations
@@ -50,8 +51,8 @@ def recorded(app, data_dir: Path) -> pd.DataFrame:
 
 @SETTINGS
 @given(steps=st.lists(step, min_size=1, max_size=40), anchor=st.sampled_from(ANCHORS),
-       allowed=st.sampled_from([1000, 4000]), beyond=st.booleans(), cuts=cuts)
-def test_bounded_lateness(spark, tmp_path_factory, steps, anchor, allowed, beyond, cuts) -> None:
+       allowed=st.sampled_from([1000, 4000]), beyond=st.booleans(), cuts=cuts, small=st.booleans())
+def test_bounded_lateness(spark, tmp_path_factory, steps, anchor, allowed, beyond, cuts, small) -> None:
     events = stream_of(steps, anchor, allowed * (3 if beyond else 1))
     # The oracle's own running maximum, in arrival order.
     keep = (events["ts"] >= np.maximum.accumulate(events["ts"]) - allowed).to_numpy()
@@ -59,7 +60,7 @@ def test_bounded_lateness(spark, tmp_path_factory, steps, anchor, allowed, beyon
         assert keep.all()
     tmp = tmp_path_factory.mktemp("bounded")
     app, totals = run_batches(spark, tmp, events, [c for c in cuts if c < len(events)],
-                              with_annotation(f"@allowedLateness('{allowed} ms')"))
+                              with_annotation(f"@allowedLateness('{allowed} ms')"), small=small)
     check_against_oracle(app, tmp, events[keep])
     assert (totals.events_aggregated, totals.events_rejected) == (keep.sum(), (~keep).sum())
     late = recorded(app, tmp)
@@ -85,15 +86,16 @@ def buffer_oracle(ts: pd.Series, size: int, drop: bool) -> tuple[np.ndarray, np.
 
 @SETTINGS
 @given(steps=st.lists(step, min_size=1, max_size=40), anchor=st.sampled_from(ANCHORS),
-       size=st.sampled_from([0, 1, 3]), drop=st.booleans(), cuts=cuts)
-def test_siddhi_buffer(spark, tmp_path_factory, steps, anchor, size, drop, cuts) -> None:
+       size=st.sampled_from([0, 1, 3]), drop=st.booleans(), cuts=cuts, small=st.booleans())
+def test_siddhi_buffer(spark, tmp_path_factory, steps, anchor, size, drop, cuts, small) -> None:
     events = stream_of(steps, anchor, 6000)
     at, moved = buffer_oracle(events["ts"], size, drop)
     annotation = f"@IgnoreEventsOlderThanBuffer('{str(drop).lower()}')"
     if size:
         annotation = f"@BufferSize('{size}')\n{annotation}"
     tmp = tmp_path_factory.mktemp("buffer")
-    app, totals = run_batches(spark, tmp, events, [c for c in cuts if c < len(events)], with_annotation(annotation))
+    app, totals = run_batches(spark, tmp, events, [c for c in cuts if c < len(events)], with_annotation(annotation),
+                              small=small)
     kept = events[at >= 0].assign(ts=at[at >= 0])
     check_against_oracle(app, tmp, kept)
     dropped = at < 0

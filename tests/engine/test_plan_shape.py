@@ -3,7 +3,8 @@
 The results do not show it (a plan that reads the input twice gives the same rows), but every extra read or
 broadcast costs each batch a job's worth of time. The late-event policy's records, the finest level and the
 coarser ones must come out of one plan whose branches share the arrival order's read and shuffles: one
-scan of the events, one more for the files' ranks, one broadcast of those ranks.
+scan of the events, one more for the files' ranks, one broadcast of those ranks; a small batch orders its
+events in one window instead, its files read once.
 """
 
 from __future__ import annotations
@@ -46,9 +47,23 @@ def batch_plan(spark: object, tmp: Path, app_text: str, monkeypatch: pytest.Monk
 def test_a_batch_reads_its_files_once_for_every_level_and_record(
     spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, annotation: str
 ) -> None:
+    """A batch larger than a small one (bound 0: none is small) ranks its files apart: a second scan, and a
+    broadcast of the ranks."""
+    monkeypatch.setenv("TILTFRAME_SMALL_BATCH_BYTES", "0")
     app = APP.replace("define aggregation", f"{annotation}\ndefine aggregation", 1)
     plan = batch_plan(spark, tmp_path, app, monkeypatch)
     scans = re.findall(r"FileScan json \[([^\]]*)\]", plan)
     assert len(scans) == 2, plan  # the events, and the files' ranks (with the policy: each file's latest time)
     assert plan.count("BroadcastExchange") == 1, plan
     assert plan.count("ReusedExchange") >= 2, plan  # the coarser levels share the finest level's shuffle
+
+
+@pytest.mark.parametrize("annotation", ["", "@allowedLateness('1 sec')"])
+def test_a_small_batch_reads_its_files_once_and_orders_them_in_one_window(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, annotation: str
+) -> None:
+    app = APP.replace("define aggregation", f"{annotation}\ndefine aggregation", 1)
+    plan = batch_plan(spark, tmp_path, app, monkeypatch)
+    assert len(re.findall(r"FileScan json \[([^\]]*)\]", plan)) == 1, plan
+    assert "BroadcastExchange" not in plan, plan
+    assert plan.count("ReusedExchange") >= 2, plan

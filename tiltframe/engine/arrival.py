@@ -14,6 +14,9 @@ event itself and all earlier batches included.  No event leaves the executors to
 2. inside a part, a window partitioned by part and ordered by row gives the running greatest time;
 3. ``latest = greatest(earlier batches, earlier parts, running greatest in the part)``.
 
+A small batch (``engine.batch_sessions``) is ordered in one window over all its events instead: the same
+order and latest, its input read once and nothing broadcast (the broadcast is a job of its own).
+
 **Policies** (``tiltframe.model.lateness``) then mark each event: aggregated into its own bucket, moved
 into another bucket (Siddhi's buffer, its original time kept in ``ORIGINAL_TS``), or rejected with a
 kind and a reason.  A new pipeline over a store that already holds data first ignores events up to the
@@ -58,13 +61,15 @@ def needs_latest(layout: AggregationLayout, carry: PipelineState) -> bool:
     return Lateness.of(layout.spec).mode is not LateMode.EXACT or carry.recovery_bucket is not None
 
 
-def arrange(events: DataFrame, layout: AggregationLayout, carry: PipelineState) -> DataFrame:
+def arrange(events: DataFrame, layout: AggregationLayout, carry: PipelineState, *, small: bool = False) -> DataFrame:
     """Typed events with ``ARRIVAL_SEQ`` (when anything needs order) and the late-event policy applied:
-    ``REASON``/``KIND`` set for rejected events, ``EVENT_TS`` moved and ``MOVED`` set for moved ones."""
+    ``REASON``/``KIND`` set for rejected events, ``EVENT_TS`` moved and ``MOVED`` set for moved ones.
+    ``small``: a batch small enough to be ordered in one partition (``engine.batch_sessions``)."""
     with_latest = needs_latest(layout, carry)
     if not (layout.orders_arrivals or with_latest):
         return events
-    ordered = _with_arrival_order(events, with_latest=with_latest, carry=carry)
+    order = _in_one_partition if small else _with_arrival_order
+    ordered = order(events, with_latest=with_latest, carry=carry)
     return _apply_policy(ordered, layout, carry) if with_latest else ordered
 
 
@@ -100,6 +105,22 @@ def _with_arrival_order(events: DataFrame, *, with_latest: bool, carry: Pipeline
     # window would make the policy's records and the aggregation read the input apart.
     kept = [F.col(f"`{c}`") for c in (*events.columns, ARRIVAL_SEQ)]
     return joined.select(*kept, *added)
+
+
+def _in_one_partition(events: DataFrame, *, with_latest: bool, carry: PipelineState) -> DataFrame:
+    """What :func:`_with_arrival_order` gives, for a small batch: one window over all its events in arrival
+    order (part, then row) numbers them and carries the greatest time so far, where the general plan reads
+    the input a second time for the parts' greatest times and joins them back through a broadcast (a job of
+    its own).  The numbers differ from the general plan's; only their order counts (within a batch)."""
+    part = F.col(ARRIVAL_PART) if ARRIVAL_PART in events.columns else F.spark_partition_id()
+    rows = events.select("*", part.alias(_PART), F.monotonically_increasing_id().alias(_ROW))
+    order = Window.partitionBy(F.lit(0)).orderBy(_PART, _ROW)
+    added = [(F.row_number().over(order) - 1).cast("long").alias(ARRIVAL_SEQ)]
+    if with_latest:
+        running = order.rowsBetween(Window.unboundedPreceding, 0)
+        earlier = F.lit(carry.latest_event_ts).cast("long")
+        added.append(F.greatest(earlier, F.max(_valid_ts()).over(running)).alias(LATEST))
+    return rows.select(*(F.col(f"`{c}`") for c in events.columns), *added)
 
 
 def _apply_policy(events: DataFrame, layout: AggregationLayout, carry: PipelineState) -> DataFrame:

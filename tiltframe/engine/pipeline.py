@@ -194,15 +194,16 @@ class AggregationPipeline:
             return report
         t0 = time.perf_counter()
         state = self.store.pipeline_state(layout, self.pipeline_id, self.shard_id)
-        if small is None:
-            small = self._may_stage() and estimated_small(frames)
+        if small is None:  # judged only where it changes the plan: staging, ordering arrivals
+            small = (self._may_stage() or layout.orders_arrivals or needs_latest(layout, state)) and estimated_small(
+                frames)
         try:
             stats, rows_out, aggregating, written = self._compute_and_write(frames, batch_id, state, files,
-                                                                             staged=not small)
+                                                                             small=small, staged=not small)
         except StagedRowsLost as lost:  # nothing was written: compute the batch again, through the driver
             logger.warning("batch %d of %s: %s; computing it again without staging", batch_id, layout.name, lost)
             stats, rows_out, aggregating, written = self._compute_and_write(frames, batch_id, state, files,
-                                                                             staged=False)
+                                                                             small=small, staged=False)
         # Between batches, so a purge never interleaves with this pipeline's writes (nor, through the
         # store's lock, with anyone else's).
         purged = self.purger.maybe_purge() if self.purger is not None else None
@@ -218,13 +219,14 @@ class AggregationPipeline:
         return report
 
     def _compute_and_write(self, frames: list[DataFrame], batch_id: int, state: PipelineState,
-                           files: Sequence[FileProblem], *, staged: bool) -> tuple[BatchStats, int, float, bool]:
+                           files: Sequence[FileProblem], *, small: bool,
+                           staged: bool) -> tuple[BatchStats, int, float, bool]:
         """Aggregate the batch and write it; returns its counts, the partial rows made, the seconds spent
         aggregating, and whether it was written."""
         layout = self.layout
         t0 = time.perf_counter()
         if frames:
-            partials, stats, recorded = self._aggregate(frames, batch_id, state, staged=staged)
+            partials, stats, recorded = self._aggregate(frames, batch_id, state, small=small, staged=staged)
         else:
             partials, stats, recorded = _Partials({}, None, None), BatchStats(0, 0, 0), _EMPTY_RECORDS
         if files:
@@ -239,7 +241,7 @@ class AggregationPipeline:
         return stats, partials.rows, aggregating, self.store.write_batch(layout, batch)
 
     def _aggregate(
-        self, frames: list[DataFrame], batch_id: int, state: PipelineState, *, staged: bool = True
+        self, frames: list[DataFrame], batch_id: int, state: PipelineState, *, small: bool = False, staged: bool = True
     ) -> tuple[_Partials, BatchStats, pa.Table]:
         """The batch's levels, counts and recorded events (moved, rejected by the late-event policy, or
         invalid)."""
@@ -252,7 +254,7 @@ class AggregationPipeline:
                         arrival_ms=arrival_ms)
             for raw in frames
         ])
-        events = arrange(typed, layout, state)
+        events = arrange(typed, layout, state, small=small)
         records = policy_records(events, layout) if needs_latest(layout, state) else None
         try:
             levels, stats, by_policy = self._cascade(events, batch_id, records, staged=staged)
