@@ -1,8 +1,8 @@
 """A following run outlives a restart of its database, and a store that stays away ends the run clearly.
 
 A real server of the test's own (``tests/private_servers.py``; the shared test servers stay up for the
-other tests) is stopped for 30 seconds while a ``follow`` run has new files to commit: the micro-batch
-retries its store calls (``tiltframe.store.retries``) until the server is back, and the stored totals equal
+other tests) is stopped for 12 seconds while a ``follow`` run has new files to commit: the micro-batch
+retries its store calls (``tiltframe.store.retries``, several times, backing off) until the server is back, and the stored totals equal
 a DuckDB rollup of the raw events (nothing lost, nothing doubled).
 """
 
@@ -30,7 +30,7 @@ from tiltframe.store.urls import store_target
 
 pytestmark = pytest.mark.slow
 
-DOWN_S = 30
+DOWN_S = 12
 
 
 def _events(n: int, seed: int) -> pd.DataFrame:
@@ -77,7 +77,7 @@ def server_down(server: PrivateServer) -> Iterator[None]:
 
 @pytest.mark.parametrize("kind", ["postgresql", "mysql"])
 def test_a_following_run_outlives_a_database_restart(
-    spark, tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch
+    spark, tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     first, second = _events(300, 1), _events(200, 2)
     inbox = tmp_path / "in"
@@ -96,6 +96,8 @@ def test_a_following_run_outlives_a_database_restart(
                 (inbox / ".b.csv").rename(inbox / "b.csv")
                 time.sleep(DOWN_S)
                 assert committed() == len(first)  # the second file's batch waits for the store
+                retries = [r for r in caplog.records if r.name == "tiltframe.store.retries"]
+                assert len(retries) >= 3, [r.getMessage() for r in retries]  # it did try, and backed off
             _wait(lambda: committed() == len(first) + len(second), 180, "the second file after the restart")
         finally:
             handle.stop()
