@@ -2,14 +2,32 @@
 # Create .venv (if missing) with the machine's python3 >= 3.11 and install tiltframe editable with the
 # test extras.  Idempotent: when the installed package is up to date with pyproject.toml it only checks.
 # --with-browser also installs Debian's Chromium (apt-get, as root) for the page's browser tests, which
-# Playwright drives headless; scripts/test.sh passes it.
+# Playwright drives headless; --browser-only installs only that (scripts/test.sh runs it beside the rest).
 set -euo pipefail
 
 WITH_BROWSER=0
+BROWSER_ONLY=0
 [[ "${1:-}" == "--with-browser" ]] && WITH_BROWSER=1
+[[ "${1:-}" == "--browser-only" ]] && BROWSER_ONLY=1
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 VENV="${TILTFRAME_VENV:-.venv}"
+
+install_browser() {
+    command -v chromium >/dev/null 2>&1 && return 0
+    if [[ $EUID -ne 0 ]]; then
+        echo "setup: the browser tests need Chromium: sudo apt-get install chromium (or run this as root)" >&2
+        return 0
+    fi
+    echo "setup: installing Debian's chromium for the browser tests" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q >&2
+    apt-get install -y -q --no-install-recommends chromium fonts-dejavu-core >&2
+}
+if ((BROWSER_ONLY)); then
+    install_browser
+    exit 0
+fi
 
 find_python() {
     local candidate
@@ -33,17 +51,6 @@ if [[ ! -x "$VENV/bin/python" ]]; then
     "$PY" -m venv "$VENV"
 fi
 
-install_browser() {
-    command -v chromium >/dev/null 2>&1 && return 0
-    if [[ $EUID -ne 0 ]]; then
-        echo "setup: the browser tests need Chromium: sudo apt-get install chromium (or run this as root)" >&2
-        return 0
-    fi
-    echo "setup: installing Debian's chromium for the browser tests" >&2
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -q >&2
-    apt-get install -y -q --no-install-recommends chromium fonts-dejavu-core >&2
-}
 if ((WITH_BROWSER)); then
     install_browser
 fi

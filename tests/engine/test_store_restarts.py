@@ -2,8 +2,8 @@
 
 A real server of the test's own (``tests/private_servers.py``; the shared test servers stay up for the
 other tests) is stopped for 12 seconds while a ``follow`` run has new files to commit: the micro-batch
-retries its store calls (``tiltframe.store.retries``, several times, backing off) until the server is back, and the stored totals equal
-a DuckDB rollup of the raw events (nothing lost, nothing doubled).
+retries its store calls (``tiltframe.store.retries``, several times, backing off) until the server is back,
+and the stored totals equal a DuckDB rollup of the raw events (nothing lost, nothing doubled).
 """
 
 from __future__ import annotations
