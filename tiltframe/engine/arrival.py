@@ -61,13 +61,18 @@ def needs_latest(layout: AggregationLayout, carry: PipelineState) -> bool:
     return Lateness.of(layout.spec).mode is not LateMode.EXACT or carry.recovery_bucket is not None
 
 
+def needs_order(layout: AggregationLayout, carry: PipelineState) -> bool:
+    """Whether :func:`arrange` orders the batch's arrivals (else it returns the events as they are)."""
+    return layout.orders_arrivals or needs_latest(layout, carry)
+
+
 def arrange(events: DataFrame, layout: AggregationLayout, carry: PipelineState, *, small: bool = False) -> DataFrame:
     """Typed events with ``ARRIVAL_SEQ`` (when anything needs order) and the late-event policy applied:
     ``REASON``/``KIND`` set for rejected events, ``EVENT_TS`` moved and ``MOVED`` set for moved ones.
     ``small``: a batch small enough to be ordered in one partition (``engine.batch_sessions``)."""
-    with_latest = needs_latest(layout, carry)
-    if not (layout.orders_arrivals or with_latest):
+    if not needs_order(layout, carry):
         return events
+    with_latest = needs_latest(layout, carry)
     order = _in_one_partition if small else _with_arrival_order
     ordered = order(events, with_latest=with_latest, carry=carry)
     return _apply_policy(ordered, layout, carry) if with_latest else ordered
@@ -77,9 +82,19 @@ def _valid_ts() -> Column:
     return F.when(F.col(REASON).isNull(), F.col(EVENT_TS))
 
 
-def _with_arrival_order(events: DataFrame, *, with_latest: bool, carry: PipelineState) -> DataFrame:
+def _with_part_and_row(events: DataFrame) -> DataFrame:
+    """``events`` with their arrival part (``_PART``: the file block, else the partition) and row (``_ROW``)."""
     part = F.col(ARRIVAL_PART) if ARRIVAL_PART in events.columns else F.spark_partition_id()
-    rows = events.select("*", part.alias(_PART), F.monotonically_increasing_id().alias(_ROW))
+    return events.select("*", part.alias(_PART), F.monotonically_increasing_id().alias(_ROW))
+
+
+def _earlier(carry: PipelineState) -> Column:
+    """The greatest valid event time of the earlier batches: a null literal when there is none yet."""
+    return F.lit(carry.latest_event_ts).cast("long")
+
+
+def _with_arrival_order(events: DataFrame, *, with_latest: bool, carry: PipelineState) -> DataFrame:
+    rows = _with_part_and_row(events)
     # One window over the parts (a few rows), not over events: `partitionBy(lit)` keeps Spark from
     # warning about a window without partitions.
     order = Window.partitionBy(F.lit(0)).orderBy(_PART)
@@ -98,8 +113,7 @@ def _with_arrival_order(events: DataFrame, *, with_latest: bool, carry: Pipeline
     added: list[Column] = []
     if with_latest:
         running = Window.partitionBy(_RANK).orderBy(ARRIVAL_SEQ).rowsBetween(Window.unboundedPreceding, 0)
-        earlier = F.lit(carry.latest_event_ts).cast("long")  # a null literal when there is none yet
-        added.append(F.greatest(earlier, F.col(_BEFORE), F.max(_valid_ts()).over(running)).alias(LATEST))
+        added.append(F.greatest(_earlier(carry), F.col(_BEFORE), F.max(_valid_ts()).over(running)).alias(LATEST))
     # One projection for what is added and what is left (each DataFrame operation analyses the whole plan
     # again).  The sequence stays a column of its own before it: ordered by its expression instead, the
     # window would make the policy's records and the aggregation read the input apart.
@@ -112,14 +126,12 @@ def _in_one_partition(events: DataFrame, *, with_latest: bool, carry: PipelineSt
     order (part, then row) numbers them and carries the greatest time so far, where the general plan reads
     the input a second time for the parts' greatest times and joins them back through a broadcast (a job of
     its own).  The numbers differ from the general plan's; only their order counts (within a batch)."""
-    part = F.col(ARRIVAL_PART) if ARRIVAL_PART in events.columns else F.spark_partition_id()
-    rows = events.select("*", part.alias(_PART), F.monotonically_increasing_id().alias(_ROW))
+    rows = _with_part_and_row(events)
     order = Window.partitionBy(F.lit(0)).orderBy(_PART, _ROW)
     added = [(F.row_number().over(order) - 1).cast("long").alias(ARRIVAL_SEQ)]
     if with_latest:
         running = order.rowsBetween(Window.unboundedPreceding, 0)
-        earlier = F.lit(carry.latest_event_ts).cast("long")
-        added.append(F.greatest(earlier, F.max(_valid_ts()).over(running)).alias(LATEST))
+        added.append(F.greatest(_earlier(carry), F.max(_valid_ts()).over(running)).alias(LATEST))
     return rows.select(*(F.col(f"`{c}`") for c in events.columns), *added)
 
 

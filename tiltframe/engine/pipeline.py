@@ -23,7 +23,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from tiltframe.engine import py4j_cycles
-from tiltframe.engine.arrival import RECORD, arrange, needs_latest, policy_records
+from tiltframe.engine.arrival import RECORD, arrange, needs_latest, needs_order, policy_records
 from tiltframe.engine.batch_sessions import estimated_small
 from tiltframe.engine.events import EVENT_TS, FIELD, RAW, REASON, VALUE, type_events
 from tiltframe.engine.file_reads import FileProblem
@@ -195,8 +195,7 @@ class AggregationPipeline:
         t0 = time.perf_counter()
         state = self.store.pipeline_state(layout, self.pipeline_id, self.shard_id)
         if small is None:  # judged only where it changes the plan: staging, ordering arrivals
-            small = (self._may_stage() or layout.orders_arrivals or needs_latest(layout, state)) and estimated_small(
-                frames)
+            small = (self._may_stage() or needs_order(layout, state)) and estimated_small(frames)
         try:
             stats, rows_out, aggregating, written = self._compute_and_write(frames, batch_id, state, files,
                                                                              small=small, staged=not small)
