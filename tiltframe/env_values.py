@@ -60,8 +60,8 @@ def _one_of(name: str, default: T, spellings: Mapping[str, T], expected: str) ->
 _SWITCH = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 
 
-def env_switch(name: str, default: bool) -> bool:
-    """``$name`` as on (1, true, yes, on) or off (0, false, no, off), in any case."""
+def env_switch(name: str, default: T) -> bool | T:
+    """``$name`` as on (1, true, yes, on) or off (0, false, no, off), in any case; ``default`` when unset."""
     return _one_of(name, default, _SWITCH, "on or off (1, true, yes or on; 0, false, no or off)")
 
 

@@ -19,6 +19,7 @@ import sqlalchemy as sa
 
 import tiltframe as tf
 from tests.servers import app_with_store, fresh_database, staged_batches
+from tiltframe.engine import staged_writes
 from tiltframe.engine.batch_sessions import SMALL_BATCH_ENV
 from tiltframe.engine.pipeline import AggregationPipeline
 from tiltframe.engine.staged_writes import FAIL_FIRST_ATTEMPT_ENV, STAGED_WRITES_ENV
@@ -47,9 +48,10 @@ PER = {"seconds": 1000, "minutes": 60_000, "hours": 3_600_000, "days": 86_400_00
 
 @pytest.fixture(autouse=True)
 def _no_small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The batches here are small, which would go through the driver: ``$TILTFRAME_SMALL_BATCH_BYTES=0``
-    has them staged."""
+    """The batches here are small, and the master local, either of which would send them through the
+    driver: ``$TILTFRAME_SMALL_BATCH_BYTES=0`` and ``$TILTFRAME_STAGED_WRITES=1`` have them staged."""
     monkeypatch.setenv(SMALL_BATCH_ENV, "0")
+    monkeypatch.setenv(STAGED_WRITES_ENV, "1")
 
 
 @pytest.fixture(params=["postgresql", "mysql"])
@@ -348,5 +350,23 @@ def test_a_small_dataframe_batch_goes_through_the_driver(
         app, stores, pipeline = _pipeline(tmp_path, url, monkeypatch)
         pipeline.process(spark.createDataFrame(events, SCHEMA), 0)
         assert [b.staged for b in pipeline.store.batches] == [None]
+        stores.close()
+        _check(app, tmp_path, events)
+
+
+def test_a_local_master_writes_through_the_driver_unless_told_to_stage(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: str
+) -> None:
+    """Unset, ``$TILTFRAME_STAGED_WRITES`` leaves it to the master: a cluster's stages, a local one's
+    executors share the driver's cores, so even a batch that is not small goes through the driver (its new
+    buckets by the bulk load of ``store.appends``), and equals the oracle."""
+    assert staged_writes.wanted_on("spark://master:7077") and staged_writes.wanted_on("yarn")
+    assert not staged_writes.wanted_on("local[2]") and not staged_writes.wanted_on("local")
+    monkeypatch.delenv(STAGED_WRITES_ENV)
+    events = _events(300, 3)
+    with fresh_database(server) as url:
+        app, stores, pipeline = _pipeline(tmp_path, url, monkeypatch)
+        pipeline.process(spark.createDataFrame(events, SCHEMA), 0)  # not small: SMALL_BATCH_ENV is 0
+        assert pipeline._staging is False and [b.staged for b in pipeline.store.batches] == [None]
         stores.close()
         _check(app, tmp_path, events)

@@ -19,6 +19,7 @@ import tiltframe as tf
 import tiltframe.engine.pipeline as pipeline_module
 from tests.oracle import DUCK_UNITS, run_batches
 from tests.servers import app_with_store, fresh_database, staged_batches
+from tiltframe.engine.staged_writes import STAGED_WRITES_ENV
 
 APP = """
 define stream TradeStream (symbol string, price double, quantity long, ts long);
@@ -123,6 +124,7 @@ def test_server_stores_merge_the_same_states(spark, tmp_path: Path, kind: str, m
     states are merged into the other's."""
     turns = itertools.cycle([True, False])
     monkeypatch.setattr(pipeline_module, "estimated_small", lambda frames: next(turns))
+    monkeypatch.setenv(STAGED_WRITES_ENV, "1")  # on a local master too
     staged = staged_batches(monkeypatch)
     n = 600
     events = trades(n, 3, lambda rng: np.round(rng.normal(100, 20, n), 2), quantities=100, anchor=ANCHORS[1],

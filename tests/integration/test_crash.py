@@ -37,6 +37,7 @@ from tests.integration.crashkit import (
 from tests.oracle import APP, check_against_oracle
 from tests.servers import app_with_store, fresh_database
 from tiltframe.engine.batch_sessions import SMALL_BATCH_ENV
+from tiltframe.engine.staged_writes import STAGED_WRITES_ENV
 
 MODES = ("at-progress", "random-delay", "in-store-transaction")
 #: Kills per store: each mode once (three times over the three stores) keeps CI short;
@@ -132,10 +133,11 @@ def test_kill9_and_restart_counts_every_event_once(store: str, tmp_path: Path, m
         # Two files a micro-batch while kills come; the final run replays the batch a kill left planned (its
         # files fixed in Spark's offset log) and takes the rest in one, as a restart with other options does.
         command = [*final, "--max-files-per-trigger", "2"]
-        # The inputs make small batches, which a server store takes through the driver: every other killed
-        # run makes none (``$TILTFRAME_SMALL_BATCH_BYTES=0``), so its batches are staged by the executors,
-        # and a batch killed on one path may be replayed on the other.
-        staged = {**env, SMALL_BATCH_ENV: "0"}
+        # The inputs make small batches on a local master, which a server store takes through the driver:
+        # every other killed run makes none and stages (``$TILTFRAME_SMALL_BATCH_BYTES=0``,
+        # ``$TILTFRAME_STAGED_WRITES=1``), so its batches are staged by the executors, and a batch killed on
+        # one path may be replayed on the other.
+        staged = {**env, SMALL_BATCH_ENV: "0", STAGED_WRITES_ENV: "1"}
         probe = StoreProbe(store, data_dir, jdbc_url)
         tags: list[str] = []
         proc: subprocess.Popen[bytes] | None = None

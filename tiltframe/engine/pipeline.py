@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from tiltframe.engine import py4j_cycles
+from tiltframe.engine import py4j_cycles, staged_writes
 from tiltframe.engine.arrival import RECORD, arrange, needs_latest, needs_order, policy_records
 from tiltframe.engine.batch_sessions import estimated_small
 from tiltframe.engine.events import EVENT_TS, FIELD, RAW, REASON, VALUE, type_events
@@ -32,7 +32,6 @@ from tiltframe.engine.markers import write_marker
 from tiltframe.engine.overflow import explain_overflow, is_overflow
 from tiltframe.engine.partials import LEVEL, RECORD_LEVEL, REJECTED, levels_for
 from tiltframe.engine.reports import BatchReport, PipelineTotals, log_batch
-from tiltframe.engine.staged_writes import enabled as staging_enabled
 from tiltframe.engine.staged_writes import stage
 from tiltframe.errors import DataError, StoreError
 from tiltframe.model.durations import Granularity
@@ -166,8 +165,9 @@ class AggregationPipeline:
         self.purger = purger
         self.totals = PipelineTotals()
         self._levels = levels_for(layout)
-        #: Read once, so that a misspelt ``$TILTFRAME_STAGED_WRITES`` stops the run before its first batch.
-        self._staging = staging_enabled()
+        #: Read once, so that a misspelt ``$TILTFRAME_STAGED_WRITES`` stops the run before its first batch;
+        #: None until the first batch when it is unset (``staged_writes.wanted_on``).
+        self._staging = staged_writes.enabled()
         spec = layout.spec
         # A missing value of an aggregated attribute is skipped by the aggregates; only a missing key or
         # event time leaves an event nowhere to go.
@@ -279,6 +279,8 @@ class AggregationPipeline:
         return self.store.prepare_staging(self.layout, self.pipeline_id)
 
     def _may_stage(self) -> bool:
+        if self._staging is None:  # nobody said: the master decides
+            self._staging = staged_writes.wanted_on(SparkSession.active().sparkContext.master)
         return self._staging and self.store.capabilities.staged_writes
 
     def _cascade(

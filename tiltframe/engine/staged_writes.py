@@ -8,7 +8,8 @@ policy recorded, whatever the size of the batch; the server merges the staged ro
 transaction.  The tag names the task attempt, so the commit merges exactly the attempts whose output the
 driver received: a failed attempt's copied rows are left out, and deleted before the pipeline stages again.
 
-``$TILTFRAME_STAGED_WRITES=0`` turns staging off (the driver path of ``SqlStore.write_batch``).
+Used on a cluster's master (:func:`wanted_on`); ``$TILTFRAME_STAGED_WRITES`` on or off says otherwise (off: the
+driver path of ``SqlStore.write_batch``).
 """
 
 from __future__ import annotations
@@ -42,10 +43,18 @@ _TASK_ROW = -2
 _LONGS = (_ROWS, _COUNT, _REJECTED, _MIN_TS, _MAX_TS, _MAX_EVENT_TS)
 
 
-def enabled() -> bool:
-    """Whether staging is wanted: on unless ``$TILTFRAME_STAGED_WRITES`` says 0, false, no or off (a value
-    that is neither on nor off is a usage error)."""
-    return env_switch(STAGED_WRITES_ENV, True)
+def enabled() -> bool | None:
+    """Whether staging is wanted: ``$TILTFRAME_STAGED_WRITES`` on or off (a value that is neither is a usage
+    error); unset, None: the master decides (:func:`wanted_on`)."""
+    return env_switch(STAGED_WRITES_ENV, None)
+
+
+def wanted_on(master: str) -> bool:
+    """Whether to stage when nobody said, on Spark's ``master``: on a cluster, yes (the executors' copies
+    grow with them, and the driver carries no partial row); on a local master, no: the executors share the
+    driver's cores, and the driver's bulk load of new buckets (``store.appends``) writes a batch in less
+    than half the time of a copy into the staging table and a merge out of it."""
+    return not master.startswith("local")
 
 
 @dataclass(frozen=True)

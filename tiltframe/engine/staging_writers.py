@@ -10,23 +10,20 @@ after the partition's last row.
 from __future__ import annotations
 
 import contextlib
-import io
 import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tiltframe.engine.partials import LEVEL
 from tiltframe.errors import StoreError
 from tiltframe.store.base import StagingTarget
-from tiltframe.store.overflow import unholdable
+from tiltframe.store.bulk_text import check_no_warnings, copy_csv, file_literal, load_tsv
 from tiltframe.store.staging import FILE_MARK
 
 #: The pipeline id, batch id and tag every staged row carries (before its level; ``store.staging``).
 Leading = tuple[str, int, str]
-_CSV = None  # pyarrow.csv, imported on first use in the worker
 _CONNECTIONS: dict[str, Any] = {}
 
 
@@ -110,56 +107,15 @@ def _typed_columns(data: pa.Table, target: StagingTarget, leading: Leading) -> l
 
 
 def _csv(data: pa.Table, target: StagingTarget, leading: Leading) -> memoryview:
-    """The rows as COPY's CSV.  Strings are quoted, so an empty string stays one and an unquoted empty
-    field is NULL."""
-    global _CSV
-    if _CSV is None:
-        import pyarrow.csv
-
-        _CSV = pyarrow.csv
-    columns = _typed_columns(data, target, leading)
-    out = io.BytesIO()
-    _CSV.write_csv(pa.table(columns, names=[f"c{i}" for i in range(len(columns))]), out,
-                   _CSV.WriteOptions(include_header=False, quoting_style="needed"))
-    return out.getbuffer()
-
-
-#: ``LOAD DATA``'s escapes (``ESCAPED BY '\\'``), the backslash first.
-_ESCAPES = (("\\", "\\\\"), ("\t", "\\t"), ("\n", "\\n"), ("\r", "\\r"), ("\x00", "\\0"))
+    return copy_csv(_typed_columns(data, target, leading))
 
 
 def _tsv(data: pa.Table, target: StagingTarget, leading: Leading) -> bytes:
-    """The rows as ``LOAD DATA``'s text: fields by tab, rows by newline, NULL as ``\\N``, the escapes above
-    in strings, booleans as 0/1, doubles in their shortest form that reads back exactly.  A double the
-    server cannot hold (NaN, infinite) is refused here: ``LOAD DATA LOCAL`` would store 0 with a warning."""
-    rule = unholdable("mysql")  # the doubles these servers cannot hold, as the driver path checks them
-    fields = []
-    for column in _typed_columns(data, target, leading):
-        kind = column.type
-        if rule is not None and pa.types.is_floating(kind) and pc.any(rule[1](column)).as_py():
-            msg = f"a double that is NaN or infinite ({rule[0]})"
-            raise StoreError(msg)
-        if pa.types.is_boolean(kind):
-            column = column.cast(pa.int8())
-        text = column.cast(pa.string())
-        if pa.types.is_string(kind):
-            for old, new in _ESCAPES:
-                text = pc.replace_substring(text, old, new)
-        fields.append(pc.fill_null(text, "\\N"))
-    lines = pc.binary_join_element_wise(*fields, "\t").cast(pa.large_string())
-    if isinstance(lines, pa.ChunkedArray):
-        lines = lines.combine_chunks()
-    whole = pa.LargeListArray.from_arrays(pa.array([0, len(lines)], pa.int64()), lines)
-    return pc.binary_join(whole, pa.scalar("\n", pa.large_string()))[0].as_buffer().to_pybytes() + b"\n"
+    return load_tsv(_typed_columns(data, target, leading))
 
 
 def _load(conn: Any, target: StagingTarget, path: str) -> None:
     """``LOAD DATA LOCAL`` the file at ``path``; a warning (a value the server changed) fails the task."""
-    literal = "'" + path.replace("\\", "\\\\").replace("'", "\\'") + "'"
     with conn.cursor() as cursor:
-        cursor.execute(target.copy_sql.replace(FILE_MARK, literal))
-        if cursor.warning_count:
-            cursor.execute("SHOW WARNINGS LIMIT 3")
-            said = "; ".join(str(row[2]) for row in cursor.fetchall())
-            msg = f"the server changed staged values while loading them ({said})"
-            raise StoreError(msg)
+        cursor.execute(target.copy_sql.replace(FILE_MARK, file_literal(path)))
+        check_no_warnings(cursor, "staged values")

@@ -39,7 +39,9 @@ class SqlStore(SqlWrites, SqlReads):
         gives every read one snapshot, so a query never sees half of a batch.  MySQL connections speak
         utf8mb4 unless the URL says otherwise (``store.mysql``).
         """
-        args = {"charset": "utf8mb4"} if mysql.is_mysql(url.get_backend_name()) and "charset" not in url.query else {}
+        args: dict[str, object] = {}
+        if mysql.is_mysql(url.get_backend_name()):  # LOAD DATA LOCAL appends new buckets (store.appends)
+            args = {"local_infile": True, **({} if "charset" in url.query else {"charset": "utf8mb4"})}
         engine = sa.create_engine(url, paramstyle="format", pool_pre_ping=True, isolation_level="REPEATABLE READ",
                                   connect_args=args)
         return cls(engine, read_only=read_only)

@@ -105,6 +105,7 @@ class SqlConnections:
         # transaction (which may drop one) and by a failed read (another process may have dropped one).
         self._present: set[str] = set()
         self._staging_ready: set[tuple[str, str]] = set()
+        self._local_files: bool | None = None  # whether a MariaDB or MySQL server takes LOAD DATA LOCAL
         # Per aggregation, the measures' complete-from instants as of a change token (``SqlReads.complete_from``:
         # every retrieval asks, and reading them cost nearly what reading a small level does).
         self._complete_from: dict[str, tuple[object, dict[str, int]]] = {}

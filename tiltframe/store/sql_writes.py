@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 
 from tiltframe.errors import StoreError
 from tiltframe.model.durations import Granularity
-from tiltframe.store import commits, mysql, staging, state_formats
+from tiltframe.store import appends, commits, mysql, staging, state_formats
 from tiltframe.store.base import (
     BatchWrite,
     PipelineState,
@@ -146,8 +146,8 @@ class SqlWrites(SqlSchema):
                 if commits.is_committed(conn, layout, batch.pipeline_id, batch.batch_id):
                     return False
                 purged = self._purged_before(conn, layout)
-                rows = sum(upsert_rows(conn, layout, table, merge_sketches(
-                    conn, layout, table, after(data, purged.get(table.name)))) for table, data in levels)
+                rows = sum(self._merge_level(conn, layout, table, after(data, purged.get(table.name)))
+                           for table, data in levels)
                 if batch.staged is not None:
                     rows += self._merge_staged(conn, layout, batch.staged, purged)
                 insert_recorded(conn, layout, batch)
@@ -157,6 +157,22 @@ class SqlWrites(SqlSchema):
         except StoreError as failed:  # rolled back; a sum out of range is named by its row
             raise self._explained(layout, batch.batch_id, levels, failed, batch.staged) from failed.__cause__
         return True
+
+    def _merge_level(self, conn: Connection, layout: AggregationLayout, table: sa.Table, data: pa.Table) -> int:
+        """Merge a level's rows from the driver: those of buckets newer than the table's by the server's bulk
+        load (``store.appends``), the others by upserts."""
+        appended = 0
+        if data.num_rows and appends.can_append(conn.dialect.name, layout) and self._loads_local_files(conn):
+            new, data = appends.split_new(conn, layout, table, data)
+            appended = appends.append_rows(conn, layout, table, new)
+        return appended + upsert_rows(conn, layout, table, merge_sketches(conn, layout, table, data))
+
+    def _loads_local_files(self, conn: Connection) -> bool:
+        """Whether the server takes bulk loads from this driver (MariaDB's and MySQL's ``local_infile``;
+        asked once)."""
+        if self._local_files is None:
+            self._local_files = staging.loads_local_files(conn)
+        return self._local_files
 
     def _merge_staged(self, conn: Connection, layout: AggregationLayout, staged: StagedBatch,
                       purged: Mapping[str, int]) -> int:

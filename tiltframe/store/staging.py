@@ -27,6 +27,7 @@ from tiltframe.errors import StoreError
 from tiltframe.model.streams import AttrType
 from tiltframe.store import mysql
 from tiltframe.store.base import StagingTarget
+from tiltframe.store.bulk_text import LOAD_FORMAT
 from tiltframe.store.frames import ARROW_TYPES, fetch_all, typed_frame
 from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.store.merges import merge_assignments
@@ -120,8 +121,7 @@ def target(conninfo: str, conn: Connection, layout: AggregationLayout) -> Stagin
     names = ", ".join(quote(c) for c in (*_LEADING, *types))
     columns, keys = tuple((c, ARROW_TYPES[t]) for c, t in types.items()), tuple(layout.stored_key_names)
     if mysql.is_mysql(conn.dialect):
-        sql = (f"LOAD DATA LOCAL INFILE {FILE_MARK} INTO TABLE {quote(staging_name(layout))} CHARACTER SET utf8mb4 "
-               f"FIELDS TERMINATED BY '\\t' ESCAPED BY '\\\\' LINES TERMINATED BY '\\n' ({names})")
+        sql = f"LOAD DATA LOCAL INFILE {FILE_MARK} INTO TABLE {quote(staging_name(layout))} {LOAD_FORMAT} ({names})"
         return StagingTarget(conninfo, sql, columns, keys, "load")
     return StagingTarget(conninfo, f"COPY {quote(staging_name(layout))} ({names}) FROM STDIN (FORMAT csv)",
                          columns, keys)
@@ -158,8 +158,9 @@ def merge_level(conn: Connection, layout: AggregationLayout, target_table: sa.Ta
                 tags: Sequence[str], purged_before: int | None) -> int:
     """Merge the staged rows of ``level`` copied by ``tags`` into ``target_table`` in one statement,
     skipping purged buckets; returns the rows merged.  PostgreSQL takes them in primary-key order (its
-    B-tree then fills pages in order); MariaDB's are read in the staging table's own order, which a sort
-    made slower."""
+    B-tree then fills pages in order), those of new buckets by a plain insert; MariaDB's are read in the
+    staging table's own order, which a sort made slower (and a plain insert there costs what its upsert
+    does)."""
     staged = staging_table(layout, conn.dialect.name)
     columns = list(layout.stored_column_types)
     where = [_tagged(staged, tags, level)]
@@ -167,13 +168,22 @@ def merge_level(conn: Connection, layout: AggregationLayout, target_table: sa.Ta
         where.append(staged.c[AGG_TIMESTAMP] >= purged_before)
     order = [staged.c[k] for k in layout.stored_key_names]
     if not mysql.is_mysql(conn.dialect):
-        select = sa.select(*(staged.c[c] for c in columns)).where(*where).order_by(*order)
         from sqlalchemy.dialects import postgresql  # not for every reader of a store (store.merges)
 
-        ins = postgresql.insert(target_table).from_select(columns, select)
+        # Rows of buckets later than the table's latest meet no stored row: a plain insert (half the
+        # upsert's time; ``store.appends``), the others merged.
+        latest = conn.execute(sa.select(sa.func.max(target_table.c[AGG_TIMESTAMP]))).scalar()
+        newer = [] if latest is None else [staged.c[AGG_TIMESTAMP] > latest]
+        select = sa.select(*(staged.c[c] for c in columns)).order_by(*order)
+        merged = max(conn.execute(sa.insert(target_table).from_select(columns, select.where(*where, *newer)))
+                     .rowcount, 0)
+        if latest is None:
+            return merged
+        ins = postgresql.insert(target_table).from_select(columns, select.where(*where,
+                                                                                staged.c[AGG_TIMESTAMP] <= latest))
         keys = [target_table.c[k] for k in layout.stored_key_names]
         sets = merge_assignments(layout, target_table, ins.excluded)
-        return max(conn.execute(ins.on_conflict_do_update(index_elements=keys, set_=sets)).rowcount, 0)
+        return merged + max(conn.execute(ins.on_conflict_do_update(index_elements=keys, set_=sets)).rowcount, 0)
     chosen = [staged.c[c] for c in columns]
     if mysql.KEY_HASH in target_table.c:
         columns, chosen = [*columns, mysql.KEY_HASH], [*chosen, mysql.key_hash_sql(layout, staged.c)]
