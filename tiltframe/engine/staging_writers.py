@@ -1,10 +1,10 @@
 """How a Spark task writes rows into a server's staging table (``store.staging``), in the server's own bulk
-format: ``COPY ... FROM STDIN`` with CSV on PostgreSQL, ``LOAD DATA LOCAL INFILE`` with its tab-separated
-text on MariaDB and MySQL.
+format (``store.bulk_formats``, made by numpy and Arrow's C++ kernels, no Python object per value):
+``COPY ... FROM STDIN`` in its binary format on PostgreSQL, ``LOAD DATA LOCAL INFILE`` with its
+tab-separated text on MariaDB and MySQL.
 
-Both texts are made by Arrow's C++ kernels (no Python object per value).  Each writer holds one
-connection per Python worker (workers are reused, so one connection serves many tasks) and commits once,
-after the partition's last row.
+Each writer holds one connection per Python worker (workers are reused, so one connection serves many
+tasks) and commits once, after the partition's last row.
 """
 
 from __future__ import annotations
@@ -19,7 +19,14 @@ import pyarrow as pa
 from tiltframe.engine.partials import LEVEL
 from tiltframe.errors import StoreError
 from tiltframe.store.base import StagingTarget
-from tiltframe.store.bulk_text import check_no_warnings, copy_csv, file_literal, load_tsv
+from tiltframe.store.bulk_formats import (
+    BINARY_HEADER,
+    BINARY_TRAILER,
+    binary_rows,
+    check_no_warnings,
+    file_literal,
+    load_tsv,
+)
 from tiltframe.store.staging import FILE_MARK
 
 #: The pipeline id, batch id and tag every staged row carries (before its level; ``store.staging``).
@@ -35,7 +42,9 @@ def writer(target: StagingTarget) -> Iterator[Callable[[pa.Table, Leading], None
     try:
         if target.kind == "copy":
             with conn.cursor() as cursor, cursor.copy(target.copy_sql) as copy:
-                yield lambda data, leading: copy.write(_csv(data, target, leading))
+                copy.write(BINARY_HEADER)
+                yield lambda data, leading: _copy(copy, data, target, leading)
+                copy.write(BINARY_TRAILER)
         else:
             with tempfile.NamedTemporaryFile(prefix="tiltframe-staged-", suffix=".tsv") as file:
                 yield lambda data, leading: file.write(_tsv(data, target, leading))
@@ -106,8 +115,9 @@ def _typed_columns(data: pa.Table, target: StagingTarget, leading: Leading) -> l
     return columns
 
 
-def _csv(data: pa.Table, target: StagingTarget, leading: Leading) -> memoryview:
-    return copy_csv(_typed_columns(data, target, leading))
+def _copy(copy: Any, data: pa.Table, target: StagingTarget, leading: Leading) -> None:
+    for piece in binary_rows(_typed_columns(data, target, leading)):
+        copy.write(piece)
 
 
 def _tsv(data: pa.Table, target: StagingTarget, leading: Leading) -> bytes:

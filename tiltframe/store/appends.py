@@ -27,10 +27,18 @@ from sqlalchemy.engine import Connection
 from tiltframe.errors import StoreError
 from tiltframe.model.streams import AttrType
 from tiltframe.store import mysql
-from tiltframe.store.bulk_text import LOAD_FORMAT, check_no_warnings, copy_csv, file_literal, load_tsv
+from tiltframe.store.bulk_formats import (
+    BINARY_HEADER,
+    BINARY_TRAILER,
+    LOAD_FORMAT,
+    binary_rows,
+    check_no_warnings,
+    file_literal,
+    load_tsv,
+)
 from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 
-#: Rows turned into text at a time (bounds the driver's memory: about 80 bytes a row).
+#: Rows turned into ``LOAD DATA``'s text at a time (bounds the driver's memory: about 80 bytes a row).
 CHUNK_ROWS = 500_000
 
 
@@ -81,9 +89,11 @@ def append_rows(conn: Connection, layout: AggregationLayout, table: sa.Table, da
     dbapi = conn.connection.dbapi_connection
     if conn.dialect.name == "postgresql":
         with dbapi.cursor() as cursor:
-            with cursor.copy(f"COPY {quote(table.name)} ({names}) FROM STDIN (FORMAT csv)") as copy:
-                for chunk in _chunks(data):
-                    copy.write(copy_csv(chunk.columns))
+            with cursor.copy(f"COPY {quote(table.name)} ({names}) FROM STDIN (FORMAT binary)") as copy:
+                copy.write(BINARY_HEADER)
+                for piece in binary_rows(data.columns):
+                    copy.write(piece)
+                copy.write(BINARY_TRAILER)
             loaded = cursor.rowcount
     else:
         into = f"INTO TABLE {quote(table.name)} {LOAD_FORMAT} ({names})"

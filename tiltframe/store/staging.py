@@ -27,7 +27,7 @@ from tiltframe.errors import StoreError
 from tiltframe.model.streams import AttrType
 from tiltframe.store import mysql
 from tiltframe.store.base import StagingTarget
-from tiltframe.store.bulk_text import LOAD_FORMAT
+from tiltframe.store.bulk_formats import LOAD_FORMAT
 from tiltframe.store.frames import ARROW_TYPES, fetch_all, typed_frame
 from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.store.merges import merge_assignments
@@ -60,7 +60,7 @@ def staging_name(layout: AggregationLayout) -> str:
 def qualifies(layout: AggregationLayout) -> bool:
     """Whether ``layout``'s batches can be staged: sketch states are merged with the stored ones on the
     driver (``upserts.merge_sketches``), shards' rows carry the deployment's shard id, added there, and
-    CSV holds no binary or list column."""
+    the bulk formats carry no binary or list column (``store.bulk_formats``)."""
     return (not layout.partitioned and not any(s.merge.is_sketch for s in layout.states)
             and not any(t in (AttrType.BINARY, AttrType.ARRAY) for t in layout.stored_column_types.values()))
 
@@ -123,7 +123,7 @@ def target(conninfo: str, conn: Connection, layout: AggregationLayout) -> Stagin
     if mysql.is_mysql(conn.dialect):
         sql = f"LOAD DATA LOCAL INFILE {FILE_MARK} INTO TABLE {quote(staging_name(layout))} {LOAD_FORMAT} ({names})"
         return StagingTarget(conninfo, sql, columns, keys, "load")
-    return StagingTarget(conninfo, f"COPY {quote(staging_name(layout))} ({names}) FROM STDIN (FORMAT csv)",
+    return StagingTarget(conninfo, f"COPY {quote(staging_name(layout))} ({names}) FROM STDIN (FORMAT binary)",
                          columns, keys)
 
 
