@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tiltframe.store.appends as appends
+import tiltframe.store.bulk_formats as bulk_formats
 from tiltframe.errors import StoreError
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.sql import SqlStore
@@ -85,9 +86,11 @@ rows_of_a_batch = st.lists(
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(drawn=st.lists(st.tuples(st.integers(-3, 3), rows_of_a_batch), min_size=1, max_size=4))
-def test_appended_and_merged_rows_are_the_folded_batches(server: SqlStore, drawn) -> None:
+def test_appended_and_merged_rows_are_the_folded_batches(server: SqlStore, drawn, monkeypatch) -> None:
     """Batches move forward and back in time, so each appends some buckets and merges the others; what the
-    table holds is every batch folded in order, bit for bit."""
+    table holds is every batch folded in order, bit for bit.  Loads come in chunks of three rows."""
+    monkeypatch.setattr(appends, "CHUNK_ROWS", 3)
+    monkeypatch.setattr(bulk_formats, "CHUNK_ROWS", 3)
     layout = make_layout(name=f"Appended{next(_names)}")
     batches, start = [], 0
     for b, (shift, drawn_rows) in enumerate(drawn):

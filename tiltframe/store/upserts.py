@@ -76,8 +76,27 @@ def prepare_rows(layout: AggregationLayout, data: pa.Table, shard_id: str | None
         data = data.cast(target)
     if data.num_rows < 2:
         return data
-    sort_keys = [_sort_key(data.column(k)) for k in reversed(layout.stored_key_names)]
-    return data.take(pa.array(np.lexsort(sort_keys))).combine_chunks()
+    return data.take(pa.array(_key_order([_sort_key(data.column(k)) for k in layout.stored_key_names])))\
+        .combine_chunks()
+
+
+def _key_order(keys: list[np.ndarray]) -> np.ndarray:
+    """The row order sorting by ``keys``, the first most significant: by one integer that combines them
+    (each key's offset from its least, scaled by the ranges of the keys after it) where all are integers
+    whose ranges multiply within 62 bits, which sorts in half the time of a sort by several keys; else by
+    them all."""
+    if not all(k.dtype.kind in "iub" for k in keys):
+        return np.lexsort(keys[::-1])
+    combined = np.zeros(len(keys[0]), np.int64)
+    span = 1
+    for key in reversed(keys):
+        low = int(key.min())
+        width = int(key.max()) - low + 1
+        if span * width >= 1 << 62:
+            return np.lexsort(keys[::-1])
+        combined += (key.astype(np.int64) - low) * span
+        span *= width
+    return np.argsort(combined, kind="stable")
 
 
 def _sort_key(col: pa.ChunkedArray) -> np.ndarray:
