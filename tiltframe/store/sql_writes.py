@@ -176,7 +176,7 @@ class SqlWrites(SqlSchema):
 
     def _merge_staged(self, conn: Connection, layout: AggregationLayout, staged: StagedBatch,
                       purged: Mapping[str, int]) -> int:
-        """Merge the staged rows of each level that holds any, one statement per level."""
+        """Merge the staged rows of each level that holds any, by ``staging.merge_level``."""
         staging.check_present(conn, layout, staged.tags, staged.rows)
         rows = 0
         for i, table in enumerate(self._tables(layout).values()):

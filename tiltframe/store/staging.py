@@ -4,9 +4,9 @@ Without it every partial row of a batch travels to the driver and back out to th
 (``SqlStore.write_batch``'s Arrow path), which bounds a cluster by its driver.  With it, each Spark task
 writes its partition's rows into one table per aggregation (``COPY`` on PostgreSQL, ``LOAD DATA LOCAL`` on
 MariaDB and MySQL: ``engine.staging_writers``), under a tag naming the task attempt, and the batch's write
-transaction merges them into each level table with one ``INSERT ... SELECT`` per level (``ON CONFLICT DO
-UPDATE``, ``ON DUPLICATE KEY UPDATE``, with the key digest of ``store.mysql`` computed by the server), then
-deletes them.
+transaction merges them into each level table with ``INSERT ... SELECT`` per level (``ON CONFLICT DO
+UPDATE``, on PostgreSQL a plain insert for buckets newer than the table's; ``ON DUPLICATE KEY UPDATE``, with
+the key digest of ``store.mysql`` computed by the server), then deletes them.
 
 Exactly-once: only the tags of the attempts whose output the driver received are merged (an earlier,
 failed attempt of a task may have copied its rows too), the merge and the commit record share one
@@ -156,11 +156,11 @@ def check_present(conn: Connection, layout: AggregationLayout, tags: Sequence[st
 
 def merge_level(conn: Connection, layout: AggregationLayout, target_table: sa.Table, level: int,
                 tags: Sequence[str], purged_before: int | None) -> int:
-    """Merge the staged rows of ``level`` copied by ``tags`` into ``target_table`` in one statement,
-    skipping purged buckets; returns the rows merged.  PostgreSQL takes them in primary-key order (its
-    B-tree then fills pages in order), those of new buckets by a plain insert; MariaDB's are read in the
-    staging table's own order, which a sort made slower (and a plain insert there costs what its upsert
-    does)."""
+    """Merge the staged rows of ``level`` copied by ``tags`` into ``target_table``, skipping purged buckets;
+    returns the rows merged.  PostgreSQL takes them in primary-key order (its B-tree then fills pages in
+    order) in two statements: those of buckets newer than the table's by a plain insert, the others by an
+    upsert.  MariaDB's take one upsert, read in the staging table's own order, which a sort made slower (a
+    plain insert there costs what its upsert does)."""
     staged = staging_table(layout, conn.dialect.name)
     columns = list(layout.stored_column_types)
     where = [_tagged(staged, tags, level)]
