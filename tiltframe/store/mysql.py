@@ -24,6 +24,7 @@ from types import ModuleType
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
@@ -95,13 +96,17 @@ def primary_key(layout: AggregationLayout) -> list[str]:
 
 
 def key_hashes(layout: AggregationLayout, data: pa.Table) -> pa.Array:
-    """``AGG_KEY_HASH`` of each row of ``data`` (its string keys never NULL)."""
-    columns = [data.column(k).to_pylist() for k in string_keys(layout)]
-    if len(columns) == 1:
-        return pa.array([sha256(k.encode()).digest() for k in columns[0]], pa.binary(32))
+    """``AGG_KEY_HASH`` of each row of ``data`` (its string keys never NULL); with one string key, each
+    distinct key is hashed once (a batch's rows repeat a few keys over many buckets)."""
+    keys = string_keys(layout)
+    if len(keys) == 1:
+        encoded = pc.dictionary_encode(data.column(keys[0]).combine_chunks())
+        digests = pa.array([sha256(k.encode()).digest() for k in encoded.dictionary.to_pylist()], pa.binary(32))
+        return pc.take(digests, encoded.indices)
+    columns = [data.column(k).to_pylist() for k in keys]
     out = []
-    for keys in zip(*columns, strict=True):
-        parts = [k.encode() for k in keys]
+    for row in zip(*columns, strict=True):
+        parts = [k.encode() for k in row]
         out.append(sha256(b"".join(b"%d:%s" % (len(b), b) for b in parts)).digest())
     return pa.array(out, pa.binary(32))
 
