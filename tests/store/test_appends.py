@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,12 @@ from hypothesis import strategies as st
 
 import tiltframe.store.appends as appends
 import tiltframe.store.bulk_formats as bulk_formats
+from tests.private_servers import private_server
 from tiltframe.errors import StoreError
+from tiltframe.model.aggregations import StoreSpec
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.sql import SqlStore
+from tiltframe.store.urls import store_target
 
 from .conftest import SEC, fresh_store, make_layout
 from .test_sql_store import T0, batch, row
@@ -155,3 +159,23 @@ def test_rows_sharing_a_key_go_to_the_upserts() -> None:
     assert not appends._repeats_a_key(data.slice(1), ("AGG_TIMESTAMP", "symbol"))
     assert not appends._repeats_a_key(pa.table({"AGG_TIMESTAMP": [1, 1], "symbol": ["a", "b"]}),
                                       ("AGG_TIMESTAMP", "symbol"))
+
+
+@pytest.mark.slow
+def test_a_server_that_takes_no_local_files_gets_every_row_by_upserts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """MariaDB with ``local_infile`` off (MySQL 8's default) refuses ``LOAD DATA LOCAL``: the store asks once
+    and merges every row by upserts, the same rows stored."""
+    with private_server("mysql") as server:
+        subprocess.run([*server._admin("mariadb"), "-e", "SET GLOBAL local_infile = 0"], check=True,
+                       capture_output=True, timeout=60)
+        layout = make_layout()
+        seen = appended_rows(monkeypatch)
+        with SqlStore.server(store_target(StoreSpec("rdbms", server.url))) as store:
+            rows = [row(T0 + 1000 * s, sym, T0 + 1000 * s, 1, i, 1.5, 2) for i, (s, sym) in
+                    enumerate(itertools.product(range(3), AWKWARD[:4]))]
+            assert store.write_batch(layout, batch(layout, 1, rows))
+            assert store.write_batch(layout, batch(layout, 2, [row(T0 + 9000, "A", T0 + 9000, 2, 0, 1.0, 1)]))
+            stored = store.read(layout, SEC)
+        assert seen == [] and len(stored) == len(rows) + 1
+        assert sorted(stored["symbol"][:12]) == sorted(r["symbol"] for r in rows)
+        assert stored["total_SUM"].sum() == 2 * len(rows) + 1
