@@ -18,6 +18,7 @@ def keys_of(n: int) -> st.SearchStrategy[np.ndarray]:
         hnp.arrays(np.int64, n, elements=st.one_of(st.integers(-5, 5), LONGS)),  # small ranges and the widest
         hnp.arrays(np.int64, n, elements=st.integers(1_700_000_000_000, 1_700_000_009_000)),
         hnp.arrays(np.uint64, n, elements=st.integers(1, 50)),  # the ranks of string keys
+        hnp.arrays(np.uint64, n, elements=st.integers(2**64 - 9, 2**64 - 1)),
         hnp.arrays(np.bool_, n),
         hnp.arrays(np.float64, n, elements=st.floats(-1e6, 1e6)))
 

@@ -90,11 +90,13 @@ def _key_order(keys: list[np.ndarray]) -> np.ndarray:
     combined = np.zeros(len(keys[0]), np.int64)
     span = 1
     for key in reversed(keys):
-        low = int(key.min())
-        width = int(key.max()) - low + 1
+        if key.dtype.kind == "b":
+            key = key.view(np.uint8)
+        least = key.min()
+        width = int(key.max()) - int(least) + 1
         if span * width >= 1 << 62:
             return np.lexsort(keys[::-1])
-        combined += (key.astype(np.int64) - low) * span
+        combined += (key - least).astype(np.int64) * span  # in the key's own type: no overflow below 2**62
         span *= width
     return np.argsort(combined, kind="stable")
 
