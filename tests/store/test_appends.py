@@ -93,7 +93,6 @@ rows_of_a_batch = st.lists(
 def test_appended_and_merged_rows_are_the_folded_batches(server: SqlStore, drawn, monkeypatch) -> None:
     """Batches move forward and back in time, so each appends some buckets and merges the others; what the
     table holds is every batch folded in order, bit for bit.  Loads come in chunks of three rows."""
-    monkeypatch.setattr(appends, "CHUNK_ROWS", 3)
     monkeypatch.setattr(bulk_formats, "CHUNK_ROWS", 3)
     layout = make_layout(name=f"Appended{next(_names)}")
     batches, start = [], 0

@@ -29,43 +29,44 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from tiltframe.errors import StoreError
-from tiltframe.model.streams import AttrType
-from tiltframe.store import mysql
+from tiltframe.store import bulk_formats, mysql
 from tiltframe.store.bulk_formats import (
     BINARY_HEADER,
     BINARY_TRAILER,
     LOAD_FORMAT,
     binary_rows,
+    carries,
     check_no_warnings,
     file_literal,
     load_tsv,
 )
 from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 
-#: Rows turned into ``LOAD DATA``'s text at a time, each chunk a statement (bounds the driver's memory: about
-#: 80 bytes a row).
-CHUNK_ROWS = 500_000
 T = TypeVar("T")
 
 
 def can_append(dialect: str, layout: AggregationLayout) -> bool:
-    """Whether ``layout``'s rows can be bulk-loaded into a ``dialect`` server: the text formats hold no
-    binary (sketch) or list column."""
-    return ((dialect == "postgresql" or mysql.is_mysql(dialect))
-            and not any(t in (AttrType.BINARY, AttrType.ARRAY) for t in layout.stored_column_types.values()))
+    """Whether ``layout``'s rows can be bulk-loaded into a ``dialect`` server (``bulk_formats.carries``)."""
+    return (dialect == "postgresql" or mysql.is_mysql(dialect)) and carries(layout.stored_column_types.values())
+
+
+def latest_bucket(conn: Connection, table: sa.Table) -> int | None:
+    """The start of the latest bucket ``table`` holds (None when empty): the primary key's first column, so
+    one look-up."""
+    latest = conn.execute(sa.select(sa.func.max(table.c[AGG_TIMESTAMP]))).scalar()
+    return None if latest is None else int(latest)
 
 
 def split_new(conn: Connection, layout: AggregationLayout, table: sa.Table,
               data: pa.Table) -> tuple[pa.Table, pa.Table]:
     """Prepared ``data``'s rows of buckets later than the latest ``table`` holds (all of them when it is
-    empty), and the others.  The latest bucket is the primary key's first column: one look-up.  Rows
-    sharing a key (which the engine never writes, each level being grouped by key) are all left to the
-    upserts, which merge them."""
-    latest = conn.execute(sa.select(sa.func.max(table.c[AGG_TIMESTAMP]))).scalar()
+    empty), and the others.  Rows sharing a key (which the engine never writes, each level being grouped
+    by key) are all left to the upserts, which merge them."""
+    latest = latest_bucket(conn, table)
     if latest is None:
         new, rest = data, data.slice(0, 0)
     else:
-        newer = pc.greater(data.column(AGG_TIMESTAMP), int(latest))
+        newer = pc.greater(data.column(AGG_TIMESTAMP), latest)
         new, rest = data.filter(newer), data.filter(pc.invert(newer))
     if _repeats_a_key(new, layout.stored_key_names):
         return new.slice(0, 0), data
@@ -121,11 +122,13 @@ def append_rows(conn: Connection, layout: AggregationLayout, table: sa.Table, da
 
 
 def _tsv_files(data: pa.Table, folder: str) -> Iterator[str]:
-    """``data`` as ``LOAD DATA``'s text, a file in ``folder`` per :data:`CHUNK_ROWS` rows."""
-    for i in range(0, data.num_rows, CHUNK_ROWS):
-        path = os.path.join(folder, f"{i // CHUNK_ROWS}.tsv")
+    """``data`` as ``LOAD DATA``'s text, a file in ``folder`` (and a statement) per ``bulk_formats.CHUNK_ROWS``
+    rows, as the binary format's pieces."""
+    rows = bulk_formats.CHUNK_ROWS
+    for i in range(0, data.num_rows, rows):
+        path = os.path.join(folder, f"{i // rows}.tsv")
         with open(path, "wb") as file:
-            file.write(load_tsv(data.slice(i, CHUNK_ROWS).columns))
+            file.write(load_tsv(data.slice(i, rows).columns))
         yield path
 
 

@@ -9,13 +9,14 @@ exactly.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from tiltframe.errors import StoreError
+from tiltframe.model.streams import AttrType
 from tiltframe.store.overflow import unholdable
 
 Column = pa.Array | pa.ChunkedArray
@@ -24,6 +25,11 @@ Column = pa.Array | pa.ChunkedArray
 _ESCAPES = (("\\", "\\\\"), ("\t", "\\t"), ("\n", "\\n"), ("\r", "\\r"), ("\x00", "\\0"))
 #: How ``LOAD DATA`` reads the text :func:`load_tsv` writes (after the table's name).
 LOAD_FORMAT = "CHARACTER SET utf8mb4 FIELDS TERMINATED BY '\\t' ESCAPED BY '\\\\' LINES TERMINATED BY '\\n'"
+
+
+def carries(types: Iterable[AttrType]) -> bool:
+    """Whether both formats carry columns of ``types``: no binary (sketch) or list column."""
+    return not any(t in (AttrType.BINARY, AttrType.ARRAY) for t in types)
 
 
 def binary_rows(columns: Sequence[Column]) -> Iterator[memoryview]:
@@ -45,7 +51,7 @@ def binary_rows(columns: Sequence[Column]) -> Iterator[memoryview]:
 #: The binary format's signature, flags and header extension (none), and its end of data.
 BINARY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
 BINARY_TRAILER = b"\xff\xff"
-#: Rows encoded at a time (bounds the encoder's memory: about 80 bytes a row).
+#: Rows encoded at a time, in either format (bounds the encoder's memory: about 80 bytes a row).
 CHUNK_ROWS = 500_000
 _NOTHING = pa.scalar(b"", pa.large_binary())
 _WIDTHS = {pa.int64(): ">i8", pa.int32(): ">i4", pa.float64(): ">f8", pa.bool_(): "u1"}

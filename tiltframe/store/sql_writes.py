@@ -96,7 +96,7 @@ class SqlWrites(SqlSchema):
         key = (layout.name, layout.spec_hash)
         if key not in self._staging_ready:
             with self._errors("prepare the staging table of", layout), self._write(schema=True) as conn:
-                if not staging.loads_local_files(conn):
+                if not self._loads_local_files(conn):
                     logger.info("%s takes no LOAD DATA LOCAL (local_infile is off): batches of %s go through "
                                 "the driver", self.url, layout.name)
                     self.capabilities = dataclasses.replace(self.capabilities, staged_writes=False)

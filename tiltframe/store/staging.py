@@ -25,7 +25,8 @@ from sqlalchemy.engine import Connection
 
 from tiltframe.errors import StoreError
 from tiltframe.model.streams import AttrType
-from tiltframe.store import mysql
+from tiltframe.store import bulk_formats, mysql
+from tiltframe.store.appends import latest_bucket
 from tiltframe.store.base import StagingTarget
 from tiltframe.store.bulk_formats import LOAD_FORMAT
 from tiltframe.store.frames import ARROW_TYPES, fetch_all, typed_frame
@@ -62,7 +63,7 @@ def qualifies(layout: AggregationLayout) -> bool:
     driver (``upserts.merge_sketches``), shards' rows carry the deployment's shard id, added there, and
     the bulk formats carry no binary or list column (``store.bulk_formats``)."""
     return (not layout.partitioned and not any(s.merge.is_sketch for s in layout.states)
-            and not any(t in (AttrType.BINARY, AttrType.ARRAY) for t in layout.stored_column_types.values()))
+            and bulk_formats.carries(layout.stored_column_types.values()))
 
 
 #: A tag's column: short text, indexable on every server.
@@ -172,7 +173,7 @@ def merge_level(conn: Connection, layout: AggregationLayout, target_table: sa.Ta
 
         # Rows of buckets later than the table's latest meet no stored row: a plain insert (half the
         # upsert's time; ``store.appends``), the others merged.
-        latest = conn.execute(sa.select(sa.func.max(target_table.c[AGG_TIMESTAMP]))).scalar()
+        latest = latest_bucket(conn, target_table)
         newer = [] if latest is None else [staged.c[AGG_TIMESTAMP] > latest]
         select = sa.select(*(staged.c[c] for c in columns)).order_by(*order)
         merged = max(conn.execute(sa.insert(target_table).from_select(columns, select.where(*where, *newer)))
