@@ -9,10 +9,13 @@ store.  After every micro-batch it samples, on the driver:
 - the driver JVM's resident memory (``/proc/<pid>/status`` of Spark's gateway JVM);
 - the JVM's heap in use after a full garbage collection (Python's ``gc.collect()``, whose proxies may hold
   JVM objects, then ``System.gc()``; then total - free), every ``--gc-every`` batches (a collection at every
-  batch would weigh on the run).
+  batch would weigh on the run), and at each of the five batches around the first tenth and the last five.
 
 Then it compares the samples taken once a tenth of the stream is in (the 10M events of the reference
-stream) with those at the end: the growth over the other nine tenths, which should be flat (<= 10%).
+stream) with those at the end: the growth over the other nine tenths, which should be flat (<= 10%). Each
+end is the median of five batches' samples (the tenth's batch and two either side; the last five): what a
+heap holds after a full collection moves by a megabyte or two from one batch to the next (the batch just
+done, Spark's pools, its bounded caches), which one sample against one sample would read as growth.
 Before any figure it checks the totals: events read = aggregated = written; the stored yearly sum of
 quantity = the input's.
 
@@ -27,6 +30,7 @@ import gc
 import json
 import os
 import shutil
+import statistics
 import sys
 import time
 from dataclasses import replace
@@ -42,6 +46,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 import bench_core  # noqa: E402  (bench/ on the path above)
 import workload  # noqa: E402
 
+#: Each end of the comparison is the median of the samples of ``2 * SPAN + 1`` batches.
+SPAN = 2
 #: Each chunk is one W2 run of 10M events (100 s of event time); the stream is ``events / 10M`` of them.
 CHUNK = workload.STANDARD["W2"]
 
@@ -100,7 +106,8 @@ def main() -> None:
     jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
     gateway = spark.sparkContext._gateway  # type: ignore[attr-defined]
     jvm_pid = gateway.proc.pid if getattr(gateway, "proc", None) is not None else None
-    batches_in_tenth = max(1, meta["files"] // args.files_per_batch // 10)
+    total_batches = -(-meta["files"] // args.files_per_batch)
+    batches_in_tenth = max(SPAN + 1, total_batches // 10)
     samples: list[dict[str, Any]] = []
     read = 0
 
@@ -110,7 +117,7 @@ def main() -> None:
         n = len(samples) + 1
         row: dict[str, Any] = {"batch": n, "events": read, "python_mb": resident_mb(),
                                "jvm_mb": resident_mb(jvm_pid) if jvm_pid else float("nan")}
-        if n % args.gc_every == 0 or n == batches_in_tenth:
+        if n % args.gc_every == 0 or abs(n - batches_in_tenth) <= SPAN or n > total_batches - 2 * SPAN - 1:
             # Python's garbage first: Py4J's proxies are in reference cycles, and the JVM objects they hold
             # (finished batches' plans) wait for Python's cyclic collector, which the pipeline runs at most
             # every 10 s (tiltframe/engine/py4j_cycles.py). What is left is what the driver keeps.
@@ -129,23 +136,28 @@ def main() -> None:
     assert run["events_read"] == run["events_aggregated"] == meta["events"], (run["events_read"], meta["events"])
     assert run["stored_total"] == meta["quantity"], (run["stored_total"], meta["quantity"])
 
-    def at(batch: int, key: str) -> float:
-        """The sample of ``key`` at or just after ``batch`` (heap samples are sparser)."""
-        return next(s[key] for s in samples[batch - 1:] if key in s)
-
     first, last = batches_in_tenth, len(samples)
+
+    def around(batches: range, key: str) -> float:
+        """The median of ``key``'s samples at ``batches``."""
+        return statistics.median(s[key] for s in samples[batches.start - 1:batches.stop - 1] if key in s)
+
+    near_tenth, at_end = range(first - SPAN, first + SPAN + 1), range(last - 2 * SPAN, last + 1)
     print(f"\n{meta['events']:,} events in {meta['files']} files, {len(samples)} micro-batches of "
           f"{args.files_per_batch} files, {seconds:.1f} s ({meta['events'] / seconds:,.0f} events/s); totals "
           f"checked: events read = aggregated = input, stored sum(quantity) = input's; machine: "
           f"{os.cpu_count()} cores")
-    print(f"  driver memory after the first tenth (batch {first}, {samples[first - 1]['events']:,} events) and at "
-          f"the end (batch {last}):")
+    print(f"  driver memory around the first tenth (median of batches {near_tenth.start}-{near_tenth.stop - 1}; "
+          f"batch {first} is {samples[first - 1]['events']:,} events) and at the end (batches "
+          f"{at_end.start}-{at_end.stop - 1}):")
     growth = {}
     for key, label in (("python_mb", "Python process, resident"), ("jvm_mb", "driver JVM, resident"),
                        ("heap_mb", "driver JVM heap in use after a full GC")):
-        a, b = at(first, key), samples[-1].get(key, at(max(1, last - args.gc_every + 1), key))
+        a, b = around(near_tenth, key), around(at_end, key)
         growth[key] = 100 * (b - a) / a
         print(f"    {label:<40} {a:9.1f} MB -> {b:9.1f} MB  growth {growth[key]:+6.1f}%")
+    print("  heap after a full GC (MB) by batch: " + ", ".join(
+        f"{s['batch']}: {s['heap_mb']:.1f}" for s in samples if "heap_mb" in s))
     print("  samples (every twentieth): " + json.dumps(samples[:: max(1, len(samples) // 20)]))
     if args.json:
         print(json.dumps({"events": meta["events"], "batches": len(samples), "growth_pct": growth}))

@@ -135,6 +135,6 @@ def test_a_new_session_keeps_spark_defaults_and_submit_args(tmp_path: Path) -> N
         "spark.sql.adaptive.enabled": "false",  # $PYSPARK_SUBMIT_ARGS
         "spark.ui.enabled": "false",  # nobody set it: tiltframe's
         "spark.driver.memory": "1g",
-        "spark.sql.ui.retainedExecutions": "20",  # tiltframe's: a driver that runs for months keeps little
+        "spark.sql.ui.retainedExecutions": "5",  # tiltframe's: a driver that runs for months keeps little
         "spark.ui.retainedJobs": "77",  # spark-defaults.conf
     }

@@ -38,15 +38,18 @@ DEFAULT_CONF = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.adaptive.enabled": "true",
     "spark.sql.streaming.stopGracefullyOnShutdown": "true",
-    # What the driver keeps of finished SQL executions, jobs, stages and tasks for the UI (off here) and
-    # of the listings of files read: by Spark's defaults (1000 executions, 100,000 tasks, 250 MB of
-    # listings) a long-running pipeline's driver heap grew with every micro-batch (bench/bench_memory.py).
-    "spark.sql.ui.retainedExecutions": "20",
-    "spark.ui.retainedJobs": "50",
-    "spark.ui.retainedStages": "50",
-    "spark.ui.retainedTasks": "1000",
-    "spark.ui.dagGraph.retainedRootRDDs": "50",
-    "spark.sql.hive.filesourcePartitionFileCacheSize": str(16 * 1024 * 1024),
+    # What the driver keeps of finished SQL executions, jobs, stages and tasks for the UI (off here), of the
+    # streaming queries' progress reports (tiltframe reads none) and of the listings of files read (a
+    # stream's files are read once): by Spark's defaults (1000 executions, 100,000 tasks, 100 reports,
+    # 250 MB of listings) a long-running driver's heap grows with every micro-batch until each store is
+    # full (bench/bench_memory.py; docs/performance.md, "Driver memory over a long stream").
+    "spark.sql.ui.retainedExecutions": "5",
+    "spark.ui.retainedJobs": "10",
+    "spark.ui.retainedStages": "10",
+    "spark.ui.retainedTasks": "100",
+    "spark.ui.dagGraph.retainedRootRDDs": "10",
+    "spark.sql.streaming.numRecentProgressUpdates": "10",
+    "spark.sql.hive.filesourcePartitionFileCacheSize": "0",
     # PySpark's DataFrame debugging notes the Python line of every DataFrame and Column call in the JVM,
     # for the query context of a runtime error: about six more Py4J calls per call (a micro-batch's plan
     # makes hundreds of them), to name lines of tiltframe's own plans to its users (docs/performance.md,
