@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 import tiltframe as tf
-from tiltframe.engine.session import DEFAULT_CONF, get_session
+from tiltframe.engine.session import DEFAULT_CONF, UI_RETENTION, get_session, tiltframe_defaults
 from tiltframe.engine.spark_settings import fill, read_properties, submit_args
 
 APP = """
@@ -101,6 +101,20 @@ def test_settings_made_elsewhere_are_read_from_every_place_spark_takes_them() ->
     filled = fill(DEFAULT_CONF, {"spark.sql.session.timeZone": "Asia/Tokyo"})
     assert "spark.sql.session.timeZone" not in filled
     assert filled["spark.ui.enabled"] == "false"
+
+
+def test_the_ui_keeps_little_of_finished_work_only_while_it_is_off() -> None:
+    off = tiltframe_defaults("local[2]")
+    assert off["spark.ui.enabled"] == "false"
+    assert {k: off[k] for k in UI_RETENTION} == UI_RETENTION
+    assert off["spark.sql.ui.retainedExecutions"] == "5"
+    # Someone turned the UI on: its pages keep Spark's (or their) history of jobs, stages and queries.
+    on = tiltframe_defaults("local[2]", ui_on=True)
+    assert not set(UI_RETENTION) & set(on)
+    # What no UI shows is kept small either way: progress reports, listings of files read.
+    for conf in (off, on):
+        assert (conf["spark.sql.streaming.numRecentProgressUpdates"],
+                conf["spark.sql.hive.filesourcePartitionFileCacheSize"]) == ("10", "0")
 
 
 NEW_SESSION = """

@@ -38,16 +38,10 @@ DEFAULT_CONF = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.adaptive.enabled": "true",
     "spark.sql.streaming.stopGracefullyOnShutdown": "true",
-    # What the driver keeps of finished SQL executions, jobs, stages and tasks for the UI (off here), of the
-    # streaming queries' progress reports (tiltframe reads none) and of the listings of files read (a
-    # stream's files are read once): by Spark's defaults (1000 executions, 100,000 tasks, 100 reports,
-    # 250 MB of listings) a long-running driver's heap grows with every micro-batch until each store is
-    # full (bench/bench_memory.py; docs/performance.md, "Driver memory over a long stream").
-    "spark.sql.ui.retainedExecutions": "5",
-    "spark.ui.retainedJobs": "10",
-    "spark.ui.retainedStages": "10",
-    "spark.ui.retainedTasks": "100",
-    "spark.ui.dagGraph.retainedRootRDDs": "10",
+    # What the driver keeps of the streaming queries' progress reports (tiltframe reads none) and of the
+    # listings of files read (a stream reads each file once): by Spark's defaults (100 reports, 250 MB of
+    # listings) a long-running driver's heap grows with every micro-batch until they are full
+    # (bench/bench_memory.py; docs/performance.md, "Driver memory over a long stream").
     "spark.sql.streaming.numRecentProgressUpdates": "10",
     "spark.sql.hive.filesourcePartitionFileCacheSize": "0",
     # PySpark's DataFrame debugging notes the Python line of every DataFrame and Column call in the JVM,
@@ -55,6 +49,18 @@ DEFAULT_CONF = {
     # makes hundreds of them), to name lines of tiltframe's own plans to its users (docs/performance.md,
     # "A small micro-batch").
     "spark.python.sql.dataFrameDebugging.enabled": "false",
+}
+
+#: What the driver keeps of finished SQL executions, jobs, stages and tasks for its UI, filled (beside
+#: ``DEFAULT_CONF``) only while the UI is off: by Spark's defaults (1000 executions, 100,000 tasks) a
+#: long-running driver's heap grows with every micro-batch until they are full.  A UI someone turned on
+#: keeps Spark's (or their) retention.
+UI_RETENTION = {
+    "spark.sql.ui.retainedExecutions": "5",
+    "spark.ui.retainedJobs": "10",
+    "spark.ui.retainedStages": "10",
+    "spark.ui.retainedTasks": "100",
+    "spark.ui.dagGraph.retainedRootRDDs": "10",
 }
 
 #: Paths listed by the driver itself, in local mode, before Spark lists them with a job.
@@ -118,7 +124,8 @@ def get_session(
         master = os.environ.get("TILTFRAME_SPARK_MASTER", "local[*]")
     if master is not None:
         builder = builder.master(master)
-    conf = fill(tiltframe_defaults(master or made.get("spark.master", "")), made)
+    ui_on = made.get("spark.ui.enabled", "").strip().lower() == "true"
+    conf = fill(tiltframe_defaults(master or made.get("spark.master", ""), ui_on=ui_on), made)
     for key, value in conf.items():
         builder = builder.config(key, value)
     new_jvm = SparkContext._gateway is None
@@ -136,10 +143,12 @@ def get_session(
     return spark
 
 
-def tiltframe_defaults(master: str) -> dict[str, str]:
+def tiltframe_defaults(master: str, *, ui_on: bool = False) -> dict[str, str]:
     """The settings tiltframe would choose for a session on ``master`` (each one only fills a setting
-    nobody made): ``DEFAULT_CONF``, shuffle partitions, driver memory, local listing."""
-    conf = dict(DEFAULT_CONF)
+    nobody made): ``DEFAULT_CONF``, the UI's retention unless ``ui_on``, shuffle partitions, driver
+    memory, local listing."""
+    ui_on = ui_on or DEFAULT_CONF.get("spark.ui.enabled") == "true"  # a caller's defaults may turn it on
+    conf = dict(DEFAULT_CONF) if ui_on else {**UI_RETENTION, **DEFAULT_CONF}
     if master.startswith("local"):
         # Spark lists more than 32 paths with a job of one task per path: 0.5-1 s in local mode for a
         # micro-batch of 100 files, which its own disk lists one by one in under 0.1 s.
