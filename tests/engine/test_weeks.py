@@ -102,7 +102,7 @@ aggregate by ts every hour, day, week, month;
     events = _events()
     inbox = tmp_path / "in"
     inbox.mkdir()
-    for i, part in enumerate(np.array_split(events, 3)):
+    for i, part in enumerate(events.iloc[rows] for rows in np.array_split(np.arange(len(events)), 3)):
         part.to_csv(inbox / f"{i}.csv", index=False)
     tf.run(app, {"S": inbox}, data_dir=tmp_path / "data", spark=spark, max_files_per_trigger=1)
     local = pd.to_datetime(events["ts"], unit="ms", utc=True).dt.tz_convert(zone)
