@@ -108,15 +108,17 @@ def session() -> SparkSession:
     aggregates, which report no peak execution memory of their own); enough stages kept for big runs."""
     from tiltframe.engine import session as tf_session
 
-    saved = dict(tf_session.DEFAULT_CONF)
+    saved, retention = dict(tf_session.DEFAULT_CONF), dict(tf_session.UI_RETENTION)
     tf_session.DEFAULT_CONF.update({"spark.ui.enabled": "true", "spark.executor.metrics.pollingInterval": "50ms",
                                     "spark.ui.retainedStages": "100000", "spark.ui.retainedJobs": "100000",
                                     "spark.sql.ui.retainedExecutions": "100"})
+    tf_session.UI_RETENTION.clear()  # the UI is on here: Spark's retention of tasks, beside the above
     try:
         return tf_session.get_session("local[*]", app_name="bench_tiltframe")
     finally:
         tf_session.DEFAULT_CONF.clear()
         tf_session.DEFAULT_CONF.update(saved)
+        tf_session.UI_RETENTION.update(retention)
 
 
 class StageMetrics:

@@ -147,7 +147,6 @@ def tiltframe_defaults(master: str, *, ui_on: bool = False) -> dict[str, str]:
     """The settings tiltframe would choose for a session on ``master`` (each one only fills a setting
     nobody made): ``DEFAULT_CONF``, the UI's retention unless ``ui_on``, shuffle partitions, driver
     memory, local listing."""
-    ui_on = ui_on or DEFAULT_CONF.get("spark.ui.enabled") == "true"  # a caller's defaults may turn it on
     conf = dict(DEFAULT_CONF) if ui_on else {**UI_RETENTION, **DEFAULT_CONF}
     if master.startswith("local"):
         # Spark lists more than 32 paths with a job of one task per path: 0.5-1 s in local mode for a
