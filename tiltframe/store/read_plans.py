@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Compiled, Dialect
 
 from tiltframe.store.layout import AGG_TIMESTAMP
+from tiltframe.store.schema import AGGREGATIONS_TABLE
 
 #: Shapes kept per store; past it the oldest half is forgotten (shapes differ in their counts of key values).
 KEPT_SHAPES = 256
@@ -61,6 +62,19 @@ class RangeRead:
                 continue
             query = query.where(c[key].in_([sa.bindparam(f"key{i}_{j}") for j in range(len(values))]))
         return query
+
+
+@dataclass(frozen=True, slots=True)
+class RegistrationRead:
+    """The registry's row of one aggregation, read before every other read of it."""
+
+    def shape(self) -> tuple[Any, ...]:
+        return ("registration",)
+
+    def statement(self) -> sa.Select[Any]:
+        a = AGGREGATIONS_TABLE.c
+        return sa.select(a.name, a.spec_hash, a.zone, a.granularities, a.created_at).where(
+            a.name == sa.bindparam("name"))
 
 
 class Plan(Protocol):

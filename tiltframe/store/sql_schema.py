@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import pyarrow as pa
 import sqlalchemy as sa
@@ -31,7 +30,7 @@ from tiltframe.store.schema import (
     TABLES_TABLE,
     level_tables,
 )
-from tiltframe.store.sql_connections import SqlConnections
+from tiltframe.store.sql_connections import Registration, SqlConnections
 from tiltframe.store.table_changes import follow_change
 from tiltframe.store.table_rebuilds import alter_with_shard, copy_with_shard, primary_key
 from tiltframe.store.views import replace_view, view_name
@@ -258,7 +257,7 @@ class SqlSchema(SqlConnections):
             for g, table in self._tables(layout).items():
                 replace_view(conn, layout, table, g, complete)
 
-    def _follow_table_change(self, conn: Connection, layout: AggregationLayout, row: sa.Row[Any]) -> tuple[str, ...]:
+    def _follow_table_change(self, conn: Connection, layout: AggregationLayout, row: Registration) -> tuple[str, ...]:
         text = conn.execute(sa.select(TABLES_TABLE.c.definition).where(TABLES_TABLE.c.name == layout.name)).scalar()
         if text is None:  # registered before definitions were recorded: nothing to compare with
             self._check_same_spec(conn, layout, row, recorded=False)
