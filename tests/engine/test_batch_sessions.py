@@ -1,4 +1,5 @@
-"""Small micro-batches of local files run without adaptive execution, in a session of their source's own."""
+"""Small micro-batches of local files run without adaptive execution, in a session of their source's own; tiny
+ones without generated code as well."""
 
 from __future__ import annotations
 
@@ -17,16 +18,19 @@ from tiltframe.timeutil.parse import parse_timestamp
 
 ADAPTIVE = "spark.sql.adaptive.enabled"
 PARTITIONS = "spark.sql.shuffle.partitions"
+FACTORY = "spark.sql.codegen.factoryMode"
+WHOLE_STAGE = "spark.sql.codegen.wholeStage"
 T0 = parse_timestamp("2024-12-31 23:59:58")
 
 
 @pytest.fixture
 def adaptive(spark) -> Iterator[object]:
-    """The shared session with adaptive execution on, as tiltframe's own sessions have it (the suite's are
-    off), and four shuffle partitions; set back afterwards."""
-    before = {k: spark.conf.get(k) for k in (ADAPTIVE, PARTITIONS)}
+    """The shared session with adaptive execution on and generated code, as tiltframe's own sessions have them
+    (the suite's have neither), and four shuffle partitions; set back afterwards."""
+    before = {k: spark.conf.get(k) for k in (ADAPTIVE, PARTITIONS, FACTORY)}
     spark.conf.set(ADAPTIVE, "true")
     spark.conf.set(PARTITIONS, "4")
+    spark.conf.set(FACTORY, "FALLBACK")
     yield spark
     for key, value in before.items():
         spark.conf.set(key, value)
@@ -44,12 +48,28 @@ def test_a_small_local_batch_gets_the_clone_and_the_shared_session_is_left_as_it
     assert (spark.conf.get(ADAPTIVE), spark.conf.get(PARTITIONS)) == ("true", "4")
     assert small.conf.get("spark.sql.session.timeZone") == spark.conf.get("spark.sql.session.timeZone")
     assert sessions.for_batch(True) is small  # made once
+    assert small.conf.get(FACTORY) == "FALLBACK"  # generated code, as the shared session has it
+    # A tiny batch (at most a sixteenth of the bound): its own clone, without generated code as well.
+    assert sessions.is_tiny(list(sizes), sizes)
+    tiny = sessions.for_batch(True, tiny=True)
+    assert tiny is not small and tiny is not spark
+    assert [tiny.conf.get(k) for k in (ADAPTIVE, PARTITIONS, FACTORY, WHOLE_STAGE)] == ["false", "1", "NO_CODEGEN",
+                                                                                        "false"]
+    assert sessions.for_batch(True, tiny=True) is tiny
+    edge = {k: (batch_sessions.DEFAULT_SMALL_BATCH_BYTES // batch_sessions.TINY_SHARE // 2, 0) for k in sizes}
+    over = {k: (v + 1, 0) for k, (v, _) in edge.items()}
+    assert sessions.is_tiny(list(edge), edge)
+    assert not sessions.is_tiny(list(over), over)
+    assert sessions.is_small(list(over), over)
     # Past the bound, or with a file whose size is not known (not local), no small batch: the shared session.
     big = {k: (batch_sessions.DEFAULT_SMALL_BATCH_BYTES // 2 + 1, 0) for k in sizes}
     assert not sessions.is_small(list(big), big)
     assert not sessions.is_small([*sizes, "s3a://bucket/c.csv"], sizes)
     assert not sessions.is_small([], {})
+    assert not sessions.is_tiny([*sizes, "s3a://bucket/c.csv"], sizes)
+    assert not sessions.is_tiny([], {})
     assert sessions.for_batch(False) is spark
+    assert (spark.conf.get(ADAPTIVE), spark.conf.get(PARTITIONS)) == ("true", "4")
 
 
 def test_where_adaptive_execution_is_off_the_shared_session_stays(spark) -> None:
@@ -58,6 +78,7 @@ def test_where_adaptive_execution_is_off_the_shared_session_stays(spark) -> None
     sessions = BatchSessions(spark)
     assert sessions.is_small(list(sizes), sizes)
     assert sessions.for_batch(True) is spark
+    assert sessions.for_batch(True, tiny=True) is spark
 
 
 def test_the_bound_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -82,9 +103,10 @@ def test_a_dataframe_batch_is_small_by_sparks_estimate(spark, monkeypatch: pytes
 def test_small_and_large_batches_store_the_same_totals_as_the_events(
     adaptive, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Six one-file batches across New Year, run once as small batches (the clone) and once with
-    ``$TILTFRAME_SMALL_BATCH_BYTES=0`` (the shared session, adaptive): both equal the events' own sums, and
-    the shared session's settings are what they were."""
+    """Six one-file batches across New Year, run as tiny batches (the clone without generated code), as small
+    ones (``$TILTFRAME_SMALL_BATCH_BYTES`` low enough to make them small and not tiny) and with
+    ``$TILTFRAME_SMALL_BATCH_BYTES=0`` (the shared session, adaptive): all equal the events' own sums, and the
+    shared session's settings are what they were."""
     spark = adaptive
     trades = [{"symbol": f"S{i % 3}", "price": float(i), "quantity": i + 1, "timestamp": T0 + 700 * i}
               for i in range(12)]
@@ -97,22 +119,24 @@ def test_small_and_large_batches_store_the_same_totals_as_the_events(
     chosen: list[str] = []
     for_batch = BatchSessions.for_batch
 
-    def spy(self: BatchSessions, small: bool):
-        session = for_batch(self, small)
-        chosen.append(session.conf.get(ADAPTIVE))
+    def spy(self: BatchSessions, small: bool, *, tiny: bool = False):
+        session = for_batch(self, small, tiny=tiny)
+        chosen.append(f"{session.conf.get(ADAPTIVE)} {session.conf.get(FACTORY)}")
         return session
 
     monkeypatch.setattr(BatchSessions, "for_batch", spy)
     app = tf.load_app(APP)
-    for name, bound in (("small", ""), ("large", "0")):
+    largest = max(f.stat().st_size for f in inbox.iterdir())
+    for name, bound, session in (("tiny", "", "false NO_CODEGEN"), ("small", str(largest), "false FALLBACK"),
+                                 ("large", "0", "true FALLBACK")):
         monkeypatch.setenv(batch_sessions.SMALL_BATCH_ENV, bound)
         chosen.clear()
         data = tmp_path / name
         result = tf.run(app, {"TradeStream": inbox}, data_dir=data, spark=spark, max_files_per_trigger=1)
         assert result.aggregations["TradeAggregation"].events_aggregated == 12
-        assert chosen == ["false" if name == "small" else "true"] * 6
+        assert chosen == [session] * 6
         got = tf.query(app, 'from TradeAggregation within 0L, 4102444800000L per "years" '
                        "select AGG_TIMESTAMP, symbol, total", data_dir=data)
         years = pd.to_datetime(got["AGG_TIMESTAMP"], unit="ms", utc=True).dt.year
         assert dict(zip(zip(years, got["symbol"], strict=True), got["total"], strict=True)) == want
-        assert (spark.conf.get(ADAPTIVE), spark.conf.get(PARTITIONS)) == ("true", "4")
+        assert [spark.conf.get(k) for k in (ADAPTIVE, PARTITIONS, FACTORY)] == ["true", "4", "FALLBACK"]

@@ -20,6 +20,15 @@ A small batch also goes to a server store through the driver, not staged by the 
 load and merge) costs more than carrying its few partial rows (docs/performance.md, "The server stores").
 A batch handed over as DataFrames (a backfill, a stream other than files) is small by Spark's own estimate
 of its size (``estimated_small``).
+
+A tiny batch (files of at most a sixteenth of that bound, 64 KiB by default: a couple of thousand events)
+also runs without generated code, in a second clone: compiling a batch's generated classes costs its
+first run more than half a second (a new process's first batch of a few events: 2.9 s against 2.2 s),
+while evaluating a few thousand rows interpreted costs what running their compiled code does
+(docs/performance.md, "A small micro-batch").  At twenty thousand events the compiled code is a quarter
+faster, so larger small batches keep it.  Spark marks the interpreted mode's switch
+(``spark.sql.codegen.factoryMode``) as internal; results never depend on it (Spark's own tests run
+both ways, and tiltframe's test suite runs interpreted throughout).
 """
 
 from __future__ import annotations
@@ -37,6 +46,11 @@ DEFAULT_SMALL_BATCH_BYTES = 1024 * 1024
 SMALL_BATCH_ENV = "TILTFRAME_SMALL_BATCH_BYTES"
 #: What the small batches' session sets.
 SMALL_BATCH_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": "1"}
+#: A batch of at most the small batches' bound divided by this is tiny.
+TINY_SHARE = 16
+#: What the tiny batches' session sets: the small batches' settings, and no generated code.
+TINY_BATCH_CONF = {**SMALL_BATCH_CONF, "spark.sql.codegen.wholeStage": "false",
+                   "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 
 
 def small_batch_bytes() -> int:
@@ -60,31 +74,45 @@ def estimated_small(frames: Sequence[DataFrame]) -> bool:
 
 
 class BatchSessions:
-    """Chooses, batch by batch, the shared session or the small batches' clone of it (made when first needed)."""
+    """Chooses, batch by batch, the shared session or the small (or tiny) batches' clone of it (made when first
+    needed)."""
 
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
         self.bound = small_batch_bytes()
-        self._small: SparkSession | None = None
+        self._clones: dict[bool, SparkSession] = {}
 
     def is_small(self, paths: Sequence[str], sizes: Mapping[str, tuple[int, int]]) -> bool:
         """Whether ``paths`` make a small batch: local files of at most the bound's bytes in all; ``sizes``:
         each local file's (size, modification time), as the batch's file record noted them (a path missing
         from it is not local)."""
-        if self.bound <= 0 or not paths or any(p not in sizes for p in paths):
-            return False
-        return sum(sizes[p][0] for p in paths) <= self.bound
+        size = _local_size(paths, sizes)
+        return self.bound > 0 and size is not None and size <= self.bound
 
-    def for_batch(self, small: bool) -> SparkSession:
-        """The session to read a batch in: the clone for a small one (``is_small``), unless adaptive execution
-        is off, else the shared session."""
+    def is_tiny(self, paths: Sequence[str], sizes: Mapping[str, tuple[int, int]]) -> bool:
+        """Whether ``paths`` make a tiny batch: local files of at most the bound's ``1 / TINY_SHARE`` in all."""
+        size = _local_size(paths, sizes)
+        return self.bound > 0 and size is not None and size <= self.bound // TINY_SHARE
+
+    def for_batch(self, small: bool, *, tiny: bool = False) -> SparkSession:
+        """The session to read a batch in: the clone for a small one (``is_small``), the one without generated
+        code for a tiny one (``is_tiny``), unless adaptive execution is off, else the shared session."""
         if not small or not _adaptive(self.spark):
             return self.spark
-        if self._small is None:
-            self._small = SparkSession(self.spark.sparkContext, self.spark._jsparkSession.cloneSession())
-            for key, value in SMALL_BATCH_CONF.items():
-                self._small.conf.set(key, value)
-        return self._small
+        clone = self._clones.get(tiny)
+        if clone is None:
+            clone = self._clones[tiny] = SparkSession(self.spark.sparkContext,
+                                                      self.spark._jsparkSession.cloneSession())
+            for key, value in (TINY_BATCH_CONF if tiny else SMALL_BATCH_CONF).items():
+                clone.conf.set(key, value)
+        return clone
+
+
+def _local_size(paths: Sequence[str], sizes: Mapping[str, tuple[int, int]]) -> int | None:
+    """The bytes of ``paths`` in all, or None when there are none or one is not local (not in ``sizes``)."""
+    if not paths or any(p not in sizes for p in paths):
+        return None
+    return sum(sizes[p][0] for p in paths)
 
 
 def _adaptive(spark: SparkSession) -> bool:

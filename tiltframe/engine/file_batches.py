@@ -84,7 +84,7 @@ class FileBatches:
         self.manifest.warn_changed()
         sizes = self.manifest.record(batch_id, files)
         small = self.sessions.is_small(files, sizes)
-        spark = self.sessions.for_batch(small)
+        spark = self.sessions.for_batch(small, tiny=small and self.sessions.is_tiny(files, sizes))
         frames, problems = read_files(spark, files, self.fmt, self.stream)
         self._strict(problems)
         try:
