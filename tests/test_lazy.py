@@ -44,7 +44,16 @@ def test_what_spark_workers_import_loads_nothing_heavy(module: str) -> None:
 
 def test_a_public_name_is_imported_when_first_used() -> None:
     assert "tiltframe.api" in loaded_after("import tiltframe\ntiltframe.query")
-    assert "tiltframe.store.sql" in loaded_after("from tiltframe import migrate")
+    assert printed_by("import sys\nfrom tiltframe import migrate\nprint('tiltframe.lifecycle' in sys.modules)") == [
+        "True"]
+
+
+def test_the_command_line_starts_without_pandas_sqlalchemy_or_spark() -> None:
+    """Every command's module is imported to build the command line (``--help`` included); pandas, NumPy,
+    SQLAlchemy, PySpark and the store are imported by the commands that use them (half a second)."""
+    heavy = ("pandas", "numpy", "pyarrow", "sqlalchemy", "pyspark", "tiltframe.store.layout")
+    code = f"import sys\nimport tiltframe.cli.app\nprint(' '.join(m for m in {heavy!r} if m in sys.modules))"
+    assert printed_by(code) == []
 
 
 def test_the_api_modules_are_reached_from_the_package_as_before() -> None:

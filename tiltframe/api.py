@@ -15,9 +15,6 @@ from tiltframe.errors import DefinitionError, QueryError, StoreError, UsageError
 from tiltframe.model.app import AppSpec
 from tiltframe.model.queries import RetrievalQuery
 from tiltframe.model.trickle import TRICKLE_SUFFIX, TrickleQuery
-from tiltframe.retrieval.stored_apps import as_stored, not_stored_yet
-from tiltframe.store.base import AggregationInfo
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.registry import StoreRegistry, default_data_dir
 
 if TYPE_CHECKING:
@@ -29,6 +26,7 @@ if TYPE_CHECKING:
     from tiltframe.engine.runner import InputLike, Run, RunResult
     from tiltframe.engine.sinks import Sink
     from tiltframe.engine.trickle.spark_run import TrickleRun
+    from tiltframe.store.base import AggregationInfo
     from tiltframe.store.purge import PurgeResult
 
 
@@ -290,6 +288,8 @@ def query(
     Returns a pandas DataFrame, or a Spark DataFrame with ``as_spark=True``.  Never writes.
     """
     from tiltframe.retrieval.retrieve import retrieve
+    from tiltframe.retrieval.stored_apps import as_stored, not_stored_yet
+    from tiltframe.store.layout import AggregationLayout
 
     q = _as_query(app, text)
     if q.request_stream is not None and request is None:
@@ -324,6 +324,9 @@ def inspect(
 ) -> list[AggregationInfo]:
     """Tables, row counts per granularity, time range, and event counts of every aggregation (or the one
     named)."""
+    from tiltframe.retrieval.stored_apps import as_stored
+    from tiltframe.store.layout import AggregationLayout
+
     stores = StoreRegistry(data_dir or default_data_dir(), read_only=True, share_files=True)
     try:
         infos = []
@@ -346,6 +349,7 @@ def changed_files(
     from tiltframe.engine.filesystems import check_checkpoint_root, checkpoint_root
     from tiltframe.engine.hadoop_paths import HadoopPath
     from tiltframe.engine.markers import checkpoint_dir as folder_of
+    from tiltframe.store.layout import AggregationLayout
 
     root = Path(data_dir or default_data_dir())
     checkpoints = checkpoint_root(checkpoint_dir, root)
@@ -363,6 +367,7 @@ def purge(
 ) -> dict[str, PurgeResult | None]:
     """Purge now, by retention, every aggregation (or the one named) whose purging is on; an aggregation
     with ``@purge(enable='false')`` is left alone (None in the result)."""
+    from tiltframe.store.layout import AggregationLayout
     from tiltframe.store.purge import Purger
 
     names = [a.name for a in app.aggregations_named(aggregation)]
@@ -382,6 +387,7 @@ def compact(app: AppSpec, table: str | None = None, *, data_dir: str | Path | No
     """Merge the partial rows of the closed intervals of every pre-aggregated table (or the one named);
     returns the rows removed per table.  Safe while pipelines write and readers read."""
     from tiltframe.store.compaction import Compactor
+    from tiltframe.store.layout import AggregationLayout
 
     names = [table] if table is not None else [t.name for t in app.tables if t.preaggregation is not None]
     stores = StoreRegistry(data_dir or default_data_dir())
@@ -402,6 +408,9 @@ def compact(app: AppSpec, table: str | None = None, *, data_dir: str | Path | No
 def rejected(app: AppSpec, aggregation: str, *, data_dir: str | Path | None = None, limit: int = 100) -> pd.DataFrame:
     """The latest recorded events of ``aggregation``, newest first: rejected ones and those moved into
     another bucket (column ``kind``), with their reasons and original event times."""
+    from tiltframe.retrieval.stored_apps import as_stored
+    from tiltframe.store.layout import AggregationLayout
+
     stores = StoreRegistry(data_dir or default_data_dir(), read_only=True, share_files=True)
     try:
         store = stores.for_aggregation(app.aggregation(aggregation))

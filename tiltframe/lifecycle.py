@@ -13,8 +13,6 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from tiltframe.errors import StoreError
 from tiltframe.model.app import AppSpec
-from tiltframe.store.layout import AggregationLayout
-from tiltframe.store.raw_rows import unfolded_raw_rows
 from tiltframe.store.registry import StoreRegistry, default_data_dir
 
 if TYPE_CHECKING:
@@ -26,6 +24,7 @@ if TYPE_CHECKING:
     from tiltframe.engine.verification import Verification
     from tiltframe.store.base import Store
     from tiltframe.store.definitions import DefinitionPlan
+    from tiltframe.store.layout import AggregationLayout
 
 __all__ = ["migrate", "pending_changes", "plan_changes", "rebuild", "verify"]
 
@@ -57,6 +56,8 @@ def migrate(
       DDSketch libraries' protobuf); readers take both, so this only makes them readable by other tools.
     """
     from tiltframe.engine.shards import Deployment, claim_shard
+    from tiltframe.store.layout import AggregationLayout
+    from tiltframe.store.raw_rows import unfolded_raw_rows
 
     if dry_run:
         return plan_changes(app, data_dir=data_dir, partition_by_id=partition_by_id)
@@ -189,6 +190,8 @@ def _plans(app: AppSpec, data_dir: str | Path | None,
            partition_by_id: bool) -> Iterator[tuple[str, DefinitionPlan | None]]:
     """Each aggregation of ``app`` (not a pre-aggregated table's rollup) and the plan from its stored
     definition (None: not stored)."""
+    from tiltframe.store.layout import AggregationLayout
+
     stores = StoreRegistry(data_dir or default_data_dir())
     try:
         for agg in app.aggregations:
@@ -263,6 +266,7 @@ def _recomputations(
     from tiltframe.engine.markers import checkpoint_dir as folder_of
     from tiltframe.engine.session import get_session
     from tiltframe.engine.sources import FileInput
+    from tiltframe.store.layout import AggregationLayout
     from tiltframe.timeutil.ranges import within_range
 
     directory = Path(data_dir or default_data_dir())

@@ -13,7 +13,6 @@ from tiltframe import api, lifecycle
 from tiltframe.cli.errors import handle_errors
 from tiltframe.cli.options import AppArg, LangOpt, check_format, is_trickle
 from tiltframe.cli.output import stdout_console
-from tiltframe.http.catalog import continuous_documents, table_documents
 from tiltframe.retrieval.formats import to_json
 
 if TYPE_CHECKING:
@@ -84,6 +83,8 @@ def app_document(spec: AppSpec, app_file: Path) -> dict[str, Any]:
         "per": _text(q.per) if q.per is not None else None,
         "insert_into": q.insert_into,
     } for i, q in enumerate(spec.queries)]
+    from tiltframe.http.catalog import continuous_documents, table_documents
+
     continuous, defined = continuous_documents(spec), table_documents(spec)
     return {"app": str(app_file), "name": spec.name, "valid": True, "streams": streams,
             "aggregations": aggregations, "queries": queries, "continuous": continuous, "tables": defined}
