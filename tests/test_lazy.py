@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -54,6 +55,17 @@ def test_the_command_line_starts_without_pandas_sqlalchemy_or_spark() -> None:
     heavy = ("pandas", "numpy", "pyarrow", "sqlalchemy", "pyspark", "tiltframe.store.layout")
     code = f"import sys\nimport tiltframe.cli.app\nprint(' '.join(m for m in {heavy!r} if m in sys.modules))"
     assert printed_by(code) == []
+
+
+def test_validating_an_app_needs_no_pandas_sqlalchemy_or_spark() -> None:
+    """``tiltframe validate APP`` (no store) checks every function of the app without pandas (its scalar
+    functions import it when they compute) or the store's SQLAlchemy."""
+    app = Path(tiltframe.__file__).parent / "examples" / "trades.siddhi"
+    code = ("import sys\nfrom tiltframe.cli.app import main\n"
+            f"sys.argv = ['tiltframe', 'validate', {str(app)!r}, '--format', 'json']\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+            "print('loaded:', *(m for m in ('pandas', 'pyarrow', 'sqlalchemy', 'pyspark') if m in sys.modules))")
+    assert printed_by(code)[-1:] == ["loaded:"]
 
 
 def test_the_api_modules_are_reached_from_the_package_as_before() -> None:

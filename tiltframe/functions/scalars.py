@@ -18,14 +18,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pandas as pd
-
 from tiltframe.errors import DefinitionError, unknown
 from tiltframe.model.expressions import Call, Expr, Literal, output_name
 from tiltframe.model.streams import AttrType
 
 if TYPE_CHECKING:
+    import pandas as pd
     from pyspark.sql import Column
 
 __all__ = ["DATE_DIFF_UNITS", "ScalarFunction", "canonical_call", "get", "is_scalar", "json_value", "names"]
@@ -125,6 +123,9 @@ def _json_object_spark(call: Call, columns: Sequence[Column]) -> Column:
 def json_value(value: Any) -> Any:
     """A cell as a JSON value: numpy scalars and arrays (a ``group_array`` list) as Python ones, missing
     values as None."""
+    import numpy as np  # here, as pandas below: checking an app's functions needs neither (tiltframe validate)
+    import pandas as pd
+
     if isinstance(value, np.ndarray | list | tuple):
         return [json_value(v) for v in value]
     if value is None or value is pd.NA or (isinstance(value, float | np.floating) and np.isnan(value)):
@@ -138,10 +139,14 @@ def json_value(value: Any) -> Any:
 
 def _cells(values: pd.Series) -> Any:
     """The values of a column, numpy scalars kept (a float32 is written as the float32 it is)."""
+    import numpy as np
+
     return values.to_numpy() if isinstance(values.dtype, np.dtype) else values.to_numpy(dtype=object)
 
 
 def _json_object_pandas(call: Call, values: Sequence[Any], rows: int) -> Any:
+    import pandas as pd
+
     keys = _keys(call)
     columns = [_cells(v) if isinstance(v, pd.Series) else [v] * rows for v in values[1::2]]
     text = [
@@ -199,6 +204,8 @@ def _date_diff_spark(call: Call, columns: Sequence[Column]) -> Column:
 
 
 def _date_diff_pandas(call: Call, values: Sequence[Any], rows: int) -> Any:
+    import pandas as pd
+
     size = _unit_ms(call)
     start, end = (pd.Series(v, dtype="Int64") if isinstance(v, pd.Series) else v for v in values[1:])
     return end // size - start // size

@@ -11,12 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from tiltframe.timeutil import AGG_TIME
 from tiltframe.timeutil.zones import resolve_zone
 
 __all__ = ["AGG_TIME", "aware_times", "iso_text", "readable_frame"]
-
-#: The readable twin of ``AGG_TIMESTAMP``: the bucket start in the aggregation's zone.
-AGG_TIME = "AGG_TIME"
 
 
 def aware_times(ms: pd.Series, zone: str = "UTC") -> pd.Series:

@@ -174,7 +174,7 @@ def _column_names(agg: AggregationSpec) -> None:
 def _output_names(agg: AggregationSpec) -> None:
     """The columns a retrieval gives back (keys, each aggregate's outputs, values): no case-only twins."""
     from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP
-    from tiltframe.timeutil.columns import AGG_TIME
+    from tiltframe.timeutil import AGG_TIME
 
     outs = [_Name(c, f"tiltframe's own column {c}", None, "") for c in (AGG_TIMESTAMP, AGG_TIME, AGG_EVENT_TIMESTAMP)]
     outs += [_key(agg, key) for key in agg.group_by]

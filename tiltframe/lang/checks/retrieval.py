@@ -86,7 +86,7 @@ class _Scope:
 
     def __init__(self, app: AppSpec, q: RetrievalQuery) -> None:
         from tiltframe.store.layout import AggregationLayout
-        from tiltframe.timeutil.columns import AGG_TIME
+        from tiltframe.timeutil import AGG_TIME
 
         self.q = q
         self.agg = app.aggregation(q.aggregation, q.pos)
