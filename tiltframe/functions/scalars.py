@@ -14,9 +14,12 @@ aliases are replaced by the expressions they stand for.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from tiltframe.errors import DefinitionError, unknown
 from tiltframe.model.expressions import Call, Expr, Literal, output_name
@@ -123,12 +126,11 @@ def _json_object_spark(call: Call, columns: Sequence[Column]) -> Column:
 def json_value(value: Any) -> Any:
     """A cell as a JSON value: numpy scalars and arrays (a ``group_array`` list) as Python ones, missing
     values as None."""
-    import numpy as np  # here, as pandas below: checking an app's functions needs neither (tiltframe validate)
-    import pandas as pd
-
     if isinstance(value, np.ndarray | list | tuple):
         return [json_value(v) for v in value]
-    if value is None or value is pd.NA or (isinstance(value, float | np.floating) and np.isnan(value)):
+    pandas = sys.modules.get("pandas")  # a value is pandas' NA only where pandas is loaded: not imported here
+    if value is None or (pandas is not None and value is pandas.NA) or (
+            isinstance(value, float | np.floating) and np.isnan(value)):
         return None
     if isinstance(value, np.float32):
         return float(str(value))  # the shortest decimal of the float, as Spark writes it
@@ -139,8 +141,6 @@ def json_value(value: Any) -> Any:
 
 def _cells(values: pd.Series) -> Any:
     """The values of a column, numpy scalars kept (a float32 is written as the float32 it is)."""
-    import numpy as np
-
     return values.to_numpy() if isinstance(values.dtype, np.dtype) else values.to_numpy(dtype=object)
 
 
