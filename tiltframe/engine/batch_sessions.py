@@ -86,13 +86,11 @@ class BatchSessions:
         """Whether ``paths`` make a small batch: local files of at most the bound's bytes in all; ``sizes``:
         each local file's (size, modification time), as the batch's file record noted them (a path missing
         from it is not local)."""
-        size = _local_size(paths, sizes)
-        return self.bound > 0 and size is not None and size <= self.bound
+        return self._within(paths, sizes, self.bound)
 
     def is_tiny(self, paths: Sequence[str], sizes: Mapping[str, tuple[int, int]]) -> bool:
         """Whether ``paths`` make a tiny batch: local files of at most the bound's ``1 / TINY_SHARE`` in all."""
-        size = _local_size(paths, sizes)
-        return self.bound > 0 and size is not None and size <= self.bound // TINY_SHARE
+        return self._within(paths, sizes, self.bound // TINY_SHARE)
 
     def for_batch(self, small: bool, *, tiny: bool = False) -> SparkSession:
         """The session to read a batch in: the clone for a small one (``is_small``), the one without generated
@@ -107,12 +105,12 @@ class BatchSessions:
                 clone.conf.set(key, value)
         return clone
 
-
-def _local_size(paths: Sequence[str], sizes: Mapping[str, tuple[int, int]]) -> int | None:
-    """The bytes of ``paths`` in all, or None when there are none or one is not local (not in ``sizes``)."""
-    if not paths or any(p not in sizes for p in paths):
-        return None
-    return sum(sizes[p][0] for p in paths)
+    def _within(self, paths: Sequence[str], sizes: Mapping[str, tuple[int, int]], most: int) -> bool:
+        """Whether ``paths`` are local files (all in ``sizes``) of at most ``most`` bytes in all, where small
+        batches are on at all."""
+        if self.bound <= 0 or not paths or any(p not in sizes for p in paths):
+            return False
+        return sum(sizes[p][0] for p in paths) <= most
 
 
 def _adaptive(spark: SparkSession) -> bool:
