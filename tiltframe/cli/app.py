@@ -331,4 +331,12 @@ def demo(
 
 def main() -> None:
     """Console-script entry point (``tiltframe``, ``python -m tiltframe``, ``spark-submit``)."""
-    app()
+    from tiltframe.cli.process_exit import finish
+
+    try:
+        app()
+    except SystemExit as done:
+        code = done.code
+    else:
+        code = 0
+    finish(code)

@@ -162,7 +162,7 @@ def tiltframe_defaults(master: str, *, ui_on: bool = False) -> dict[str, str]:
 
 
 def _launch_jvm(log_file: Path, conf: SparkConf, said: str = "") -> None:
-    """Start Spark's JVM (as ``getOrCreate`` would, with the same settings) with its stderr on
+    """Start Spark's JVM (as ``getOrCreate`` would, with the same settings) with its stdout and stderr on
     ``log_file``, after a header line (ending with ``said``); a JVM that does not start is a
     :class:`SparkStartError` quoting the log's last line."""
     from pyspark.errors import PySparkRuntimeError
@@ -178,7 +178,9 @@ def _launch_jvm(log_file: Path, conf: SparkConf, said: str = "") -> None:
         sink.flush()
         size = sink.tell()
         try:
-            gateway = launch_gateway(conf, popen_kwargs={"stderr": sink})
+            # stdout too: the JVM has nothing to say there, and a caller reading this process's output
+            # through a pipe would otherwise wait for the JVM's own shutdown after this process has ended.
+            gateway = launch_gateway(conf, popen_kwargs={"stdout": sink, "stderr": sink})
         except PySparkRuntimeError as exc:
             last = _last_line(log_file, size) or str(exc)
             msg = f"Spark did not start: {last} (Spark's log: {log_file})"
