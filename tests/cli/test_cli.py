@@ -194,18 +194,16 @@ def test_run_then_query_and_inspect(spark: object, app_file: Path, tmp_path: Pat
 def test_query_does_not_start_spark(app_file: Path, tmp_path: Path) -> None:
     """``query`` answers from the store alone; a missing store is a runtime error (exit 1), not a crash."""
     code = (
-        "import sys\n"
+        "import atexit, sys\n"
         "from tiltframe.cli.app import main\n"
         f"sys.argv = ['tiltframe', 'query', {str(app_file)!r}, {DAILY!r}, '--data-dir', {str(tmp_path)!r}]\n"
-        "try:\n"
-        "    main()\n"
-        "except SystemExit as exc:\n"
-        "    print('exit', exc.code, 'pyspark' in sys.modules)\n"
+        "atexit.register(lambda: print('pyspark loaded:', 'pyspark' in sys.modules))\n"  # main() ends the process
+        "main()\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
-    assert done.stdout.strip().splitlines()[-1] == "exit 1 False", done.stderr
+    assert (done.returncode, done.stdout.strip().splitlines()[-1]) == (1, "pyspark loaded: False"), done.stderr
     assert "run the app first" in done.stderr
 
 

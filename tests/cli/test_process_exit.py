@@ -1,7 +1,7 @@
-"""How a command's process ends (``tiltframe.cli.process_exit``): one that started Spark's JVM ends as soon
-as its work is done, with its whole output, its own exit status and a committed store, and the JVM, whose
-output goes to Spark's log rather than the caller's pipe, stops by itself after it; one without a JVM ends
-the ordinary way."""
+"""How a command's process ends (``tiltframe.cli.process_exit``): as soon as its work is done, with its whole
+output, its own exit status, its atexit handlers run and a committed store; a JVM it started, whose output
+goes to Spark's log rather than the caller's pipe, stops by itself after it.  Inside spark-submit's JVM the
+process ends the ordinary way."""
 
 from __future__ import annotations
 
@@ -79,19 +79,20 @@ def test_a_run_ends_with_its_output_status_and_store_and_its_jvm_stops_after_it(
     assert answer.stdout.splitlines() == ["symbol,total", "IBM,5"]  # the batch was committed before the end
 
 
-def _finish(code: str) -> subprocess.CompletedProcess[str]:
+def _finish(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     script = ("import atexit; atexit.register(print, 'atexit ran'); "
               f"from tiltframe.cli.process_exit import finish; finish({code})")
     return subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                          check=False)
+                          check=False, env={**os.environ, **env})
 
 
-def test_without_a_jvm_a_process_ends_the_ordinary_way_with_its_status() -> None:
-    for code, status in (("None", 0), ("3", 3)):
-        done = _finish(code)
-        assert (done.returncode, done.stdout) == (status, "atexit ran\n"), done.stderr
-    done = _finish("'tiltframe: stopped'")
-    assert (done.returncode, done.stderr, done.stdout) == (1, "tiltframe: stopped\n", "atexit ran\n")
+def test_a_process_ends_with_its_status_and_its_atexit_handlers_run() -> None:
+    for env in ({}, {"PYSPARK_GATEWAY_PORT": "1"}):  # at once; inside spark-submit, the ordinary way
+        for code, status in (("None", 0), ("3", 3)):
+            done = _finish(code, env)
+            assert (done.returncode, done.stdout) == (status, "atexit ran\n"), done.stderr
+        done = _finish("'tiltframe: stopped'", env)
+        assert (done.returncode, done.stderr, done.stdout) == (1, "tiltframe: stopped\n", "atexit ran\n")
 
 
 def test_exit_codes_are_those_sys_exit_gives() -> None:
