@@ -95,6 +95,15 @@ def test_a_process_ends_with_its_status_and_its_atexit_handlers_run() -> None:
         assert (done.returncode, done.stderr, done.stdout) == (1, "tiltframe: stopped\n", "atexit ran\n")
 
 
+def test_a_profiled_command_ends_the_ordinary_way_so_that_its_profile_is_written(tmp_path: Path) -> None:
+    profile = tmp_path / "validate.prof"
+    app = ROOT / "tiltframe" / "examples" / "trades.siddhi"
+    command = [sys.executable, "-m", "cProfile", "-o", str(profile), "-m", "tiltframe", "validate", str(app)]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert profile.stat().st_size > 0
+
+
 def test_exit_codes_are_those_sys_exit_gives() -> None:
     from tiltframe.cli.process_exit import exit_code
 

@@ -9,8 +9,9 @@ process that ends anyway.  So the process ends as the command's work is done: ev
 connection closed as usual), committed batches are durable, and a JVM the process started stops as it always
 does once its parent is gone (Spark's shutdown hooks run there).
 
-A process where another thread still works (a server beside the run), or that runs inside a JVM someone
-else started (``spark-submit``'s driver, which waits for it), ends the ordinary way.
+A process where another thread still works (a server beside the run), that runs inside a JVM someone else
+started (``spark-submit``'s driver, which waits for it), or that a profiler or debugger watches (``python -m
+cProfile -o ...`` writes its file as the interpreter ends) ends the ordinary way.
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ def others_working() -> bool:
     return any(t is not main and not t.daemon and t.is_alive() for t in threading.enumerate())
 
 
+def watched() -> bool:
+    """Whether a profiler or a debugger (a trace function) watches this process."""
+    return sys.getprofile() is not None or sys.gettrace() is not None
+
+
 def exit_code(code: object) -> int:
     """``SystemExit.code`` as a process status: None is 0, a message is printed to stderr and is 1."""
     if code is None:
@@ -46,7 +52,7 @@ def exit_code(code: object) -> int:
 def finish(code: object) -> None:
     """End the process with ``code`` (as ``sys.exit`` takes it): at once where nothing else works, else by
     ``sys.exit``."""
-    if inside_spark_submit() or others_working():
+    if inside_spark_submit() or others_working() or watched():
         sys.exit(code)
     status = exit_code(code)
     atexit._run_exitfuncs()  # what an ordinary exit runs: logging.shutdown, finalizers, temporary folders
