@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests.integration.crashkit import TAG_ENV, tagged
+
 ROOT = Path(__file__).resolve().parents[2]
 
 APP = """\
@@ -21,30 +23,12 @@ aggregate by timestamp every sec ... day;
 """
 
 
-def _children(pid: int) -> list[int]:
-    """Processes whose parent is ``pid``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                found.append(int(entry.name))
-    return found
-
-
-def _is_java(pid: int) -> bool:
+def _is_driver_jvm(pid: int) -> bool:
+    """The run's Spark JVM, not the short-lived launcher JVM that ``spark-class`` runs first to build its
+    command line (whose output is a pipe to that script)."""
     try:
-        return Path(f"/proc/{pid}/exe").resolve().name == "java"
-    except OSError:
-        return False
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        java = Path(f"/proc/{pid}/exe").resolve().name == "java"
+        return java and b"org.apache.spark.launcher.Main" not in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
 
@@ -54,12 +38,14 @@ def test_a_run_ends_with_its_output_status_and_store_and_its_jvm_stops_after_it(
     app.write_text(APP, encoding="utf-8")
     inbox.mkdir()
     (inbox / "e.csv").write_text("symbol,quantity,timestamp\nIBM,2,1704067200000\nIBM,3,1704067201000\n")
+    tag = f"process-exit-{os.getpid()}-{time.time_ns()}"  # the run's processes, its JVM included, carry it
     run = subprocess.Popen([sys.executable, "-m", "tiltframe", "run", str(app), "-i", f"S={inbox}", "-d", str(data)],
-                           cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                           cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env={**os.environ, TAG_ENV: tag})
     jvm, jvm_stdout = None, None
     while run.poll() is None:  # the JVM lives for seconds: long enough to find it and where its output goes
         if jvm is None:
-            jvm = next((c for c in _children(run.pid) if _is_java(c)), None)
+            jvm = next((pid for pid in tagged(tag) if _is_driver_jvm(pid)), None)
         if jvm is not None and jvm_stdout is None:
             with contextlib.suppress(OSError):  # gone meanwhile
                 jvm_stdout = os.readlink(f"/proc/{jvm}/fd/1")
@@ -69,9 +55,9 @@ def test_a_run_ends_with_its_output_status_and_store_and_its_jvm_stops_after_it(
     assert "rows written" in out and out.rstrip().splitlines()[-1].startswith("done in"), out  # all of it
     assert jvm is not None and jvm_stdout == str(data / "logs" / "spark.log")  # not the caller's pipe
     deadline = time.monotonic() + 60
-    while _alive(jvm) and time.monotonic() < deadline:
+    while tagged(tag) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _alive(jvm), "the JVM outlived its process by a minute"
+    assert not tagged(tag), "the JVM (or its Python workers) outlived the run's process by a minute"
     query = 'from A within "2024-01-01 00:00:00", "2024-01-02 00:00:00" per "days" select symbol, total'
     answer = subprocess.run([sys.executable, "-m", "tiltframe", "query", str(app), query, "-d", str(data), "--format",
                              "csv"], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
