@@ -170,8 +170,8 @@ def upsert_rows(
     per_statement = max(1, min(rows, max_parameters(conn.dialect) // width))
     # Compiled only where rows fill it: a new process's first small batch would pay 10-20 ms a table for a
     # statement it never runs.
-    many_sql, many_order = _statement(conn, layout, table, per_statement) if data.num_rows >= per_statement \
-        else ("", None)
+    fills = data.num_rows >= per_statement
+    many_sql, many_order = _statement(conn, layout, table, per_statement) if fills else ("", None)
     one_sql, one_order = _statement(conn, layout, table, 1)
     step = per_statement * width
     cursor, options = _merge_cursor(conn)
