@@ -18,7 +18,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from tiltframe.engine.event_time import event_time_ms, instant_text, integral_long
+from tiltframe.engine.event_time import event_time_ms, instant_text, integral_long, text_long
 from tiltframe.model.streams import Attribute, AttrType, StreamDef
 from tiltframe.timeutil.parse import FORMATS
 
@@ -64,7 +64,7 @@ def _as_long(col: Column, source_type: T.DataType) -> Column:
     if isinstance(source_type, T.StringType):
         text = F.trim(col)
         number = text.try_cast("double")
-        return F.coalesce(text.try_cast("long"),
+        return F.coalesce(text_long(text),
                           F.when(F.abs(number) <= _EXACT_DOUBLE, integral_long(number, T.DoubleType())))
     if isinstance(source_type, _FRACTIONAL):
         return integral_long(col, source_type)

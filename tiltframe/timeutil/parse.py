@@ -25,6 +25,8 @@ TIME_PATTERN = (
     r"\s*(Z|z|[+-][0-9]{2}(?::?[0-9]{2})?)?$"
 )
 TIMESTAMP = re.compile(TIME_PATTERN)
+#: A whole number of epoch ms, as Spark casts text to a long (ASCII digits, a sign).
+_WHOLE = re.compile(r"[+-]?[0-9]+\Z")
 FORMATS = (
     "a long (epoch ms), 'yyyy-MM-dd HH:mm:ss', 'yyyy-MM-dd HH:mm:ss +05:30' or ISO-8601 such as "
     "'2024-01-05T10:00:00Z'"
@@ -45,8 +47,9 @@ def offset_zone(sign: str | None, hh: str | None, mm: str | None, default: tzinf
     if sign is None:
         return default
     delta = timedelta(hours=int(hh or 0), minutes=int(mm or 0))
-    if delta >= timedelta(hours=24) or int(mm or 0) > 59:
-        msg = f"the offset {sign}{hh}:{mm} is not one of -23:59 ... +23:59"
+    # Java's offsets (and so Spark's reading of event times) end at 18 hours; real ones at 14.
+    if delta > timedelta(hours=18) or int(mm or 0) > 59:
+        msg = f"the offset {sign}{hh}:{mm} is not one of -18:00 ... +18:00"
         raise ValueError(msg)
     return timezone(delta if sign == "+" else -delta)
 
@@ -85,7 +88,7 @@ def parse_timestamp(value: object, zone: str = "UTC") -> int:
                 msg = f"invalid timestamp '{value}': {exc}"
                 raise QueryError(msg) from None
             return epoch_ms(dt)
-        if value.strip().lstrip("-").isdigit():
+        if _WHOLE.match(value.strip()):
             return int(value.strip())
     msg = f"expected a timestamp ({FORMATS}), got {value!r}"
     raise QueryError(msg)
