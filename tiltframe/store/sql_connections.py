@@ -30,6 +30,7 @@ from tiltframe.store.schema import (
     level_tables,
 )
 from tiltframe.store.sqlite_read import change_token, check_unchanged, kept, open_reader, stale
+from tiltframe.store.urls import hide_password
 
 
 class Registration(NamedTuple):
@@ -107,7 +108,7 @@ class SqlConnections:
         self._engine = engine
         self._read_only = read_only
         self._path = path
-        self.url = engine.url.render_as_string(hide_password=True)
+        self.url = hide_password(engine.url)
         dialect = engine.dialect.name
         self.capabilities = Capabilities(max_identifier_length=MAX_IDENTIFIER_LENGTH.get(dialect, 63),
                                          staged_writes=(dialect == "postgresql" or mysql.is_mysql(dialect))
@@ -224,7 +225,7 @@ class SqlConnections:
         except (sa.exc.SQLAlchemyError, dbapi_error) as e:
             self._present.clear()
             cause = getattr(e, "orig", None) or e
-            raise StoreError(f"could not {action} in {self.url}: {cause}") from e
+            raise StoreError(f"could not {action} in {self.url}: {hide_password(str(cause))}") from e
 
     def _require_writable(self) -> None:
         if self._read_only:
