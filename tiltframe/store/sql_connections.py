@@ -16,7 +16,7 @@ from tiltframe.errors import StoreError
 from tiltframe.model.durations import Granularity
 from tiltframe.store import mysql
 from tiltframe.store.base import Capabilities
-from tiltframe.store.definitions import Definition, DefinitionPlan, plan
+from tiltframe.store.definitions import Definition, DefinitionPlan, backfill_hint, plan
 from tiltframe.store.frames import fetch_compiled
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.merged_reads import MergedReads
@@ -185,9 +185,10 @@ class SqlConnections:
                     f"{change.new.app!r}; two apps cannot share an aggregation's tables: give this one another "
                     f"name, or use another data directory or store (the other app's tables are left as they are)")
         steps = "; ".join(change.steps()) or "nothing stored changes"
+        added = f" ({backfill_hint([m.name for m in change.added], layout.input_stream)})" if change.added else ""
         return (f"the stored tables of aggregation {layout.name} in {self.url} were made for an earlier definition "
                 f"of it ({steps}); see the plan with: tiltframe validate APP -d DIR, and apply it with: tiltframe "
-                f"migrate APP -d DIR")
+                f"migrate APP -d DIR{added}")
 
     def _definition(self, conn: Connection, name: str) -> Definition | None:
         """The recorded definition of aggregation ``name`` (None: not recorded, or no such table yet)."""
