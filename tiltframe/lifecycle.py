@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from tiltframe.errors import StoreError
+from tiltframe.errors import StoreError, UsageError
 from tiltframe.model.app import AppSpec
 from tiltframe.store.registry import StoreRegistry, default_data_dir
 
@@ -56,11 +56,13 @@ def migrate(
       DDSketch libraries' protobuf); readers take both, so this only makes them readable by other tools.
     """
     from tiltframe.engine.shards import Deployment, claim_shard
+    from tiltframe.store.definitions import backfill_hint
     from tiltframe.store.layout import AggregationLayout
     from tiltframe.store.raw_rows import unfolded_raw_rows
 
+    _check_inputs(app, inputs)
     if dry_run:
-        return plan_changes(app, data_dir=data_dir, partition_by_id=partition_by_id)
+        return plan_changes(app, data_dir=data_dir, partition_by_id=partition_by_id, inputs=inputs)
     deployment = Deployment(shard_id, partition_by_id)
     directory = data_dir or default_data_dir()
     stores = StoreRegistry(directory)
@@ -83,8 +85,11 @@ def migrate(
                     continue
                 if done is not None:
                     _carry_checkpoint(layout, store, Path(directory), checkpoint_dir)
-                if inputs and store.complete_from(layout):
+                fed = _input_of(app, layout, inputs) is not None
+                if inputs and fed and store.complete_from(layout):
                     changes += _backfill(app, layout, store, inputs, directory, checkpoint_dir, spark)
+                elif done is not None and done.added and not fed:
+                    changes.append(backfill_hint([m.name for m in done.added], layout.input_stream))
             if layout.table is not None:
                 changes += store.ensure_schema(layout)
                 if unfolded_raw_rows(store, layout.table, layout):
@@ -128,7 +133,11 @@ def _rebuilds(store: Store, layout: AggregationLayout) -> bool:
     """Whether the stored rollup of ``layout``'s aggregation is rebuilt from the inputs to follow it: what
     every row depends on changed, or a level was added finer than every stored one (no stored level holds
     its buckets)."""
-    change = store.definition_plan(layout)
+    return _rebuilt(store.definition_plan(layout), layout)
+
+
+def _rebuilt(change: DefinitionPlan | None, layout: AggregationLayout) -> bool:
+    """Whether ``change`` rebuilds the whole rollup from the inputs (see :func:`_rebuilds`)."""
     if change is None or change.other_app:
         return False
     order = [g.table_suffix for g in layout.spec.granularities]
@@ -171,25 +180,82 @@ def _backfill(app: AppSpec, layout: AggregationLayout, store: Store, inputs: Map
 
 
 def plan_changes(
-    app: AppSpec, *, data_dir: str | Path | None = None, partition_by_id: bool = False
+    app: AppSpec, *, data_dir: str | Path | None = None, partition_by_id: bool = False,
+    inputs: Mapping[str, str | Path | FileInput] | None = None,
 ) -> dict[str, list[str]]:
     """What ``migrate`` would change in the stored tables of each aggregation of ``app``, in words (an empty
-    list: nothing; an aggregation not stored yet says so), without changing anything or starting Spark."""
-    return {name: ["not stored yet: its tables are made by its first run"] if change is None else change.steps()
-            for name, change in _plans(app, data_dir, partition_by_id)}
+    list: nothing; an aggregation not stored yet says so), without changing anything or starting Spark.
+    With ``inputs`` (as given to ``migrate``), the plan says what it would build from them: the measures
+    backfilled or the rollup rebuilt, its levels and the input read; without, how ``--input`` would."""
+    out: dict[str, list[str]] = {}
+    for layout, _, change in _plans(app, data_dir, partition_by_id):
+        if change is None:
+            out[layout.name] = ["not stored yet: its tables are made by its first run"]
+            continue
+        incomplete = [m for m in change.stored.complete_from if change.new.measure(m) is not None]
+        out[layout.name] = change.steps() + _from_inputs(app, layout, change, incomplete, inputs)
+    return out
+
+
+def _check_inputs(app: AppSpec, inputs: Mapping[str, object] | None) -> None:
+    """Every input names a stream (or table) of ``app``: one that names none would backfill nothing."""
+    streams = {s.name for s in app.streams}
+    strangers = [name for name in inputs or {} if app.input_stream(name) not in streams]
+    if strangers:
+        msg = (f"--input names stream(s) {', '.join(strangers)} not defined in the app (streams: "
+               f"{', '.join(sorted(streams))})")
+        raise UsageError(msg)
+
+
+def _input_of(app: AppSpec, layout: AggregationLayout, inputs: Mapping[str, str | Path | FileInput] | None
+              ) -> str | None:
+    """The input given for the stream that feeds ``layout``'s rollup, as written (None: none given)."""
+    for name, value in (inputs or {}).items():
+        if app.input_stream(name) == layout.input_stream:
+            return str(getattr(value, "path", value))
+    return None
+
+
+def _from_inputs(app: AppSpec, layout: AggregationLayout, change: DefinitionPlan, incomplete: list[str],
+                 inputs: Mapping[str, str | Path | FileInput] | None) -> list[str]:
+    """The steps of a plan that read the inputs: what ``migrate`` with ``inputs`` would build from them
+    (which levels, from which input), or what ``--input`` would do where none feeds the rollup."""
+    from tiltframe.store.definitions import backfill_hint
+
+    if change.other_app:
+        return []
+    stream, given = layout.input_stream, _input_of(app, layout, inputs)
+    levels = ", ".join(str(g) for g in layout.spec.granularities)
+    missing = "" if not inputs or given is not None else f"no --input for stream {stream}, which feeds it: "
+    if _rebuilt(change, layout):
+        if given is not None:
+            return [f"every level ({levels}) rebuilt from input {stream}={given} (the files its pipeline "
+                    f"committed) beside the stored rollup, then swapped in for it"]
+        if change.rebuild:
+            return [f"{missing}refused without --input {stream}=PATH: every level must be rebuilt from the inputs"]
+        return [f"{missing}with --input {stream}=PATH, every level is rebuilt from the inputs instead, so the level "
+                f"added holds every bucket they hold"]
+    measures = [*(m.name for m in change.added), *(m for m in incomplete if m not in {a.name for a in change.added})]
+    if not measures:
+        return []
+    if given is not None:
+        return [f"measures {', '.join(measures)} backfilled from input {stream}={given}: every level ({levels}) "
+                f"recomputed from the files its pipeline read, once they are found to hold what the store holds "
+                f"(else the measures read NULL before they are complete)"]
+    return [missing + backfill_hint(measures, stream)] if change.added else []
 
 
 def pending_changes(app: AppSpec, *, data_dir: str | Path | None = None) -> dict[str, list[str]]:
     """Per stored aggregation of ``app`` whose tables ``migrate`` must change before they serve it (reads
     answer from what they hold until then): the steps that change what is stored."""
-    return {name: change.steps(notes=False) for name, change in _plans(app, data_dir, False)
+    return {layout.name: change.steps(notes=False) for layout, _, change in _plans(app, data_dir, False)
             if change is not None and not change.shapes_nothing}
 
 
 def _plans(app: AppSpec, data_dir: str | Path | None,
-           partition_by_id: bool) -> Iterator[tuple[str, DefinitionPlan | None]]:
-    """Each aggregation of ``app`` (not a pre-aggregated table's rollup) and the plan from its stored
-    definition (None: not stored)."""
+           partition_by_id: bool) -> Iterator[tuple[AggregationLayout, Store, DefinitionPlan | None]]:
+    """Each aggregation of ``app`` (not a pre-aggregated table's rollup), its store and the plan from its
+    stored definition (None: not stored)."""
     from tiltframe.store.layout import AggregationLayout
 
     stores = StoreRegistry(data_dir or default_data_dir())
@@ -197,7 +263,8 @@ def _plans(app: AppSpec, data_dir: str | Path | None,
         for agg in app.aggregations:
             layout = AggregationLayout.of(app, agg.name, partition_by_default=partition_by_id)
             if layout.table is None:
-                yield agg.name, stores.for_aggregation(agg).definition_plan(layout)
+                store = stores.for_aggregation(agg)
+                yield layout, store, store.definition_plan(layout)
     finally:
         stores.close()
 

@@ -103,6 +103,9 @@ def test_a_definition_changed_there_and_back_loses_and_doubles_nothing(spark, tm
             "measure n removed: columns n_COUNT dropped at every level",
             "measure biggest added: columns biggest_MAX at every level, NULL for the buckets stored before",
             "attribute venue of stream Trades added: no aggregate reads it, nothing stored changes",
+            "measures biggest read NULL in the buckets stored before they are complete; tiltframe migrate APP -d DIR "
+            "--input Trades=PATH backfills them from the inputs instead (every level recomputed from the files the "
+            "pipeline read)",
         ]
         assert tf.migrate(b, data_dir=data, dry_run=True)["TA"] == plan
         assert tf.migrate(b, data_dir=data)["TA"] == plan

@@ -7,6 +7,7 @@ when known); details follow it: where Spark's log is, and the traceback with ``-
 
 from __future__ import annotations
 
+import sys
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,20 +17,27 @@ import typer
 from tiltframe.cli.logs import settings
 from tiltframe.cli.output import stderr_console
 from tiltframe.errors import DefinitionError, TiltframeError, UsageError
+from tiltframe.store.credentials import mask_credentials
 
 EXIT_OK, EXIT_RUNTIME, EXIT_USAGE = 0, 1, 2
 
 
 def say(kind: str | None, message: str) -> None:
-    """The failure line: ``error (kind): message`` on stderr."""
+    """The failure line: ``error (kind): message`` on stderr, any credential in it masked (a store URL that
+    has a password and another mistake is shown as it was written)."""
     err = stderr_console()
     err.print(f"[bold red]error[/]{f' ({kind})' if kind else ''}: ", end="")
-    err.print(message, markup=False)
+    err.print(mask_credentials(message), markup=False)
+
+
+def _traceback() -> None:
+    """The exception's traceback on stderr (``--debug``), its credentials masked too."""
+    sys.stderr.write(mask_credentials(traceback.format_exc()))
 
 
 def _details(hint: str) -> None:
     if settings.debug:
-        traceback.print_exc()
+        _traceback()
         return
     err = stderr_console()
     if settings.spark_log is not None:
@@ -65,15 +73,15 @@ def handle_errors(context: str | None = None) -> Iterator[None]:
         kind = "invalid definition" if isinstance(exc, DefinitionError) else "usage error"
         say(kind, f"{_prefix(context, exc)}{exc}")  # a definition error's snippet follows its line on purpose
         if settings.debug:
-            traceback.print_exc()
+            _traceback()
         raise typer.Exit(EXIT_USAGE) from None
     except Exception as exc:
         say(None, f"{_prefix(context, exc)}{failure_line(exc)}")
         if isinstance(exc, TiltframeError) and "\n" in str(exc):  # the rest of a longer message, after it
-            stderr_console().print(str(exc).split("\n", 1)[1], markup=False)
+            stderr_console().print(mask_credentials(str(exc).split("\n", 1)[1]), markup=False)
         if isinstance(exc, TiltframeError) and settings.spark_log is None:
             if settings.debug:
-                traceback.print_exc()
+                _traceback()
         else:
             _details("--verbose shows Spark's log on the terminal, --debug the traceback")
         raise typer.Exit(EXIT_RUNTIME) from None

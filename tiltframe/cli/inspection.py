@@ -127,7 +127,8 @@ def print_info(
 
         rejected = rejected.assign(event_time=[ts_or_none(None if pd.isna(v) else int(v))
                                                for v in rejected["event_timestamp"]])
-        cols = [c for c in ("batch_id", "kind", "reason", "value", "event_time", "raw") if c in rejected.columns]
+        shown = ("batch_id", "stream", "kind", "reason", "value", "event_time", "raw")
+        cols = [c for c in shown if c in rejected.columns]
         for c in cols:
             latest.add_column(c, overflow="fold", max_width=90 if c == "raw" else None)
         for rec in rejected[cols].itertuples(index=False):

@@ -5,7 +5,8 @@ JVM's notices, Python workers' stderr) and py4j's Python-side tracebacks in ``<d
 so that a failure is said once, in one line, on the terminal.  ``--verbose`` logs tiltframe at INFO and
 leaves Spark's log (at WARN) on stderr; ``--debug`` adds tiltframe's DEBUG lines and tracebacks.
 ``--log-format json`` writes one JSON object per line (for log collectors), tiltframe's INFO lines
-included: one per micro-batch of each aggregation, its figures as fields.
+included: one per micro-batch of each aggregation, its figures as fields.  Every record's credentials are
+masked (``store.credentials``), whatever logged it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from tiltframe.store.credentials import MaskCredentials
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -56,7 +59,7 @@ class JsonFormatter(logging.Formatter):
         }
         out.update(getattr(record, "batch", {}))
         if record.exc_info:
-            out["exception"] = self.formatException(record.exc_info)
+            out["exception"] = record.exc_text or self.formatException(record.exc_info)
         return json.dumps(out, default=str)
 
 
@@ -69,8 +72,9 @@ def configure(*, debug: bool, verbose: bool, log_format: str = "text") -> None:
     level = logging.DEBUG if debug else logging.INFO if verbose or settings.json else logging.WARNING
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s",
                         force=True)
-    if settings.json:
-        for handler in logging.getLogger().handlers:
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(MaskCredentials())  # a store URL's password never reaches a log line
+        if settings.json:
             handler.setFormatter(JsonFormatter())
     logging.getLogger("tiltframe").setLevel(level)
     loud = debug or verbose
@@ -92,6 +96,7 @@ def _to_spark_log(path: Path) -> None:
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s (python): %(message)s"))
     handler.tiltframe_spark_log = True  # type: ignore[attr-defined]
+    handler.addFilter(MaskCredentials())
     for name in SPARK_PY_LOGGERS:
         logging.getLogger(name).addHandler(handler)
 

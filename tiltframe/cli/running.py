@@ -88,8 +88,9 @@ def print_run_summary(
         where = data_dir / "streams" / name / "rejected"
         rejected = f", {st.rejected:,} events rejected (see {where})" if st.rejected else ""
         console.print(f"stream {name}: {st.rows:,} events written{rejected}")
-    if result.requests_rejected:
-        console.print(f"requests rejected: {result.requests_rejected:,}")
+    for name, rq in result.requests.items():
+        rejected = f", {rq.rejected:,} rejected (see tiltframe inspect -a {rq.aggregation})" if rq.rejected else ""
+        console.print(f"query {name}: {rq.answered:,} requests answered{rejected}", markup=False)
     console.print(f"done in {wall_seconds:.1f}s")
 
 

@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
@@ -24,7 +23,6 @@ from pyspark.sql.streaming import StreamingQuery
 
 from tiltframe.engine.continuous import ContinuousRun, ContinuousTotals
 from tiltframe.engine.derived import derive
-from tiltframe.engine.events import REASON, type_events
 from tiltframe.engine.failures import BatchFailed, describe_failure, said_where
 from tiltframe.engine.file_batches import BAD_FILE_POLICIES, FileBatches
 from tiltframe.engine.file_manifest import ChangedFile
@@ -34,6 +32,7 @@ from tiltframe.engine.identity import open_pipeline
 from tiltframe.engine.markers import checkpoint_dir
 from tiltframe.engine.pipeline import AggregationPipeline
 from tiltframe.engine.reports import BatchReport, PipelineTotals
+from tiltframe.engine.retrieval_joins import RequestTotals, RetrievalJoin
 from tiltframe.engine.session import get_session
 from tiltframe.engine.shards import Deployment, claim_shard
 from tiltframe.engine.sinks import ConsoleSink, Sink
@@ -42,9 +41,6 @@ from tiltframe.engine.stream_queries import StreamRows, StreamTotals, apply_stre
 from tiltframe.errors import UsageError, unknown
 from tiltframe.lang.checks.app import check_runnable
 from tiltframe.model.app import AppSpec
-from tiltframe.model.expressions import attributes_of
-from tiltframe.model.queries import RetrievalQuery
-from tiltframe.retrieval.retrieve import retrieve
 from tiltframe.store.compaction import Compactor
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.purge import Purger
@@ -61,12 +57,18 @@ class RunResult:
 
     aggregations: dict[str, PipelineTotals] = field(default_factory=dict)
     outputs: dict[str, int] = field(default_factory=dict)
-    requests_rejected: int = 0
+    #: Per retrieval join: its requests answered and rejected (``engine.retrieval_joins``).
+    requests: dict[str, RequestTotals] = field(default_factory=dict)
     continuous: dict[str, ContinuousTotals] = field(default_factory=dict)
     #: The output of each stream query whose rows went to a sink (``engine.stream_queries``).
     streams: dict[str, StreamTotals] = field(default_factory=dict)
     #: Input files that grew or changed after a batch read them, per aggregation (docs/bad-input.md).
     files_changed: dict[str, list[ChangedFile]] = field(default_factory=dict)
+
+    @property
+    def requests_rejected(self) -> int:
+        """Requests of every retrieval join that could not be answered (recorded with their reasons)."""
+        return sum(t.rejected for t in self.requests.values())
 
 
 def _as_input(value: InputLike, max_files: int | None, max_bytes: int | None) -> FileInput | DataFrame:
@@ -256,8 +258,10 @@ class Run:
             layout = AggregationLayout.of(self.app, query.aggregation)
             pipeline = self.pipelines.get(layout.name)
             store = pipeline.store if pipeline is not None else self.readers.for_aggregation(layout.spec)
-            handler = _RetrievalBatch(self, query, layout, store, out)
             checkpoint = self.checkpoint_root / f"query-{name}-{layout.spec_hash}"
+            handler = RetrievalJoin(self.app, query, layout, store, out, emit=self.emit, checkpoint=checkpoint,
+                                    name=name, recorder=functools.partial(self.stores.for_aggregation, layout.spec))
+            self.result.requests[name] = handler.totals
             self._start(df, f"tiltframe-query-{name}", checkpoint, handler)
 
     def start(self) -> Run:
@@ -330,36 +334,3 @@ class Run:
         """Close the stores (after :meth:`wait` or :meth:`stop`)."""
         self.stores.close()
         self.readers.close()
-
-
-class _RetrievalBatch:
-    """foreachBatch of a retrieval join: answer each request event against the store."""
-
-    def __init__(self, run: Run, query: RetrievalQuery, layout: AggregationLayout, store: Any, out: str):
-        self.run, self.query, self.layout, self.store, self.out = run, query, layout, store, out
-        stream = run.app.stream(query.request_stream or "")
-        self.stream = stream
-        # The query is resolved (lang.checks.retrieval): a request attribute carries the request's reference.
-        clauses = (
-            *query.within, *([query.per] if query.per else []), *([query.on] if query.on else []),
-            *(i.expr for i in query.select or ()),
-            *query.group_by, *([query.having] if query.having else []), *(o.expr for o in query.order_by),
-        )
-        self.required = {a.name for e in clauses for a in attributes_of(e) if a.qualifier == query.request_ref}
-
-    def __call__(self, raw: DataFrame, batch_id: int) -> None:
-        typed = type_events(raw, self.stream, required=self.required, time_attribute=None, arrival_ms=0)
-        names = [a.name for a in self.stream.attributes]
-        rows = typed.select(*names, REASON).collect()  # requests are few: answering them is driver work
-        frames = []
-        for row in rows:
-            if row[REASON] is not None:
-                logger.warning("request rejected: %s", row[REASON])
-                with self.run._lock:
-                    self.run.result.requests_rejected += 1
-                continue
-            request = {n: row[n] for n in names}
-            frames.append(retrieve(self.layout, self.store, self.query, request))
-        if not frames:
-            return
-        self.run.emit(self.out, batch_id, pd.concat(frames, ignore_index=True))

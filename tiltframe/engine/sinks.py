@@ -272,7 +272,7 @@ class StoreTableSink:
             msg = f"cannot write output table {table} to {hide_password(str(url))!r}: {e.message}"
             raise UsageError(msg) from None
         self._engine = _engine(target)
-        self.url = self._engine.url.render_as_string(hide_password=True)
+        self.url = hide_password(self._engine.url)
         self._table: sa.Table | None = None
         self._lock = threading.Lock()
 

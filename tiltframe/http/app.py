@@ -28,6 +28,7 @@ from tiltframe.errors import DefinitionError, StoreError, TiltframeError
 from tiltframe.http.metrics import CountRequests, Metrics
 from tiltframe.http.reader import NotFound, Reader
 from tiltframe.retrieval.formats import csv_text, records, records_json, to_json
+from tiltframe.store.credentials import mask_credentials
 from tiltframe.timeutil.parse import iso_ts
 
 if TYPE_CHECKING:
@@ -60,7 +61,8 @@ class Json(Response):
 
 def error_body(message: str, *, line: int | None = None, column: int | None = None,
                hint: str | None = None) -> dict[str, Any]:
-    """The one error shape; a "did you mean" in the message becomes the hint."""
+    """The one error shape; a "did you mean" in the message becomes the hint; credentials masked."""
+    message = mask_credentials(message)
     found = _DID_YOU_MEAN.search(message)
     if found and hint is None:
         hint = found.group(1)
@@ -159,7 +161,7 @@ def create_app(app_spec: AppSpec, data_dir: str | Path, *, token: str | None = N
         stored: dict[str, Any] = {}
         for name, info in reader.infos():
             if isinstance(info, TiltframeError):
-                stored[name] = {"error": str(info)}
+                stored[name] = {"error": mask_credentials(str(info))}
                 continue
             doc = {"batches": info.batches, "events_read": info.events_read,
                    "events_aggregated": info.events_aggregated, "events_moved": info.events_moved,

@@ -23,6 +23,7 @@ from prometheus_client.registry import Collector
 
 from tiltframe.engine.reports import BatchReport
 from tiltframe.errors import TiltframeError
+from tiltframe.store.credentials import mask_credentials
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -68,7 +69,7 @@ class _StoreCollector(Collector):
         for name, info in self._infos():
             if isinstance(info, TiltframeError):
                 up.add_metric([name], 0)
-                logger.warning("metrics: the store of %s cannot be read: %s", name, info)
+                logger.warning("metrics: the store of %s cannot be read: %s", name, mask_credentials(str(info)))
                 continue
             up.add_metric([name], 1)
             for key, value in (("read", info.events_read), ("aggregated", info.events_aggregated),

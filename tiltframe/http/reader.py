@@ -24,6 +24,7 @@ from tiltframe.http.catalog import aggregation_document, continuous_documents, m
 from tiltframe.lang.parser import parse_retrieval, parse_table_query
 from tiltframe.model.durations import Granularity
 from tiltframe.retrieval.retrieve import retrieve
+from tiltframe.store.credentials import mask_credentials
 from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.store.registry import StoreRegistry
 from tiltframe.timeutil.parse import iso_ts, parse_timestamp
@@ -175,7 +176,7 @@ class Reader:
                 doc |= {"rows": stored.rows, "first_interval": stored.first_bucket,
                         "last_interval": stored.last_bucket}
             except StoreError as exc:
-                doc |= {"rows": None, "error": str(exc)}
+                doc |= {"rows": None, "error": mask_credentials(str(exc))}
         return docs
 
     def aggregation(self, name: str) -> dict[str, Any]:

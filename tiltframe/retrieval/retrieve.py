@@ -9,7 +9,7 @@ start as a datetime in the aggregation's zone (or the zone ``per`` names): in th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,7 @@ from tiltframe.store.base import Store
 from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.store.pandas_merges import finalize, merge_rows
 from tiltframe.timeutil.columns import AGG_TIME, aware_times
-from tiltframe.timeutil.ranges import within_range
+from tiltframe.timeutil.ranges import instant, within_range
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +39,15 @@ class Resolved:
     end_ms: int
     granularity: Granularity | None
     built: tuple[Granularity, str] | None = None
+
+
+class RequestRejected(QueryError):
+    """A request event whose values cannot be answered (a ``per`` that is no duration, a start after the
+    end): the retrieval join records it with ``reason``, ``field`` and ``value`` and answers the others."""
+
+    def __init__(self, reason: str, field: str | None, value: str | None) -> None:
+        self.reason, self.field, self.value = reason, field, value
+        super().__init__(reason)
 
 
 def _operand(expr: Expr, query: RetrievalQuery, request: Mapping[str, Any] | None) -> Any:
@@ -53,23 +62,69 @@ def _operand(expr: Expr, query: RetrievalQuery, request: Mapping[str, Any] | Non
     raise QueryError(msg)
 
 
+def _from_request(exprs: Sequence[Expr], query: RetrievalQuery) -> list[str]:
+    """The request attributes among ``exprs`` (none in on-demand form)."""
+    return [e.name for e in exprs if isinstance(e, Attr) and is_request_attr(e, query)]
+
+
+def _rejected(fields: Sequence[str], values: Sequence[Any], problem: str) -> RequestRejected:
+    """The request's ``fields`` (with their ``values``) cannot be answered: ``problem`` (``is not ...``
+    after one field's value, a message of its own after several fields)."""
+    if len(fields) == 1:
+        reason = f"field '{fields[0]}': value {values[0]!r} {problem}"
+    else:
+        reason = f"fields {', '.join(repr(f) for f in fields)}: {problem}"
+    return RequestRejected(reason, ", ".join(fields), ", ".join(str(v) for v in values))
+
+
+def _range(layout: AggregationLayout, query: RetrievalQuery, values: Sequence[Any]) -> tuple[int, int]:
+    """``within``'s ``[start, end)``; a request's bound that is no time, or bounds out of order, named."""
+    try:
+        return within_range(*values, zone=layout.zone)
+    except QueryError as exc:
+        fields = _from_request(query.within, query)
+        if not fields:
+            raise
+        problem = exc.args[0] if exc.args else str(exc)
+    bounds = [(e.name, v) for e, v in zip(query.within, values, strict=True)
+              if isinstance(e, Attr) and is_request_attr(e, query)]
+    if len(values) == 2:  # the bound that is no time, else the order of the two
+        for name, value in bounds:
+            try:
+                instant(value, zone=layout.zone)
+            except QueryError as bad:
+                raise _rejected([name], [value], f"is not a time ({bad})") from None
+    if len(bounds) == 1:
+        problem = f"does not make a range: {problem}"
+    raise _rejected([n for n, _ in bounds], [v for _, v in bounds], problem) from None
+
+
 def resolve(layout: AggregationLayout, query: RetrievalQuery, request: Mapping[str, Any] | None = None) -> Resolved:
     """``within`` as ``[start, end)`` in epoch ms, and ``per`` as one of the aggregated granularities, or
-    as a duration of another zone (``"days in Asia/Kolkata"``), or absent (the totals of the range)."""
+    as a duration of another zone (``"days in Asia/Kolkata"``), or absent (the totals of the range).
+
+    Raises:
+        RequestRejected: a request attribute's value cannot be answered (naming the attribute and value).
+        QueryError: the query itself cannot be answered.
+    """
     values = [_operand(w, query, request) for w in query.within]
-    start, end = within_range(*values, zone=layout.zone)
+    start, end = _range(layout, query, values)
     if query.per is None:
         return Resolved(start, end, None)
     per = _operand(query.per, query, request)
+    fields = _from_request([query.per], query)
     if not isinstance(per, str):
         msg = f"per takes a duration name such as \"days\", got {per!r}"
-        raise QueryError(msg)
+        raise _rejected(fields, [per], "is not a duration name such as \"days\"") if fields else QueryError(msg)
     try:
         g, zone = parse_per(per)
         if zone is None or (zone == layout.zone.strip() and g in layout.spec.granularities):
             return Resolved(start, end, layout.spec.granularity(g))
-    except DefinitionError as exc:
-        raise QueryError(exc.message) from None
+    except (DefinitionError, QueryError) as exc:
+        message = exc.message if isinstance(exc, DefinitionError) else str(exc)
+        if fields:
+            raise _rejected(fields, [per], f"is not a duration aggregation {layout.name} keeps ({message})") from None
+        raise QueryError(message) from None
     return Resolved(start, end, None, (g, zone))
 
 

@@ -45,8 +45,10 @@ def not_stored_yet(app: AppSpec, stored: AppSpec, name: str) -> str:
     levels = [str(g) for g in mine.granularities if g not in theirs.granularities]
     parts = ([f"measures {', '.join(measures)}"] if measures else []) + ([f"levels {', '.join(levels)}"] if levels
                                                                           else [])
+    backfill = (f"; with --input {app.root_stream(mine.source)}=PATH, the measures get their history from the "
+                f"inputs" if measures else "")
     return (f"{' and '.join(parts)} of aggregation {name} are defined by the app but not stored yet: add them with "
-            f"tiltframe migrate APP -d DIR (docs/lifecycle.md)")
+            f"tiltframe migrate APP -d DIR{backfill} (docs/lifecycle.md)")
 
 
 def _is_measure(item: object) -> TypeGuard[AggregateItem | ExpressionItem]:

@@ -39,10 +39,10 @@ def connect_store(spec: StoreSpec | None, data_dir: str | Path, *, read_only: bo
 
 def store_location(spec: StoreSpec | None, data_dir: str | Path) -> Path | str:
     """Where a store is, as shown to users: the SQLite file, or the server URL without its password."""
-    from tiltframe.store.urls import store_target
+    from tiltframe.store.urls import hide_password, store_target
 
     target = Path(data_dir) / DB_FILE_NAME if spec is None else store_target(spec)
-    return target if isinstance(target, Path) else target.render_as_string(hide_password=True)
+    return target if isinstance(target, Path) else hide_password(target)
 
 
 # SQLAlchemy and the store's modules are imported when first used: a Spark worker that imports one of the

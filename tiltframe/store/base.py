@@ -35,6 +35,7 @@ class RecordKind(enum.StrEnum):
     BEFORE_RECOVERY = "before_recovery"  # a new pipeline's replay of what the store holds
     MOVED = "moved"  # aggregated, but into another bucket than its own (Siddhi's buffer)
     FILE = "file"  # a whole input file that cannot be read (its events are not counted: they are unknown)
+    REQUEST = "request"  # a retrieval join's request that cannot be answered (not one of the aggregation's events)
 
 
 #: Text columns of the rejected-events table, in order (Arrow tables passed to ``write_batch`` use them).

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -186,6 +187,14 @@ class DefinitionPlan:
         out += [f"level {s} added: table {name}_{s}, built from the finest kept level it nests in (buckets that "
                 f"level no longer holds are not kept)" for s in self.added_levels]
         return out + list(self.notes) if notes else out
+
+
+def backfill_hint(measures: Sequence[str], stream: str) -> str:
+    """What ``tiltframe migrate --input`` would do for ``measures`` added to a stored rollup fed by ``stream``:
+    the words the refusals and plans say it in."""
+    return (f"measures {', '.join(measures)} read NULL in the buckets stored before they are complete; "
+            f"tiltframe migrate APP -d DIR --input {stream}=PATH backfills them from the inputs instead (every "
+            f"level recomputed from the files the pipeline read)")
 
 
 def plan(stored: Definition, new: Definition) -> DefinitionPlan:

@@ -121,6 +121,13 @@ class AggregationLayout:
     #: The app that defines the aggregation (``@app:name``), which the store records beside it.
     app_name: str | None = field(default=None, compare=False)
 
+    @property
+    def input_stream(self) -> str:
+        """The stream whose input feeds the rollup (``--input``): its source, or the input stream the stream
+        queries make the source's events from."""
+        first = self.source_queries[0] if self.source_queries else None
+        return str(first[0]) if isinstance(first, tuple) else self.spec.source
+
     @classmethod
     def of(cls, app: AppSpec, name: str, *, partition_by_default: bool = False) -> AggregationLayout:
         """The layout of aggregation ``name``; ``partition_by_default`` is the deployment's setting for

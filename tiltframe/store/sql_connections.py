@@ -16,7 +16,7 @@ from tiltframe.errors import StoreError
 from tiltframe.model.durations import Granularity
 from tiltframe.store import mysql
 from tiltframe.store.base import Capabilities
-from tiltframe.store.definitions import Definition, DefinitionPlan, plan
+from tiltframe.store.definitions import Definition, DefinitionPlan, backfill_hint, plan
 from tiltframe.store.frames import fetch_compiled
 from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.merged_reads import MergedReads
@@ -30,6 +30,7 @@ from tiltframe.store.schema import (
     level_tables,
 )
 from tiltframe.store.sqlite_read import change_token, check_unchanged, kept, open_reader, stale
+from tiltframe.store.urls import hide_password
 
 
 class Registration(NamedTuple):
@@ -107,7 +108,7 @@ class SqlConnections:
         self._engine = engine
         self._read_only = read_only
         self._path = path
-        self.url = engine.url.render_as_string(hide_password=True)
+        self.url = hide_password(engine.url)
         dialect = engine.dialect.name
         self.capabilities = Capabilities(max_identifier_length=MAX_IDENTIFIER_LENGTH.get(dialect, 63),
                                          staged_writes=(dialect == "postgresql" or mysql.is_mysql(dialect))
@@ -184,9 +185,10 @@ class SqlConnections:
                     f"{change.new.app!r}; two apps cannot share an aggregation's tables: give this one another "
                     f"name, or use another data directory or store (the other app's tables are left as they are)")
         steps = "; ".join(change.steps()) or "nothing stored changes"
+        added = f" ({backfill_hint([m.name for m in change.added], layout.input_stream)})" if change.added else ""
         return (f"the stored tables of aggregation {layout.name} in {self.url} were made for an earlier definition "
                 f"of it ({steps}); see the plan with: tiltframe validate APP -d DIR, and apply it with: tiltframe "
-                f"migrate APP -d DIR")
+                f"migrate APP -d DIR{added}")
 
     def _definition(self, conn: Connection, name: str) -> Definition | None:
         """The recorded definition of aggregation ``name`` (None: not recorded, or no such table yet)."""
@@ -224,7 +226,7 @@ class SqlConnections:
         except (sa.exc.SQLAlchemyError, dbapi_error) as e:
             self._present.clear()
             cause = getattr(e, "orig", None) or e
-            raise StoreError(f"could not {action} in {self.url}: {cause}") from e
+            raise StoreError(f"could not {action} in {self.url}: {hide_password(str(cause))}") from e
 
     def _require_writable(self) -> None:
         if self._read_only:

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 
 from tiltframe.errors import DefinitionError, NotSupportedYet
 from tiltframe.model.aggregations import StoreSpec
+from tiltframe.store.credentials import mask_credentials
 
 #: URL schemes (after an optional ``jdbc:``) and the SQLAlchemy driver each one uses.
 SERVER_DRIVERS = {
@@ -68,7 +69,11 @@ def store_target(spec: StoreSpec) -> Path | sa.URL:
 
 
 def _server_url(spec: StoreSpec, url: str) -> sa.URL:
-    parts = urlsplit(url[len("jdbc:"):] if url.lower().startswith("jdbc:") else url)
+    try:
+        parts = urlsplit(url[len("jdbc:"):] if url.lower().startswith("jdbc:") else url)
+    except ValueError as exc:  # an unclosed '[' of an IPv6 host
+        msg = f"@store(jdbc.url='{hide_password(url)}') cannot be read as a URL: {exc}"
+        raise DefinitionError(msg) from None
     scheme = parts.scheme.lower().split("+", 1)[0]
     if scheme not in SERVER_DRIVERS:
         known = "jdbc:postgresql://, jdbc:mysql://, jdbc:mariadb:// or jdbc:sqlite:"
@@ -88,7 +93,7 @@ def _server_url(spec: StoreSpec, url: str) -> sa.URL:
     try:
         port = parts.port
     except ValueError:
-        msg = f"@store(jdbc.url='{hide_password(url)}'): the port is not a number"
+        msg = f"@store(jdbc.url='{hide_password(url)}'): the port is not a number from 0 to 65535"
         raise DefinitionError(msg) from None
     canonical = "postgresql" if scheme == "postgres" else scheme
     return sa.URL.create(
@@ -114,17 +119,10 @@ def _sqlite_file(rest: str, url: str) -> Path:
     return Path(rest)
 
 
-def hide_password(url: str) -> str:
-    """``url`` fit for a message or a log: SQLAlchemy renders it with its password masked
-    (``URL.render_as_string(hide_password=True)``), given as ``user:password@`` or as a JDBC ``password=``
-    option.  Text that is no URL (an SQLite path) comes back as it is."""
-    jdbc = url[:5].lower() == "jdbc:"
-    try:
-        parsed = sa.engine.make_url(url[5:] if jdbc else url)
-    except (sa.exc.ArgumentError, ValueError):  # no URL, or one SQLAlchemy cannot read (a port that is no number)
-        return url
-    if "password" in parsed.query:
-        parsed = parsed.update_query_dict({"password": "***"})
-    shown = parsed.render_as_string(hide_password=True).replace("password=%2A%2A%2A", "password=***")
-    return ("jdbc:" + shown) if jdbc else shown
-
+def hide_password(url: str | sa.URL) -> str:
+    """``url`` fit for a message, a log line or an HTTP answer: every credential in it masked
+    (``store.credentials``), whether or not it parses; a SQLAlchemy URL rendered with its password hidden
+    first."""
+    if isinstance(url, sa.URL):
+        url = url.render_as_string(hide_password=True)
+    return mask_credentials(url)

@@ -200,6 +200,11 @@ def _period(text: str, zone: tzinfo, zone_name: str, now_ms: int) -> tuple[int, 
     return None
 
 
+def instant(value: object, *, zone: str = "UTC", now_ms: int | None = None) -> int:
+    """One bound of a ``within`` range in epoch ms: a time, ``now``, ``today``, moved by steps (``now - 7 days``)."""
+    return _instant(value, resolve_zone(zone), zone, _now() if now_ms is None else now_ms)
+
+
 def within_range(start: object, end: object = None, *, zone: str = "UTC", now_ms: int | None = None) -> tuple[int, int]:
     """``[start_ms, end_ms)`` of a ``within`` clause: one value naming a period, or a start and an end;
     what has no offset is in ``zone``, and ``now`` is ``now_ms`` (the clock by default)."""
