@@ -50,8 +50,8 @@ def damage(codec: str, size: int, read_at: Callable[[int, int], bytes]) -> str |
     first = read_at(0, 16)
     if codec == "gzip" and not first.startswith(b"\x1f\x8b"):
         return "not a gzip file (it does not start with gzip's bytes 1f 8b)"
-    if codec == "bzip2" and not first.startswith(b"BZh"):
-        return "not a bzip2 file (it does not start with 'BZh')"
+    if codec == "bzip2" and not _bzip2_header(first):
+        return "not a bzip2 file (it does not start with bzip2's header 'BZh' and a block)"
     if codec == "deflate" and not _zlib_header(first):
         return "not a deflate (zlib) stream (its first two bytes are no zlib header)"
     if codec == "zstd" and not (first.startswith(_ZSTD) or _zstd_skippable(first)):
@@ -69,6 +69,12 @@ def damage(codec: str, size: int, read_at: Callable[[int, int], bytes]) -> str |
 
 def _zlib_header(first: bytes) -> bool:
     return len(first) >= 2 and first[0] & 0x0F == 8 and first[0] >> 4 <= 7 and (first[0] << 8 | first[1]) % 31 == 0
+
+
+def _bzip2_header(first: bytes) -> bool:
+    """'BZh', the block size (1-9), then a block's magic or the end of the stream's (an empty stream)."""
+    return (first[:3] == b"BZh" and first[3:4] in [b"%d" % i for i in range(1, 10)]
+            and first[4:10] in (b"\x31\x41\x59\x26\x53\x59", b"\x17\x72\x45\x38\x50\x90"))
 
 
 def _zstd_skippable(first: bytes) -> bool:
