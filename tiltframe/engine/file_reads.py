@@ -47,8 +47,8 @@ _QUOTE_OR_BREAK = re.compile('"|\r\n|\r|\n')
 _BOM = "\ufeff"
 #: Spark reads Parquet nanosecond timestamps only as longs (of nanoseconds), and only when asked to.
 NANOS_AS_LONG = "spark.sql.legacy.parquet.nanosAsLong"
-#: A line of nothing but white space (Java's ``\s``: space, tab, CR, LF, vertical tab, form feed).
-_WHITE = r"^\s*$"
+#: A line of nothing but blanks as pandas' reader takes them: spaces and tabs (and the CR of a line break).
+_WHITE = r"^[ \t\r]*$"
 
 
 @dataclass(frozen=True, slots=True)
