@@ -24,6 +24,8 @@ from tiltframe.engine.compressed_files import CODECS, without_codec
 from tiltframe.engine.events import CORRUPT, SPARK_TYPES
 from tiltframe.engine.file_reads import blank_line, csv_header, head, parquet_schema, text_schema, with_arrival_part
 from tiltframe.engine.filesystems import Folder, open_folder
+from tiltframe.engine.hadoop_paths import Location
+from tiltframe.engine.input_moves import follow_folder
 from tiltframe.env_values import env_int
 from tiltframe.errors import UsageError
 from tiltframe.model.streams import StreamDef
@@ -275,12 +277,17 @@ def located(spark: SparkSession, source: FileInput, stream: StreamDef) -> tuple[
     return folder, fmt
 
 
-def list_stream(spark: SparkSession, source: FileInput, stream: StreamDef) -> tuple[DataFrame, str]:
+def list_stream(
+    spark: SparkSession, source: FileInput, stream: StreamDef, checkpoint: Location | None = None
+) -> tuple[DataFrame, str]:
     """The streaming query that lists ``source``'s folder for an aggregation, and the files' format.
 
     Its rows are never computed (``FileBatches`` reads the files), so it reads the folder as
-    ``binaryFile``: no schema to infer, no file opened while listing."""
+    ``binaryFile``: no schema to infer, no file opened while listing.  ``checkpoint``: the query's (Spark's
+    ``spark/`` folder), whose logs follow the folder where it moved (``tiltframe.engine.input_moves``)."""
     folder, fmt = located(spark, source, stream)
+    if checkpoint is not None:
+        follow_folder(folder, checkpoint, stream.name)
     reader = spark.readStream.format("binaryFile").schema(_BINARY_FILE).option("maxFileAge", NO_MAX_FILE_AGE)
     if (bound := source.batch_bound()) is not None:
         reader = reader.option(*bound)
