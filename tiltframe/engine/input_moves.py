@@ -60,6 +60,8 @@ def follow_folder(folder: Folder, checkpoint: Location, stream: str) -> None:
     usage error where that cannot be done without reading a file twice or losing one (module docstring)."""
     uri = _folder_uri(folder)
     home = checkpoint.parent
+    if _marked(home) == uri:  # the folder it reads: Spark's log is not read at every start
+        return
     log = checkpoint / "sources" / "0"
     logs = _source_logs(log) if log.is_dir() else {}
     if logs is None:  # a log in a form not known here: Spark's own checks stand
@@ -192,6 +194,12 @@ def _rewrite_record(home: Location, old: str, new: str) -> None:
         if any(p.startswith(old + "/") for p in content):
             moved = {(new + p[len(old):] if p.startswith(old + "/") else p): v for p, v in content.items()}
             write_atomic(entry, json.dumps(moved))
+
+
+def _marked(home: Location) -> str | None:
+    """The URI of the folder the marker names, None without a marker."""
+    marker = home / MARKER
+    return str(json.loads(marker.read_text(encoding="utf-8"))["uri"]) if marker.exists() else None
 
 
 def _mark(home: Location, folder: Folder, uri: str) -> None:

@@ -101,8 +101,9 @@ class FileInput:
 
 
 def json_glob() -> str:
-    """The names of JSON-lines files, in any case (the files a trickle query reads)."""
-    return _GLOBS["json"]
+    """The names of plain JSON-lines files, in any case (the files a trickle query reads: its reader does not
+    check compressed files for damage, ``tiltframe.engine.compressed_files``)."""
+    return "*.{" + ",".join(_any_case(s[1:]) for s, f in FORMATS.items() if f == "json") + "}"
 
 
 def visible_files(path: Path) -> list[Path]:
@@ -206,8 +207,7 @@ def _format_of(names: list[str], folder: Folder, stream: str) -> str:
         except UsageError as exc:
             raise UsageError(f"input of stream {stream}: {exc}") from None
         if count:
-            msg = (f"input of stream {stream}: no .csv, .json/.jsonl or .parquet files (compressed or not) in "
-                   f"'{path}' itself; "
+            msg = (f"input of stream {stream}: no .csv, .json/.jsonl or .parquet files in '{path}' itself; "
                    f"{_unread_note(count, where, 'such')}. Give the folder that holds them (for example "
                    f"--input {stream}={where[0]}), or move the files up")
             raise UsageError(msg)
