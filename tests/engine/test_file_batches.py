@@ -9,7 +9,7 @@ import pytest
 
 import tiltframe as tf
 from tests.engine.test_streaming import APP, write_jsonl
-from tiltframe.engine.file_batches import FileBatches, _hadoop_path, batch_files
+from tiltframe.engine.file_batches import FileBatches, batch_files, logged_path
 from tiltframe.engine.sources import FileInput, list_stream
 from tiltframe.model.app import AppSpec
 from tiltframe.model.durations import Granularity, Unit
@@ -63,8 +63,8 @@ def test_a_batch_missing_from_the_logs_has_no_files(tmp_path: Path) -> None:
 
 
 def test_logged_uris_become_reader_paths() -> None:
-    assert _hadoop_path("file:///data/in%20box/part%2B1.json") == "file:/data/in box/part+1.json"
-    assert _hadoop_path("hdfs://namenode:8020/data/a.parquet") == "hdfs://namenode:8020/data/a.parquet"
+    assert logged_path("file:///data/in%20box/part%2B1.json") == "file:/data/in box/part+1.json"
+    assert logged_path("hdfs://namenode:8020/data/a.parquet") == "hdfs://namenode:8020/data/a.parquet"
 
 
 def test_without_logs_the_files_come_from_the_rows_spark_hands_over(spark, tmp_path: Path, caplog) -> None:

@@ -80,7 +80,7 @@ class FileBatches:
                             "batch come from its rows", self.stream.name)
                 self._warned = True
             files = sorted({r[0] for r in raw.select("path").collect()})
-            files = [_hadoop_path(f) for f in files]
+            files = [logged_path(f) for f in files]
         self.manifest.warn_changed()
         sizes = self.manifest.record(batch_id, files)
         small = self.sessions.is_small(files, sizes)
@@ -148,7 +148,7 @@ def batch_files(checkpoint: Location, batch_id: int) -> list[str] | None:
             if found is None:
                 return None
             files.extend(e["path"] for e in found if e.get("batchId") == entry)
-        return [_hadoop_path(f) for f in files]
+        return [logged_path(f) for f in files]
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -171,7 +171,7 @@ def _log_entries(path: Location) -> list[dict] | None:
     return [json.loads(line) for line in lines[1:] if line.strip()]
 
 
-def _hadoop_path(uri: str) -> str:
+def logged_path(uri: str) -> str:
     """A logged file URI as a path Spark's reader takes (what Hadoop's ``new Path(new URI(uri))`` gives:
     the path part decoded)."""
     parts = urlsplit(uri)

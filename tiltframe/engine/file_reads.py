@@ -1,11 +1,13 @@
 """A micro-batch's files read as DataFrames, each file as it is: its own CSV header (or none), its own
-Parquet schema, its line breaks, its name never taken for a pattern.
+Parquet schema, its line breaks, its compression, its name never taken for a pattern.
 
 Files of one folder differ in ordinary ways: one CSV file has a header and the next does not, or lists
 the columns in another order; a Parquet file written later has a column of another type, or nanosecond
 timestamps.  Files are grouped by what they look like (a CSV header, a Parquet schema), each group read
 with its own options, and a file that cannot be read at all is named with the reason instead of failing
-the batch (``FileProblem``).  Rows of every group then go through the same typing
+the batch (``FileProblem``), as is a compressed file that Spark would read as fewer rows than it holds
+(``tiltframe.engine.compressed_files``).  A blank or whitespace-only line of a CSV file is no row, as
+pandas and Spark's own JSON reader have it.  Rows of every group then go through the same typing
 (``tiltframe.engine.events``).
 """
 
@@ -25,6 +27,7 @@ from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from tiltframe.engine.compressed_files import codec_of, decompressed_head, file_damage
 from tiltframe.engine.events import ARRIVAL_PART, CORRUPT
 from tiltframe.engine.filesystems import local_path
 from tiltframe.engine.hadoop_paths import hadoop_head
@@ -44,6 +47,8 @@ _QUOTE_OR_BREAK = re.compile('"|\r\n|\r|\n')
 _BOM = "\ufeff"
 #: Spark reads Parquet nanosecond timestamps only as longs (of nanoseconds), and only when asked to.
 NANOS_AS_LONG = "spark.sql.legacy.parquet.nanosAsLong"
+#: A line of nothing but blanks as pandas' reader takes them: spaces and tabs (and the CR of a line break).
+_WHITE = r"^[ \t\r]*$"
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,10 +107,13 @@ def read_files(
         return [], []
     if any(local_path(p) is not None for p in paths):
         _skip_local_checksums(spark)
+    paths, problems = _whole(spark, paths)
+    if not paths:
+        return [], problems
     if fmt == "csv":
-        groups, problems = _csv_groups(spark, paths, stream)
+        groups, more = _csv_groups(spark, paths, stream)
     elif fmt == "parquet":
-        groups, problems = _parquet_groups(spark, paths)
+        groups, more = _parquet_groups(spark, paths)
     else:
         schema = text_schema([a.name for a in stream.attributes])
 
@@ -113,7 +121,8 @@ def read_files(
             return spark.read.format("json").schema(schema).option("mode", "PERMISSIVE").option(
                 "columnNameOfCorruptRecord", CORRUPT)
 
-        groups, problems = [_Group(list(paths), lambda files: load_exactly(reader, files, with_arrival_part))], []
+        groups, more = [_Group(list(paths), lambda files: load_exactly(reader, files, with_arrival_part))], []
+    problems.extend(more)
     frames: list[DataFrame] = []
     for group in groups:
         df, bad = _load(group)
@@ -121,6 +130,33 @@ def read_files(
         if df is not None:
             frames.append(df)
     return frames, problems
+
+
+def _whole(spark: SparkSession, paths: Sequence[str]) -> tuple[list[str], list[FileProblem]]:
+    """``paths`` less the compressed files that are damaged in a way Spark would not notice, and those."""
+    kept: list[str] = []
+    problems: list[FileProblem] = []
+    for path in paths:
+        try:
+            reason = file_damage(spark, path)
+        except Exception as exc:  # a file that cannot even be opened is recorded, the others are read
+            reason = f"file cannot be read: {root_cause(exc)}"
+        if reason is None:
+            kept.append(path)
+        else:
+            problems.append(FileProblem(path, reason))
+    return kept, problems
+
+
+def blank_line(columns: Sequence[str], single: bool) -> Column:
+    """Whether a row of a CSV read (its fields ``columns`` in the file's order, all strings) is a blank or
+    whitespace-only line: Spark skips an empty line but reads ``"  "`` as a row of one field, malformed
+    where the file has more columns.  ``single``: the file has one column (a row of one field is no
+    malformed record there).  Never true of a row of empty fields (``,,``), which is a row."""
+    first = F.col(columns[0])
+    rest = [F.col(c).isNull() for c in columns[1:]]
+    corrupt = F.col(CORRUPT).isNull() if single else F.col(CORRUPT).rlike(_WHITE)
+    return F.coalesce(functools.reduce(Column.__and__, [first.rlike(_WHITE), *rest, corrupt]), F.lit(False))
 
 
 def _skip_local_checksums(spark: SparkSession) -> None:
@@ -172,7 +208,10 @@ def root_cause(exc: BaseException) -> str:
 
 
 def head(spark: SparkSession, path: str, size: int = _HEAD_BYTES) -> bytes:
-    """The first ``size`` bytes of a file: from the local disk, else through Spark's Hadoop file system."""
+    """The first ``size`` bytes of a file's text: from the local disk, else through Spark's Hadoop file
+    system; a compressed file's decompressed as Spark decompresses it."""
+    if codec_of(path.rsplit("/", 1)[-1]) is not None:
+        return decompressed_head(spark, path, size)
     local = local_path(path)
     if local is not None:
         with open(local, "rb") as fh:
@@ -274,8 +313,10 @@ def _csv_loader(spark: SparkSession, layout: _CsvLayout, stream: StreamDef) -> C
                 value = F.when(value != "\r", F.regexp_replace(value, "\r\\z", ""))  # alone: an empty field
             columns.append(value.alias(attr.name))
 
+    blank = blank_line(positional, len(positional) == 1)
+
     def load(files: list[str]) -> DataFrame:
-        return load_exactly(reader, files, lambda df: with_arrival_part(df, [*columns, CORRUPT]))
+        return load_exactly(reader, files, lambda df: with_arrival_part(df.where(~blank), [*columns, CORRUPT]))
 
     return load
 

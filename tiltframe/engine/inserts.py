@@ -23,7 +23,7 @@ from tiltframe.engine.events import REASON, type_events
 from tiltframe.engine.file_reads import FileProblem, read_files
 from tiltframe.engine.pipeline import AggregationPipeline, file_records, invalid_records
 from tiltframe.engine.reports import BatchReport, PipelineTotals
-from tiltframe.engine.sources import FORMATS, FileInput, checked, visible_files
+from tiltframe.engine.sources import FileInput, checked, file_format, visible_files
 from tiltframe.errors import UsageError
 from tiltframe.model.app import AppSpec
 from tiltframe.model.streams import StreamDef
@@ -131,14 +131,15 @@ def _read(
         msg = f"insert into {table}: '{path}' does not exist"
         raise UsageError(msg)
     if path.is_file():
-        fmt = FORMATS.get(path.suffix.lower())
+        fmt = file_format(path.name)
         if fmt is None:
-            msg = f"insert into {table}: '{path}' is not a .csv, .json/.jsonl or .parquet file"
+            msg = (f"insert into {table}: '{path}' is not a .csv, .json/.jsonl or .parquet file (the text ones "
+                   f"compressed or not)")
             raise UsageError(msg)
         files = [path.resolve()]
     else:
         folder, fmt = checked(FileInput(str(path.resolve())), stream)
-        files = [f for f in visible_files(folder) if FORMATS.get(f.suffix.lower()) == fmt]
+        files = [f for f in visible_files(folder) if file_format(f.name) == fmt]
     return read_files(spark, [f"file:{f}" for f in files], fmt, stream)
 
 

@@ -33,7 +33,7 @@ from tiltframe.engine.filesystems import local_path
 from tiltframe.engine.hadoop_paths import Location
 from tiltframe.engine.partials import level_from_events
 from tiltframe.engine.pipeline import PIPELINE_FILE
-from tiltframe.engine.sources import FORMATS, FileInput, located
+from tiltframe.engine.sources import FileInput, file_format, located
 from tiltframe.errors import UsageError
 from tiltframe.model.app import AppSpec
 from tiltframe.model.bucket_bounds import bucket_end, bucket_start
@@ -130,7 +130,7 @@ def _matches(name: str, fmt: str, glob: str | None) -> bool:
     """Whether the pipeline's file source reads the file ``name`` of a folder of ``fmt`` files."""
     if glob is not None:
         return fnmatch.fnmatch(name, glob)
-    return any(name.lower().endswith(suffix) for suffix, f in FORMATS.items() if f == fmt)
+    return file_format(name) == fmt
 
 
 def _last_committed(store: Store, layout: AggregationLayout, checkpoint: Location) -> int | None:

@@ -214,7 +214,7 @@ class Run:
             checkpoint = self.checkpoint_dir(pipeline.layout) / "spark"
             name = f"tiltframe-{agg.name}"
             if not isinstance(source, DataFrame):
-                df, fmt = list_stream(self.spark, source, stream)
+                df, fmt = list_stream(self.spark, source, stream, checkpoint)
                 batches = FileBatches(self.spark, fmt, stream, checkpoint, pipeline.process,
                                       on_bad_file=self.on_bad_file)
                 self._file_batches[agg.name] = batches

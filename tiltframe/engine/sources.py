@@ -1,4 +1,5 @@
-"""Input streams: a directory of CSV, JSON Lines or Parquet files watched for new files, on any file system
+"""Input streams: a directory of CSV, JSON Lines or Parquet files (the text ones compressed or not) watched for
+new files, on any file system
 Spark reaches (``tiltframe.engine.filesystems``), or a caller's streaming DataFrame (Kafka or anything else
 Spark reads; ``tiltframe.engine.text_sources`` types a column of JSON or CSV text).
 
@@ -19,9 +20,12 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from tiltframe.engine.compressed_files import CODECS, without_codec
 from tiltframe.engine.events import CORRUPT, SPARK_TYPES
-from tiltframe.engine.file_reads import csv_header, parquet_schema, text_schema, with_arrival_part
+from tiltframe.engine.file_reads import blank_line, csv_header, head, parquet_schema, text_schema, with_arrival_part
 from tiltframe.engine.filesystems import Folder, open_folder
+from tiltframe.engine.hadoop_paths import Location
+from tiltframe.engine.input_moves import follow_folder
 from tiltframe.env_values import env_int
 from tiltframe.errors import UsageError
 from tiltframe.model.streams import StreamDef
@@ -37,13 +41,29 @@ FORMATS = {
 }
 
 
+#: The formats whose files may be compressed (``a.csv.gz``): Parquet compresses inside.
+TEXT_FORMATS = frozenset({"csv", "json"})
+
+
+def file_format(name: str) -> str | None:
+    """The format a file's name says, in any case: its suffix (``.csv``), or the suffix under a compression
+    suffix of a text format (``a.csv.gz``, ``b.jsonl.zst``); None for any other file."""
+    plain = without_codec(name)
+    fmt = FORMATS.get(Path(plain).suffix.lower())
+    return fmt if plain == name or fmt in TEXT_FORMATS else None
+
+
 def _any_case(suffix: str) -> str:
     return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in suffix)
 
 
-#: The names each format's files have, in any case (``DATA.CSV`` is a CSV file too).
-_GLOBS = {fmt: "*.{" + ",".join(_any_case(s[1:]) for s, f in FORMATS.items() if f == fmt) + "}"
-          for fmt in set(FORMATS.values())}
+def _suffixes(fmt: str) -> list[str]:
+    plain = [s for s, f in FORMATS.items() if f == fmt]
+    return plain + [s + c for s in plain for c in CODECS] if fmt in TEXT_FORMATS else plain
+
+
+#: The names each format's files have, in any case (``DATA.CSV`` is a CSV file too), compressed or not.
+_GLOBS = {fmt: "*.{" + ",".join(_any_case(s[1:]) for s in _suffixes(fmt)) + "}" for fmt in set(FORMATS.values())}
 #: Spark's file source skips files older than this relative to the newest it has seen (default 7 days):
 #: a backfilled file, a copy that kept its time or an unpacked archive would never be read.
 NO_MAX_FILE_AGE = "100000d"
@@ -81,8 +101,9 @@ class FileInput:
 
 
 def json_glob() -> str:
-    """The names of JSON-lines files, in any case (the files a trickle query reads)."""
-    return _GLOBS["json"]
+    """The names of plain JSON-lines files, in any case (the files a trickle query reads: its reader does not
+    check compressed files for damage, ``tiltframe.engine.compressed_files``)."""
+    return "*.{" + ",".join(_any_case(s[1:]) for s, f in FORMATS.items() if f == "json") + "}"
 
 
 def visible_files(path: Path) -> list[Path]:
@@ -130,7 +151,7 @@ def unread_files(folder: Folder, formats: frozenset[str] = frozenset(FORMATS.val
     while todo and count < UNREAD_LOOKED_FOR and looked < UNREAD_FOLDERS_LOOKED_AT:
         looked += 1
         sub = todo.pop(0)
-        n = sum(1 for f in sub.files() if FORMATS.get(Path(f.name).suffix.lower()) in formats)
+        n = sum(1 for f in sub.files() if file_format(f.name) in formats)
         if n:
             count += n
             where.append(sub.path)
@@ -167,7 +188,7 @@ def _partition_formats(folder: Folder) -> set[str]:
     while todo and looked < UNREAD_FOLDERS_LOOKED_AT:
         looked += 1
         sub = todo.pop(0)
-        found |= {FORMATS[x] for x in (Path(f.name).suffix.lower() for f in sub.files()) if x in FORMATS}
+        found |= {fmt for f in sub.files() if (fmt := file_format(f.name)) is not None}
         todo.extend(sub.subfolders())
     return found
 
@@ -175,7 +196,7 @@ def _partition_formats(folder: Folder) -> set[str]:
 def _format_of(names: list[str], folder: Folder, stream: str) -> str:
     """The one format the file names of a folder say, or a usage error."""
     path = folder.path
-    found = {FORMATS[s] for s in (Path(n).suffix.lower() for n in names) if s in FORMATS}
+    found = {fmt for n in names if (fmt := file_format(n)) is not None}
     if not found:  # a folder of key=value partition folders (date=2024-01-05/...), which Spark reads
         found = _partition_formats(folder)
     if len(found) == 1:
@@ -191,8 +212,9 @@ def _format_of(names: list[str], folder: Folder, stream: str) -> str:
                    f"--input {stream}={where[0]}), or move the files up")
             raise UsageError(msg)
         msg = (
-            f"input of stream {stream}: no .csv, .json/.jsonl or .parquet files in '{path}' to tell the "
-            f"format from; name it (for example --input-format {stream}=json)"
+            f"input of stream {stream}: no .csv, .json/.jsonl or .parquet files (compressed or not: .gz, .bz2, "
+            f".deflate, .zst, .lz4, .snappy) in '{path}' to tell the format from; name it (for example "
+            f"--input-format {stream}=json)"
         )
     else:
         formats = ", ".join(sorted(found))
@@ -200,18 +222,21 @@ def _format_of(names: list[str], folder: Folder, stream: str) -> str:
     raise UsageError(msg)
 
 
-def _csv_has_header(folder: Folder, stream: StreamDef) -> bool:
+def _csv_has_header(spark: SparkSession, folder: Folder, stream: StreamDef) -> bool:
     """Whether the first CSV file of a folder starts with a header (a row stream decides once)."""
     for f in folder.files():
-        if Path(f.name).suffix.lower() == ".csv":
-            return csv_header(folder.head(f, 64 * 1024), stream) is not None
+        if file_format(f.name) == "csv":
+            try:
+                return csv_header(head(spark, f.path), stream) is not None
+            except Exception:  # a damaged first file: Spark's read of it fails the stream with its reason
+                return False
     return False
 
 
 def _parquet_schema(spark: SparkSession, folder: Folder, stream: StreamDef) -> T.StructType:
     """The schema of the first Parquet file that can be read (a row stream has one schema)."""
     for f in folder.files():
-        if Path(f.name).suffix.lower() == ".parquet":
+        if file_format(f.name) == "parquet":
             try:
                 return parquet_schema(spark, f.path)
             except Exception:  # a file that cannot be read is for its batch to record, not for the schema
@@ -252,12 +277,17 @@ def located(spark: SparkSession, source: FileInput, stream: StreamDef) -> tuple[
     return folder, fmt
 
 
-def list_stream(spark: SparkSession, source: FileInput, stream: StreamDef) -> tuple[DataFrame, str]:
+def list_stream(
+    spark: SparkSession, source: FileInput, stream: StreamDef, checkpoint: Location | None = None
+) -> tuple[DataFrame, str]:
     """The streaming query that lists ``source``'s folder for an aggregation, and the files' format.
 
     Its rows are never computed (``FileBatches`` reads the files), so it reads the folder as
-    ``binaryFile``: no schema to infer, no file opened while listing."""
+    ``binaryFile``: no schema to infer, no file opened while listing.  ``checkpoint``: the query's (Spark's
+    ``spark/`` folder), whose logs follow the folder where it moved (``tiltframe.engine.input_moves``)."""
     folder, fmt = located(spark, source, stream)
+    if checkpoint is not None:
+        follow_folder(folder, checkpoint, stream.name)
     reader = spark.readStream.format("binaryFile").schema(_BINARY_FILE).option("maxFileAge", NO_MAX_FILE_AGE)
     if (bound := source.batch_bound()) is not None:
         reader = reader.option(*bound)
@@ -283,6 +313,7 @@ def read_stream(spark: SparkSession, source: FileInput, stream: StreamDef) -> Da
         reader = reader.schema(text_schema(names)).option("mode", "PERMISSIVE")
         reader = reader.option("columnNameOfCorruptRecord", CORRUPT)
     if fmt == "csv":
-        reader = reader.option("header", str(_csv_has_header(folder, stream)).lower())
+        reader = reader.option("header", str(_csv_has_header(spark, folder, stream)).lower())
         reader = reader.option("multiLine", "true").option("escape", '"')
+        return with_arrival_part(reader.load(folder.path).where(~blank_line(names, len(names) == 1)))
     return with_arrival_part(reader.load(folder.path))
