@@ -29,9 +29,12 @@ from hypothesis import strategies as st
 
 import tiltframe as tf
 from tests.oracle import DUCK_UNITS, open_pipeline
+from tests.retrieval.empty_sketches import EMPTY as EMPTY_SKETCHES
 from tests.servers import app_with_store, fresh_database
 from tiltframe.functions import registry
 from tiltframe.functions.registry import AggregateFunction
+from tiltframe.functions.sketches import BUILD, MERGE, dds_quantiles, hdr_quantiles, hll_estimate, kll_quantiles
+from tiltframe.functions.states import Merge
 
 #: The documented result of a bucket with no value, where it is not NULL (docs/functions.md).
 EMPTY = {"count": 0, "distinctCount": 0}
@@ -320,3 +323,29 @@ def test_empty_buckets_answer_null_on_the_server_stores(spark, tmp_path_factory,
         text, _ = app_with_store(app_text(), url)
         app = run(spark, tmp, events, cuts, text)
         check(app, tmp, events)
+
+
+@pytest.mark.parametrize("kind", ["HLL", "KLL", "DDS", "HDR"])
+def test_an_empty_or_zero_length_sketch_reads_and_merges_as_null(kind: str) -> None:
+    """The states earlier runs stored for buckets without values (an empty sketch, as each library writes
+    one) and a zero-length binary: read as NULL (distinctCount: 0), and a merge with them keeps the other
+    side's values."""
+    merge = Merge[kind]
+    empty = next(v for k, v in EMPTY_SKETCHES.items() if k.endswith(kind))
+    fn = {"HLL": "distinctCount", "KLL": "kll", "DDS": "dds", "HDR": "hdr"}[kind]
+    settings_ = registry.get(fn).resolve(())
+    values = np.array([3.0, 7.0, 7.0, 250.0, 1000.0])
+    full = BUILD[merge](values, settings_)
+
+    def read(state: bytes | None) -> Any:
+        if kind == "HLL":
+            return hll_estimate(state)
+        reader = {"KLL": kll_quantiles, "DDS": dds_quantiles, "HDR": hdr_quantiles}[kind]
+        return reader(state, [0.5, 0.99])
+
+    nothing = 0 if kind == "HLL" else [None, None]
+    for state in (None, b"", empty):
+        assert read(state) == nothing, state
+        assert read(MERGE[merge](state, full)) == read(MERGE[merge](full, state)) == read(full)
+        assert MERGE[merge](state, None) is None or read(MERGE[merge](state, None)) == nothing
+    assert read(full) != nothing and (kind != "HLL" or read(full) == 4)
