@@ -223,3 +223,28 @@ def test_a_streaming_sql_hdr_is_the_exact_percentile_within_a_bin(tmp_path: Path
         for q, name in ((0.5, "h_p50"), (0.99, "h_p99")):
             exact = whole[max(int(q * len(whole) + 0.5), 1) - 1]
             assert exact <= out[name] < exact + max(1.0, exact / 128), (start, svc, q, out[name], exact)
+
+
+def test_a_window_without_values_answers_null_in_every_sketch(tmp_path: Path) -> None:
+    """A window whose values are all missing (null, or NaN written as a string the double takes): every
+    sketch NULL, the distinct count 0 (its documented empty value) and count() its events; a window that
+    mixes them counts only the values."""
+    (tmp_path / "q.sql").write_text(
+        "@eventTime('ts') define stream calls (svc string, ms double, ts long);\n"
+        "SELECT window_start, svc, count() AS n, kll(ms, [0.5]) AS k, dds(ms, [0.5]) AS d, hdr(ms, [0.5]) AS h, "
+        "uniq(ms) AS u, avg(ms) AS m FROM tumble(calls, 10s) GROUP BY window_start, svc EMIT AFTER WINDOW CLOSE;\n",
+        encoding="utf-8")
+    events = [("a", None, 1_000), ("b", 12.0, 2_000), ("a", "NaN", 3_000), ("b", None, 4_000), ("b", 30.0, 5_000),
+              ("a", 5.0, 25_000)]
+    lines = [json.dumps({"ingest_ns": i * MS, "event": {"svc": s, "ms": m, "ts": t}})
+             for i, (s, m, t) in enumerate(events)]
+    (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = runner.invoke(app, ["replay", str(tmp_path / "q.sql"), f"calls={tmp_path / 'in.jsonl'}"])
+    assert result.exit_code == 0, result.output
+    got = {e["svc"]: e for e in (json.loads(line)["event"] for line in result.stdout.splitlines())}
+    assert got["a"] == {"window_start": 0, "svc": "a", "n": 2, "k_p50": None, "d_p50": None, "h_p50": None,
+                        "u": 0, "m": None}
+    b = got["b"]
+    assert (b["n"], b["h_p50"], b["u"], b["m"]) == (3, 12.0, 2, 21.0)
+    assert b["k_p50"] in (12.0, 30.0)  # either has rank 1/2 of two values
+    assert b["d_p50"] == pytest.approx(12.0, rel=0.01)

@@ -17,6 +17,7 @@ import pytest
 
 import tiltframe as tf
 from tests.http.served import APP, DAY, SYMBOLS, T0, build, oracle, serving, trades, write_csv
+from tests.retrieval import empty_sketches
 from tiltframe.http.status import PipelineStatus
 
 pytestmark = pytest.mark.slow
@@ -145,3 +146,22 @@ def test_a_file_a_running_pipeline_processes_shows_after_a_refresh(spark: object
     finally:
         handle.stop()
         handle.close()
+
+
+def test_the_chart_draws_a_sketch_with_buckets_without_values(spark: object, tmp_path: Path, page: Any) -> None:
+    """Quantiles of buckets without a value (NULL states and the empty sketches earlier runs stored) are
+    gaps in the chart, not an error: the page draws the other buckets."""
+    app, data, _ = empty_sketches.build(spark, tmp_path)
+    with serving(app, data, pd.DataFrame(), 0) as s:
+        page.goto(s.url + "/")
+        drawn(page)
+        page.select_option("#measure", "q_p50")
+        page.select_option("#per", "days")
+        page.wait_for_function("window.tiltframe.series && window.tiltframe.series.measure === 'q_p50' "
+                               "&& window.tiltframe.series.per === 'days'")
+        got = lines(drawn(page))
+        assert sorted(got) == ["a", "b", "c"]
+        assert got["b"] == [[empty_sketches.DAY1, None]] and got["a"][1] == [empty_sketches.DAY2, None]
+        assert got["a"][0][1] in (1.5, 2.5) and got["c"][0][1] in (4.0, 6.0)
+        assert page.locator("#chart canvas").count() >= 1
+        assert page.locator("#table [data-ts]").count() == 2

@@ -47,8 +47,18 @@ _TARGET = "_tiltframe_target"
 _BATCH = "_tiltframe_batch"
 
 _BUILD = {Build.SUM: F.sum, Build.MIN: F.min, Build.MAX: F.max, Build.MEAN: F.avg}
-_MERGE = {Merge.SUM: F.sum, Merge.MIN: F.min, Merge.MAX: F.max, Merge.KLL: F.kll_merge_agg_double,
-          Merge.HLL: lambda c: F.hll_union_agg(c, True), Merge.DDS: ddsketch_spark.merge_agg,
+
+
+def _some(values: Column, aggregate: Column) -> Column:
+    """``aggregate`` where ``values`` holds a non-null value in the group, else NULL: a sketch of no value
+    is NULL, never an empty sketch (``hll_sketch_agg``, ``kll_sketch_agg_double``, ``hll_union_agg`` and
+    ``kll_merge_agg_double`` write an empty one over nothing but NULLs)."""
+    return F.when(F.count(values) > 0, aggregate)
+
+
+_MERGE = {Merge.SUM: F.sum, Merge.MIN: F.min, Merge.MAX: F.max,
+          Merge.KLL: lambda c: _some(c, F.kll_merge_agg_double(c)),
+          Merge.HLL: lambda c: _some(c, F.hll_union_agg(c, True)), Merge.DDS: ddsketch_spark.merge_agg,
           Merge.HDR: hdr_spark.merge_agg}
 
 
@@ -70,6 +80,10 @@ class SparkOps:
     @staticmethod
     def sqrt(a: Column) -> Column:
         return F.sqrt(a)
+
+    @staticmethod
+    def coalesce(a: Column, value: int) -> Column:
+        return F.coalesce(a, F.lit(value))
 
     @staticmethod
     def apply(fn: object, a: Column) -> Column:
@@ -98,11 +112,16 @@ def _build(state: StateColumn, layout: AggregationLayout, batch: Column, ansi: b
         pick = F.min if build is Build.EARLIEST else F.max
         return pick(F.when(arg.isNotNull(), event))[state.state.field]
     settings = layout.settings(item)
-    integral = item.arg is not None and expression_type(item.arg, layout.stream).is_integral
+    arg_type = expression_type(item.arg, layout.stream) if item.arg is not None else None
+    integral = arg_type is not None and arg_type.is_integral
+    if build in (Build.HLL, Build.KLL) and arg_type in (AttrType.FLOAT, AttrType.DOUBLE):
+        arg = F.when(~F.isnan(arg), arg)  # NaN is a missing value, as NULL is (DDS and HDR skip it themselves)
     if build is Build.HLL:  # integers as longs (int and long values hash alike), anything else as its text
-        return F.hll_sketch_agg(arg.cast("long") if integral else arg.cast("string"), settings["lg_k"])
+        value = arg.cast("long") if integral else arg.cast("string")
+        return _some(value, F.hll_sketch_agg(value, settings["lg_k"]))
     if build is Build.KLL:
-        return F.kll_sketch_agg_double(arg.cast("double"), settings["k"])
+        value = arg.cast("double")
+        return _some(value, F.kll_sketch_agg_double(value, settings["k"]))
     if build is Build.DDS:
         return ddsketch_spark.build(arg.cast("double"), settings["relative_accuracy"])
     if build is Build.HDR:

@@ -40,6 +40,10 @@ class Ops(Protocol):
 
     def isnull(self, a: Any) -> Any: ...
 
+    def coalesce(self, a: Any, value: int) -> Any:
+        """``a``, with the constant ``value`` where it is NULL."""
+        ...
+
     def sqrt(self, a: Any) -> Any: ...
 
     def apply(self, fn: Callable[[Any], Any], a: Any) -> Any:
@@ -392,7 +396,8 @@ def _quantile_sketch(
 
 
 def _hll_estimate(s: StateValues, ops: Ops, _: Mapping[str, Any]) -> Any:
-    return ops.apply(sketches.hll_estimate, s["HLL"])
+    """The estimate, 0 where the bucket has no value (a count, as SQL's COUNT(DISTINCT) and count())."""
+    return ops.coalesce(ops.apply(sketches.hll_estimate, s["HLL"]), 0)
 
 
 register(
@@ -400,8 +405,8 @@ register(
         "distinctCount", (State("HLL", Build.HLL, Merge.HLL, _binary),), _hll_estimate, _long, numeric_arg=False,
         aliases=("cardinality_approx", "approx_count_distinct", "distinctCountApprox"),
         settings=_settings("distinctCount", ("lg_k", lambda v: _number(v, "lg_k", 4, 21, integer=True), 12)),
-        doc="Approximate number of distinct non-null values (EventQL CARDINALITY_APPROX): an Apache "
-            "DataSketches HLL sketch with 2^lg_k buckets (default 12: relative standard error 1.6%); "
+        doc="Approximate number of distinct non-null values (EventQL CARDINALITY_APPROX), 0 without values: an "
+            "Apache DataSketches HLL sketch with 2^lg_k buckets (default 12: relative standard error 1.6%); "
             "the state stays a few KiB however many values arrive.",
     )
 )

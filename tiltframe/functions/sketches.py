@@ -6,6 +6,12 @@ DDSketch states are the DDSketch libraries' protobuf message and HDR histograms 
 encoding, each made from the JSON Spark's batches carry (``tiltframe.functions.ddsketch``, ``.hdr``).
 The store merges states of buckets it already holds with these functions, and retrieval merges and reads
 them.
+
+A bucket with no value has no sketch: its state is NULL wherever it is made (Spark's builds and merges,
+``BUILD`` here).  Stores written before held an *empty* sketch there (Spark's ``hll_sketch_agg`` and
+``kll_sketch_agg_double`` over nothing but NULLs write one), and a zero-length binary says as little: every
+merge and reader here takes both as NULL, so a merge with them is the identity and a read gives NULL
+(``hll_estimate``: 0, distinctCount's empty value).
 """
 
 from __future__ import annotations
@@ -22,8 +28,34 @@ from tiltframe.functions.states import Merge
 Binary = bytes | None
 
 
-def _merge_hll(a: bytes, b: bytes) -> bytes:
-    left, right = ds.hll_sketch.deserialize(a), ds.hll_sketch.deserialize(b)
+def _present(state: Binary) -> bytes | None:
+    """The bytes of a state, None for NULL or a zero-length binary (no sketch at all)."""
+    return None if state is None or len(state) == 0 else bytes(state)
+
+
+def _hll(state: Binary) -> Any:
+    """The HLL sketch of a state; None for NULL, a zero-length binary or an empty sketch."""
+    raw = _present(state)
+    sketch = None if raw is None else ds.hll_sketch.deserialize(raw)
+    return None if sketch is None or sketch.is_empty() else sketch
+
+
+def _kll(state: Binary) -> Any:
+    """The KLL doubles sketch of a state; None for NULL, a zero-length binary or an empty sketch."""
+    raw = _present(state)
+    sketch = None if raw is None else ds.kll_doubles_sketch.deserialize(raw)
+    return None if sketch is None or sketch.is_empty() else sketch
+
+
+def _kept(state: Binary) -> bytes | None:
+    """The side of a merge that has values, as it is: a side of no value is the identity."""
+    return None if state is None else bytes(state)
+
+
+def _merge_hll(a: Binary, b: Binary) -> Binary:
+    left, right = _hll(a), _hll(b)
+    if left is None or right is None:
+        return _kept(a if left is not None else b if right is not None else None)
     union = ds.hll_union(max(left.lg_config_k, right.lg_config_k))
     union.update(left)
     union.update(right)
@@ -31,29 +63,26 @@ def _merge_hll(a: bytes, b: bytes) -> bytes:
     return union.get_result(ds.tgt_hll_type.HLL_8).serialize_updatable()
 
 
-def _merge_kll(a: bytes, b: bytes) -> bytes:
-    left = ds.kll_doubles_sketch.deserialize(a)
-    left.merge(ds.kll_doubles_sketch.deserialize(b))
+def _merge_kll(a: Binary, b: Binary) -> Binary:
+    left, right = _kll(a), _kll(b)
+    if left is None or right is None:
+        return _kept(a if left is not None else b if right is not None else None)
+    left.merge(right)
     return left.serialize()
 
 
-def _either(merge: Callable[[bytes, bytes], bytes]) -> Callable[[Binary, Binary], Binary]:
-    """A merge where a NULL state (no values) is the identity."""
-
-    def merged(a: Binary, b: Binary) -> Binary:
-        if a is None or b is None:
-            return b if a is None else a
-        return merge(bytes(a), bytes(b))
-
-    return merged
+def _bins_merge(merge: Callable[[Binary, Binary], Binary]) -> Callable[[Binary, Binary], Binary]:
+    """A DDSketch or HDR merge where a zero-length binary is NULL (their merges take NULL and empty
+    sketches already: an empty one adds no bin)."""
+    return lambda a, b: merge(_present(a), _present(b))
 
 
-#: The Python merge of each sketch kind of the registry.
+#: The Python merge of each sketch kind of the registry; NULL and empty states are its identity.
 MERGE: dict[Merge, Callable[[Binary, Binary], Binary]] = {
-    Merge.HLL: _either(_merge_hll),
-    Merge.KLL: _either(_merge_kll),
-    Merge.DDS: ddsketch.merge,
-    Merge.HDR: hdr.merge,
+    Merge.HLL: _merge_hll,
+    Merge.KLL: _merge_kll,
+    Merge.DDS: _bins_merge(ddsketch.merge),
+    Merge.HDR: _bins_merge(hdr.merge),
 }
 
 
@@ -87,19 +116,21 @@ BUILD: dict[Merge, Callable[[Any, Mapping[str, Any]], Binary]] = {
 }
 
 
-def hll_estimate(state: bytes) -> int:
-    """Estimated number of distinct values, rounded."""
-    return round(ds.hll_sketch.deserialize(bytes(state)).get_estimate())
+def hll_estimate(state: Binary) -> int:
+    """Estimated number of distinct values, rounded; 0 for a state of no value (NULL or empty)."""
+    sketch = _hll(state)
+    return 0 if sketch is None else round(sketch.get_estimate())
 
 
-def kll_quantiles(state: bytes, qs: Sequence[float]) -> list[float]:
-    """The estimates of quantiles ``qs``, from one read of the binary."""
-    return [float(v) for v in ds.kll_doubles_sketch.deserialize(bytes(state)).get_quantiles(list(qs))]
+def kll_quantiles(state: Binary, qs: Sequence[float]) -> list[float | None]:
+    """The estimates of quantiles ``qs``, from one read of the binary; NULLs for a state of no value."""
+    sketch = _kll(state)
+    return [None] * len(qs) if sketch is None else [float(v) for v in sketch.get_quantiles(list(qs))]
 
 
-def dds_quantiles(state: bytes, qs: Sequence[float]) -> list[float | None]:
-    return ddsketch.quantiles(bytes(state), qs)
+def dds_quantiles(state: Binary, qs: Sequence[float]) -> list[float | None]:
+    return ddsketch.quantiles(_present(state), qs)
 
 
-def hdr_quantiles(state: bytes, qs: Sequence[float]) -> list[float | None]:
-    return hdr.quantiles(bytes(state), qs)
+def hdr_quantiles(state: Binary, qs: Sequence[float]) -> list[float | None]:
+    return hdr.quantiles(_present(state), qs)

@@ -355,7 +355,10 @@ def _range(start: str | None, end: str | None, within: list[str] | None, zone: s
 
 
 def _plain(value: Any) -> Any:
-    """A JSON-ready scalar: numpy scalars as Python ones, NaN as None."""
+    """A JSON-ready scalar: numpy scalars as Python ones, NaN and pandas' NA (a NULL of the nullable arrays
+    sketch quantiles come in) as None."""
+    if type(value).__name__ == "NAType":  # pandas is not imported for this
+        return None
     item = getattr(value, "item", None)
     if callable(item) and type(value).__module__ == "numpy":
         value = item()

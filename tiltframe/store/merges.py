@@ -48,6 +48,10 @@ class SqlOps:
         return sa.func.sqrt(a)
 
     @staticmethod
+    def coalesce(a: Any, value: int) -> Any:  # inline, as in div
+        return sa.func.coalesce(a, sa.literal_column(str(int(value))))
+
+    @staticmethod
     def apply(fn: Any, a: Any) -> Any:
         raise NotImplementedError
 

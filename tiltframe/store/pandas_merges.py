@@ -44,6 +44,11 @@ class PandasOps:
         return np.sqrt(pd.Series(a, dtype="float64"))
 
     @staticmethod
+    def coalesce(a: Any, value: int) -> Any:
+        series = pd.Series(a)
+        return series.where(series.notna(), value)
+
+    @staticmethod
     def apply(fn: Callable[[Any], Any], a: Any) -> Any:
         return pd.Series([None if v is None else fn(v) for v in a], index=getattr(a, "index", None), dtype=object)
 
