@@ -23,6 +23,7 @@ from tiltframe.engine.overflow import ansi_enabled, checked_sum
 from tiltframe.functions import ddsketch_spark, hdr_spark
 from tiltframe.functions.registry import EVENT_ORDER, AggregateFunction
 from tiltframe.functions.states import Build, Merge
+from tiltframe.model.aggregations import AggregateItem
 from tiltframe.model.durations import Granularity, nests_in, rollup_source
 from tiltframe.model.streams import AttrType
 from tiltframe.store.layout import (
@@ -45,6 +46,9 @@ _TARGET = "_tiltframe_target"
 #: The batch id as a column of the events (``Levels`` adds it): the finest aggregation refers to it, so its
 #: columns are built once for every batch instead of holding the batch id as a literal.
 _BATCH = "_tiltframe_batch"
+#: Prefix of the columns counting, per bucket, the non-null values of each aggregate's argument
+#: (``counted_columns``): built at the finest level, summed up the others, never stored.
+COUNTED = "_tiltframe_counted_"
 
 _BUILD = {Build.SUM: F.sum, Build.MIN: F.min, Build.MAX: F.max, Build.MEAN: F.avg}
 _MERGE = {Merge.SUM: F.sum, Merge.MIN: F.min, Merge.MAX: F.max, Merge.KLL: F.kll_merge_agg_double,
@@ -74,6 +78,18 @@ class SparkOps:
     @staticmethod
     def apply(fn: object, a: Column) -> Column:
         raise NotImplementedError
+
+
+def counted_columns(layout: AggregationLayout) -> dict[str, AggregateItem]:
+    """The columns counting the non-null values of each aggregate item that takes an argument, in select
+    order: an event whose argument is null (or NaN, which typing makes null) is skipped by that aggregate,
+    so a batch's skipped values are its aggregated events less this count.  Spark computes the same
+    ``count(arg)`` once where a state (``avg``'s ``COUNT``) already holds it."""
+    return {f"{COUNTED}{n}": item for n, item in enumerate(layout.argument_measures)}
+
+
+def _counted_types(layout: AggregationLayout) -> dict[str, AttrType]:
+    return dict.fromkeys(counted_columns(layout), AttrType.LONG)
 
 
 def _build(state: StateColumn, layout: AggregationLayout, batch: Column, ansi: bool) -> Column:
@@ -195,7 +211,7 @@ def _grouped(
     operation: every extra operation re-analyses the whole chained plan.  Struct aggregates (the latest
     event, a combine fold) are computed once and their fields read by a projection after it.
     """
-    types = layout.column_types
+    types = {**layout.column_types, **_counted_types(layout)}
     keys = [F.col(k.name) for k in layout.keys]
     if sharded:  # a pre-aggregation worker's rows stay apart
         keys.append(F.col(SHARD_ID))
@@ -231,6 +247,8 @@ def _finest(layout: AggregationLayout, batch: Column, sharded: bool, ansi: bool,
     """
     stream = layout.stream
     aggs: dict[str, Column | _Field] = {s.name: _build(s, layout, batch, ansi) for s in layout.states}
+    aggs.update({c: F.count(to_column(item.arg, stream)) for c, item in counted_columns(layout).items()
+                 if item.arg is not None})
     structs: dict[str, Column] = {}
     if layout.tracks_arrival:
         structs[_LATEST] = F.max(
@@ -265,6 +283,7 @@ def _sharded(events: DataFrame, layout: AggregationLayout, row_writer: str | Non
 def _merges(layout: AggregationLayout, ansi: bool) -> tuple[dict[str, Column | _Field], dict[str, Column]]:
     """``_merge`` plus the order columns (the latest event's values, or the greatest event time)."""
     aggs, structs = _merge(layout, ansi)
+    aggs.update({c: F.sum(c) for c in counted_columns(layout)})
     if layout.tracks_arrival:
         latest = (*layout.order_columns, *(v.name for v in layout.values))
         structs[_LATEST] = F.max(F.struct(*[F.col(c) for c in latest]))
@@ -403,7 +422,7 @@ def level_from_events(events: DataFrame, layout: AggregationLayout, g: Granulari
     """The partial rows of level ``g`` straight from typed events, not through the finer levels (what
     ``tiltframe verify`` holds the stored rows to); rejected events left out."""
     rows = _finest(layout, F.lit(0).cast("long"), False, ansi_enabled(), g)(events)
-    return rows.where(~F.col(REJECTED)).drop(REJECTED)
+    return rows.where(~F.col(REJECTED)).drop(REJECTED, *counted_columns(layout))
 
 
 def levels_for(layout: AggregationLayout) -> Levels:
