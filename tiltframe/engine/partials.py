@@ -23,8 +23,8 @@ from tiltframe.engine.overflow import ansi_enabled, checked_sum
 from tiltframe.functions import ddsketch_spark, hdr_spark
 from tiltframe.functions.registry import EVENT_ORDER, AggregateFunction
 from tiltframe.functions.states import Build, Merge
-from tiltframe.model.aggregations import AggregateItem
 from tiltframe.model.durations import Granularity, nests_in, rollup_source
+from tiltframe.model.expressions import Expr
 from tiltframe.model.streams import AttrType
 from tiltframe.store.layout import (
     AGG_ARRIVAL_BATCH,
@@ -47,7 +47,8 @@ _TARGET = "_tiltframe_target"
 #: columns are built once for every batch instead of holding the batch id as a literal.
 _BATCH = "_tiltframe_batch"
 #: Prefix of the columns counting, per bucket, the non-null values of each aggregate's argument
-#: (``counted_columns``): built at the finest level, summed up the others, never stored.
+#: (``counted_columns``): built at the finest level, summed up the others (every level's rows have the same
+#: columns), read by the pipeline at the finest, never stored.
 COUNTED = "_tiltframe_counted_"
 
 _BUILD = {Build.SUM: F.sum, Build.MIN: F.min, Build.MAX: F.max, Build.MEAN: F.avg}
@@ -80,16 +81,21 @@ class SparkOps:
         raise NotImplementedError
 
 
-def counted_columns(layout: AggregationLayout) -> dict[str, AggregateItem]:
-    """The columns counting the non-null values of each aggregate item that takes an argument, in select
-    order: an event whose argument is null (or NaN, which typing makes null) is skipped by that aggregate,
-    so a batch's skipped values are its aggregated events less this count.  Spark computes the same
-    ``count(arg)`` once where a state (``avg``'s ``COUNT``) already holds it."""
-    return {f"{COUNTED}{n}": item for n, item in enumerate(layout.argument_measures)}
+def counted_columns(layout: AggregationLayout) -> dict[str, str]:
+    """Per aggregate item that takes an argument (by alias, in select order), the column counting the
+    non-null values of that argument in a bucket; items with the same argument share one.  An event whose
+    argument is null (or NaN, which typing makes null) is skipped by the aggregate, so a batch's skipped
+    values are its aggregated events less this count."""
+    columns: dict[Expr, str] = {}
+    return {item.alias: columns.setdefault(item.arg, f"{COUNTED}{len(columns)}")
+            for item in layout.argument_measures if item.arg is not None}
 
 
-def _counted_types(layout: AggregationLayout) -> dict[str, AttrType]:
-    return dict.fromkeys(counted_columns(layout), AttrType.LONG)
+def _counting(layout: AggregationLayout) -> dict[str, Expr]:
+    """Each counting column and the argument it counts (Spark computes a ``count(arg)`` that a state such
+    as ``avg``'s ``COUNT`` already holds once)."""
+    columns = counted_columns(layout)
+    return {columns[item.alias]: item.arg for item in layout.argument_measures if item.arg is not None}
 
 
 def _build(state: StateColumn, layout: AggregationLayout, batch: Column, ansi: bool) -> Column:
@@ -211,7 +217,7 @@ def _grouped(
     operation: every extra operation re-analyses the whole chained plan.  Struct aggregates (the latest
     event, a combine fold) are computed once and their fields read by a projection after it.
     """
-    types = {**layout.column_types, **_counted_types(layout)}
+    types = {**layout.column_types, **dict.fromkeys(_counting(layout), AttrType.LONG)}
     keys = [F.col(k.name) for k in layout.keys]
     if sharded:  # a pre-aggregation worker's rows stay apart
         keys.append(F.col(SHARD_ID))
@@ -247,8 +253,7 @@ def _finest(layout: AggregationLayout, batch: Column, sharded: bool, ansi: bool,
     """
     stream = layout.stream
     aggs: dict[str, Column | _Field] = {s.name: _build(s, layout, batch, ansi) for s in layout.states}
-    aggs.update({c: F.count(to_column(item.arg, stream)) for c, item in counted_columns(layout).items()
-                 if item.arg is not None})
+    aggs.update({c: F.count(to_column(arg, stream)) for c, arg in _counting(layout).items()})
     structs: dict[str, Column] = {}
     if layout.tracks_arrival:
         structs[_LATEST] = F.max(
@@ -283,7 +288,7 @@ def _sharded(events: DataFrame, layout: AggregationLayout, row_writer: str | Non
 def _merges(layout: AggregationLayout, ansi: bool) -> tuple[dict[str, Column | _Field], dict[str, Column]]:
     """``_merge`` plus the order columns (the latest event's values, or the greatest event time)."""
     aggs, structs = _merge(layout, ansi)
-    aggs.update({c: F.sum(c) for c in counted_columns(layout)})
+    aggs.update({c: F.sum(c) for c in _counting(layout)})
     if layout.tracks_arrival:
         latest = (*layout.order_columns, *(v.name for v in layout.values))
         structs[_LATEST] = F.max(F.struct(*[F.col(c) for c in latest]))
@@ -422,7 +427,7 @@ def level_from_events(events: DataFrame, layout: AggregationLayout, g: Granulari
     """The partial rows of level ``g`` straight from typed events, not through the finer levels (what
     ``tiltframe verify`` holds the stored rows to); rejected events left out."""
     rows = _finest(layout, F.lit(0).cast("long"), False, ansi_enabled(), g)(events)
-    return rows.where(~F.col(REJECTED)).drop(REJECTED, *counted_columns(layout))
+    return rows.where(~F.col(REJECTED)).drop(REJECTED, *_counting(layout))
 
 
 def levels_for(layout: AggregationLayout) -> Levels:

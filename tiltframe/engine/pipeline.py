@@ -313,8 +313,9 @@ class AggregationPipeline:
         moved = int(pc.sum(pc.equal(by_policy.column("kind"), RecordKind.MOVED.value)).as_py() or 0)
         bad = table.column(REJECTED)
         finest = pc.equal(level, 0)
-        counted = {c: table.column(c).filter(pc.and_(finest, pc.invert(bad))) for c in self._counted}
-        data = table.drop_columns([LEVEL, REJECTED, *self._counted])
+        counting = sorted(set(self._counted.values()))
+        counted = {c: table.column(c).filter(pc.and_(finest, pc.invert(bad))) for c in counting}
+        data = table.drop_columns([LEVEL, REJECTED, *counting])
         counts = data.column(AGG_COUNT)
         rejected = int(pc.sum(counts.filter(pc.and_(finest, bad))).as_py() or 0)
         levels = {g: data.filter(pc.and_(pc.equal(level, i), pc.invert(bad)))
@@ -349,7 +350,7 @@ class AggregationPipeline:
     def _skipped(self, aggregated: int, counted: Mapping[str, int]) -> dict[str, int]:
         """Per measure that takes an argument, the batch's events aggregated (into any bucket) whose argument
         was null or NaN: ``aggregated`` less the values its counting column (``counted_columns``) found."""
-        return {item.alias: aggregated - counted.get(c, 0) for c, item in self._counted.items()}
+        return {measure: aggregated - counted.get(c, 0) for measure, c in self._counted.items()}
 
     @staticmethod
     def _state_after(state: PipelineState, stats: BatchStats, newest: int | None) -> PipelineState:
