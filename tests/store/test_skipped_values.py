@@ -10,12 +10,15 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from tiltframe.model.aggregations import AggregateItem
+from tiltframe.model.app import AppSpec
+from tiltframe.model.expressions import Attr
 from tiltframe.store.base import BatchWrite, SkippedValues
 from tiltframe.store.layout import AggregationLayout
-from tiltframe.store.schema import SKIPPED_VALUES
+from tiltframe.store.schema import SKIPPED_VALUES, SKIPPED_VALUES_TABLE
 from tiltframe.store.sql import SqlStore
 
-from .conftest import BACKENDS, fresh_store
+from .conftest import BACKENDS, TRADES, fresh_store
 from .test_sql_store import T0, batch, row
 
 MEASURES = ("avgPrice", "total", "low", "high")
@@ -74,3 +77,25 @@ def test_a_store_made_before_the_table_says_unknown_then_counts(backend: str, db
             assert writer.write_batch(layout, counted(layout, 3, {"avgPrice": 1, "total": 2, "low": 1, "high": 1}, 1))
             got = totals(writer, layout)
         assert got == {"avgPrice": (1, 1, 1, 2), "total": (2, 1, 1, 2), "low": (1, 1, 1, 2), "high": (1, 1, 1, 2)}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_migration_forgets_the_counts_of_the_measures_it_removes(backend: str, db_path: Path,
+                                                                    layout: AggregationLayout) -> None:
+    """``high`` (max of price) removed and ``most`` (max of quantity) added: ``high``'s counts go, ``most`` is
+    unknown for the batches before it and counted after; the others keep theirs."""
+    select = tuple(AggregateItem("max", Attr("quantity"), "most") if getattr(i, "alias", None) == "high" else i
+                   for i in layout.spec.select)
+    changed = AggregationLayout.of(AppSpec((TRADES,), (dataclasses.replace(layout.spec, select=select),)),
+                                   layout.name)
+    with fresh_store(backend, db_path, layout) as (store, _):
+        for b in (1, 2):
+            assert store.write_batch(layout, counted(layout, b, dict.fromkeys(MEASURES, 1)))
+        assert store.change_definition(changed) is not None
+        assert totals(store, changed) == {"avgPrice": (2, 6, 2, 0), "total": (2, 6, 2, 0), "low": (2, 6, 2, 0),
+                                          "most": (None, 0, 0, 2)}
+        assert store.write_batch(changed, counted(changed, 3, {"avgPrice": 0, "total": 0, "low": 0, "most": 1}))
+        assert totals(store, changed)["most"] == (1, 3, 1, 2)
+        with store._engine.connect() as conn:
+            names = conn.execute(sa.select(SKIPPED_VALUES_TABLE.c.measure)).scalars().all()
+        assert sorted(names) == ["avgPrice", "low", "most", "total"]
