@@ -115,6 +115,15 @@ def check_counts(done: Executed, evs: Sequence[Event], late: Sequence[int] = ())
     too_late = recorded[recorded["kind"] == "too_late"]
     assert sorted(too_late["event_timestamp"]) == sorted(late), shown
     assert len(invalid) + len(too_late) == len(recorded), shown
+    if not late:  # the values each measure skipped: those of the events aggregated that are null or NaN
+        kept = [e for e in evs if e.bad is None]
+        missing = {"v": sum(e.v is None for e in kept), "n": sum(e.n is None for e in kept)}
+        reads = {"vsum": "v", "vavg": "v", "vmin": "v", "vmax": "v", "nsum": "n", "nmax": "n"}
+        want = {m: missing[a] for m, a in reads.items()}
+        assert t.values_skipped == want
+        info = done.outcome.info("A")
+        assert {v.measure: (v.skipped, v.events) for v in info.values_skipped} == {
+            m: (n, len(kept)) for m, n in want.items()}
 
 
 def _plain(x: object) -> object:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from tiltframe.engine.file_manifest import ChangedFile
     from tiltframe.model.aggregations import AggregationSpec
     from tiltframe.model.app import AppSpec
-    from tiltframe.store.base import AggregationInfo
+    from tiltframe.store.base import AggregationInfo, SkippedValues
 
 
 def info_document(
@@ -44,6 +44,21 @@ def info_document(
     doc["complete_from"] = [{"measure": m, "complete_from": at, "complete_from_gmt": ts_or_none(at)}
                             for m, at in info.complete_from]
     return doc
+
+
+def skipped_table(values: Sequence[SkippedValues]) -> Table:
+    """Per measure that takes an argument, the events whose argument was null or NaN, which it skipped: of
+    the events aggregated in the batches that counted them, and how many batches did not count (committed
+    by a version of tiltframe that did not, or before the measure was added): unknown."""
+    table = Table(title="values skipped (argument null or NaN)", title_justify="left")
+    table.add_column("measure", no_wrap=True)
+    for column in ("skipped", "of events", "share", "batches not counted"):
+        table.add_column(column, justify="right")
+    for v in values:
+        share = "unknown" if v.skipped is None else f"{v.skipped / v.events:.1%}" if v.events else "—"
+        table.add_row(v.measure, "unknown" if v.skipped is None else f"{v.skipped:,}", f"{v.events:,}", share,
+                      f"{v.batches_not_counted:,}")
+    return table
 
 
 def print_info(
@@ -82,6 +97,8 @@ def print_info(
     counts.add_row("first event (GMT)", format_ts(info.min_event_ts))
     counts.add_row("last event (GMT)", format_ts(info.max_event_ts))
     out.print(counts)
+    if info.values_skipped:
+        out.print(skipped_table(info.values_skipped))
     if info.purges:
         purged = Table(title="purged", title_justify="left")
         for column in ("table", "keeps buckets from (GMT)", "rows purged", "last purge (GMT)"):

@@ -24,6 +24,7 @@ from tiltframe.functions import ddsketch_spark, hdr_spark
 from tiltframe.functions.registry import EVENT_ORDER, AggregateFunction
 from tiltframe.functions.states import Build, Merge
 from tiltframe.model.durations import Granularity, nests_in, rollup_source
+from tiltframe.model.expressions import Expr
 from tiltframe.model.streams import AttrType
 from tiltframe.store.layout import (
     AGG_ARRIVAL_BATCH,
@@ -45,6 +46,10 @@ _TARGET = "_tiltframe_target"
 #: The batch id as a column of the events (``Levels`` adds it): the finest aggregation refers to it, so its
 #: columns are built once for every batch instead of holding the batch id as a literal.
 _BATCH = "_tiltframe_batch"
+#: Prefix of the columns counting, per bucket, the non-null values of each aggregate's argument
+#: (``counted_columns``): built at the finest level, summed up the others (every level's rows have the same
+#: columns), read by the pipeline at the finest, never stored.
+COUNTED = "_tiltframe_counted_"
 
 _BUILD = {Build.SUM: F.sum, Build.MIN: F.min, Build.MAX: F.max, Build.MEAN: F.avg}
 
@@ -88,6 +93,23 @@ class SparkOps:
     @staticmethod
     def apply(fn: object, a: Column) -> Column:
         raise NotImplementedError
+
+
+def counted_columns(layout: AggregationLayout) -> dict[str, str]:
+    """Per aggregate item that takes an argument (by alias, in select order), the column counting the
+    non-null values of that argument in a bucket; items with the same argument share one.  An event whose
+    argument is null (or NaN, which typing makes null) is skipped by the aggregate, so a batch's skipped
+    values are its aggregated events less this count."""
+    columns: dict[Expr, str] = {}
+    return {item.alias: columns.setdefault(item.arg, f"{COUNTED}{len(columns)}")
+            for item in layout.argument_measures if item.arg is not None}
+
+
+def _counting(layout: AggregationLayout) -> dict[str, Expr]:
+    """Each counting column and the argument it counts (Spark computes a ``count(arg)`` that a state such
+    as ``avg``'s ``COUNT`` already holds once)."""
+    columns = counted_columns(layout)
+    return {columns[item.alias]: item.arg for item in layout.argument_measures if item.arg is not None}
 
 
 def _build(state: StateColumn, layout: AggregationLayout, batch: Column, ansi: bool) -> Column:
@@ -214,7 +236,7 @@ def _grouped(
     operation: every extra operation re-analyses the whole chained plan.  Struct aggregates (the latest
     event, a combine fold) are computed once and their fields read by a projection after it.
     """
-    types = layout.column_types
+    types = {**layout.column_types, **dict.fromkeys(_counting(layout), AttrType.LONG)}
     keys = [F.col(k.name) for k in layout.keys]
     if sharded:  # a pre-aggregation worker's rows stay apart
         keys.append(F.col(SHARD_ID))
@@ -250,6 +272,7 @@ def _finest(layout: AggregationLayout, batch: Column, sharded: bool, ansi: bool,
     """
     stream = layout.stream
     aggs: dict[str, Column | _Field] = {s.name: _build(s, layout, batch, ansi) for s in layout.states}
+    aggs.update({c: F.count(to_column(arg, stream)) for c, arg in _counting(layout).items()})
     structs: dict[str, Column] = {}
     if layout.tracks_arrival:
         structs[_LATEST] = F.max(
@@ -284,6 +307,7 @@ def _sharded(events: DataFrame, layout: AggregationLayout, row_writer: str | Non
 def _merges(layout: AggregationLayout, ansi: bool) -> tuple[dict[str, Column | _Field], dict[str, Column]]:
     """``_merge`` plus the order columns (the latest event's values, or the greatest event time)."""
     aggs, structs = _merge(layout, ansi)
+    aggs.update({c: F.sum(c) for c in _counting(layout)})
     if layout.tracks_arrival:
         latest = (*layout.order_columns, *(v.name for v in layout.values))
         structs[_LATEST] = F.max(F.struct(*[F.col(c) for c in latest]))
@@ -422,7 +446,7 @@ def level_from_events(events: DataFrame, layout: AggregationLayout, g: Granulari
     """The partial rows of level ``g`` straight from typed events, not through the finer levels (what
     ``tiltframe verify`` holds the stored rows to); rejected events left out."""
     rows = _finest(layout, F.lit(0).cast("long"), False, ansi_enabled(), g)(events)
-    return rows.where(~F.col(REJECTED)).drop(REJECTED)
+    return rows.where(~F.col(REJECTED)).drop(REJECTED, *_counting(layout))
 
 
 def levels_for(layout: AggregationLayout) -> Levels:

@@ -13,7 +13,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +30,7 @@ from tiltframe.engine.file_reads import FileProblem
 from tiltframe.engine.hadoop_paths import HadoopPath, as_location
 from tiltframe.engine.markers import write_marker
 from tiltframe.engine.overflow import explain_overflow, is_overflow
-from tiltframe.engine.partials import LEVEL, RECORD_LEVEL, REJECTED, levels_for
+from tiltframe.engine.partials import LEVEL, RECORD_LEVEL, REJECTED, counted_columns, levels_for
 from tiltframe.engine.reports import BatchReport, PipelineTotals, log_batch
 from tiltframe.engine.staged_writes import stage
 from tiltframe.errors import DataError, StoreError
@@ -165,6 +165,9 @@ class AggregationPipeline:
         self.purger = purger
         self.totals = PipelineTotals()
         self._levels = levels_for(layout)
+        self._counted = counted_columns(layout)
+        #: The counts of a batch without events (only files that could not be read): no value skipped.
+        self._nothing = BatchStats(0, 0, 0, values_skipped=self._skipped(0, {}))
         #: Read once, so that a misspelt ``$TILTFRAME_STAGED_WRITES`` stops the run before its first batch;
         #: None until the first batch when it is unset (``staged_writes.wanted_on``).
         self._staging = staged_writes.enabled()
@@ -227,7 +230,7 @@ class AggregationPipeline:
         if frames:
             partials, stats, recorded = self._aggregate(frames, batch_id, state, small=small, staged=staged)
         else:
-            partials, stats, recorded = _Partials({}, None, None), BatchStats(0, 0, 0), _EMPTY_RECORDS
+            partials, stats, recorded = _Partials({}, None, None), self._nothing, _EMPTY_RECORDS
         if files:
             recorded = pa.concat_tables([recorded, file_records(files)])
         aggregating = time.perf_counter() - t0
@@ -310,7 +313,9 @@ class AggregationPipeline:
         moved = int(pc.sum(pc.equal(by_policy.column("kind"), RecordKind.MOVED.value)).as_py() or 0)
         bad = table.column(REJECTED)
         finest = pc.equal(level, 0)
-        data = table.drop_columns([LEVEL, REJECTED])
+        counting = sorted(set(self._counted.values()))
+        counted = {c: table.column(c).filter(pc.and_(finest, pc.invert(bad))) for c in counting}
+        data = table.drop_columns([LEVEL, REJECTED, *counting])
         counts = data.column(AGG_COUNT)
         rejected = int(pc.sum(counts.filter(pc.and_(finest, bad))).as_py() or 0)
         levels = {g: data.filter(pc.and_(pc.equal(level, i), pc.invert(bad)))
@@ -324,6 +329,7 @@ class AggregationPipeline:
             pc.min(first.column(AGG_TIMESTAMP)).as_py(),
             pc.max(first.column(AGG_EVENT_TIMESTAMP)).as_py(),
             moved,
+            self._skipped(aggregated, {c: int(pc.sum(v).as_py() or 0) for c, v in counted.items()}),
         )
         newest = pc.max(first.column(AGG_TIMESTAMP)).as_py()
         return _Partials(levels, None, newest), stats, by_policy
@@ -337,8 +343,14 @@ class AggregationPipeline:
         by_policy = _record_table(staged.records) if staged.records is not None else _EMPTY_RECORDS
         moved = int(pc.sum(pc.equal(by_policy.column("kind"), RecordKind.MOVED.value)).as_py() or 0)
         stats = BatchStats(staged.aggregated + staged.rejected, staged.aggregated - moved, staged.rejected,
-                           staged.min_ts, staged.max_event_ts, moved)
+                           staged.min_ts, staged.max_event_ts, moved,
+                           self._skipped(staged.aggregated, staged.counted))
         return _Partials({}, staged.batch, staged.max_ts), stats, by_policy
+
+    def _skipped(self, aggregated: int, counted: Mapping[str, int]) -> dict[str, int]:
+        """Per measure that takes an argument, the batch's events aggregated (into any bucket) whose argument
+        was null or NaN: ``aggregated`` less the values its counting column (``counted_columns``) found."""
+        return {measure: aggregated - counted.get(c, 0) for measure, c in self._counted.items()}
 
     @staticmethod
     def _state_after(state: PipelineState, stats: BatchStats, newest: int | None) -> PipelineState:

@@ -50,6 +50,8 @@ class PipelineTotals:
     spark_seconds: float = 0.0
     store_seconds: float = 0.0
     max_event_ts: int | None = None
+    #: Per measure that takes an argument, the values it skipped (null or NaN) in the batches counted.
+    values_skipped: dict[str, int] = field(default_factory=dict)
     reports: list[BatchReport] = field(default_factory=list)
 
     def add(self, r: BatchReport) -> None:
@@ -67,6 +69,8 @@ class PipelineTotals:
         self.files_rejected += r.files_rejected
         self.spark_seconds += r.spark_seconds
         self.store_seconds += r.store_seconds
+        for measure, n in (r.stats.values_skipped or {}).items():
+            self.values_skipped[measure] = self.values_skipped.get(measure, 0) + n
         if r.stats.max_event_ts is not None:
             self.max_event_ts = max(self.max_event_ts or r.stats.max_event_ts, r.stats.max_event_ts)
 
@@ -88,6 +92,7 @@ def batch_fields(report: BatchReport) -> dict[str, Any]:
         "events_rejected": s.events_rejected, "files_rejected": report.files_rejected,
         "rows_written": report.rows_written, "rows_purged": report.rows_purged,
         "seconds": round(report.seconds, 3), "latest_event_time": _iso(s.max_event_ts),
+        "values_skipped": None if s.values_skipped is None else dict(s.values_skipped),
     }
 
 
@@ -100,9 +105,11 @@ def log_batch(report: BatchReport) -> None:
                     extra=fields)
         return
     s = report.stats
+    skipped = ", ".join(f"{m} {n}" for m, n in (s.values_skipped or {}).items() if n)
     logger.info(
         "batch %d of %s: %d events read, %d aggregated, %d moved, %d rejected, %d files rejected; %d rows "
-        "written in %.2f s; latest event time %s", report.batch_id, report.aggregation, s.events_read,
+        "written in %.2f s; latest event time %s%s", report.batch_id, report.aggregation, s.events_read,
         s.events_aggregated, s.events_moved, s.events_rejected, report.files_rejected, report.rows_written,
-        report.seconds, _iso(s.max_event_ts) or "none", extra=fields,
+        report.seconds, _iso(s.max_event_ts) or "none",
+        f"; null or NaN values skipped: {skipped}" if skipped else "", extra=fields,
     )

@@ -26,7 +26,7 @@ from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from tiltframe.engine.arrival import RECORD
-from tiltframe.engine.partials import LEVEL, RECORD_LEVEL, REJECTED
+from tiltframe.engine.partials import COUNTED, LEVEL, RECORD_LEVEL, REJECTED
 from tiltframe.engine.staging_writers import writer
 from tiltframe.env_values import env_switch
 from tiltframe.store.base import StagedBatch, StagingTarget
@@ -71,13 +71,16 @@ class Staged:
     max_event_ts: int | None
     #: The policy's RECORD column (struct), rows of level ``RECORD_LEVEL``.
     records: pa.ChunkedArray | None
+    #: Over the finest level: the sum of each column counting an argument's values (``COUNTED``).
+    counted: dict[str, int]
 
 
 def stage(levels: DataFrame, target: StagingTarget, pipeline_id: str, batch_id: int, n_levels: int) -> Staged:
     """Copy ``levels`` (``Levels``' output) into the staging table from the executors, in one Spark job."""
     record_type = levels.schema[RECORD].dataType if RECORD in levels.columns else None
     fields = [StructField(LEVEL, IntegerType(), False), StructField(_TAG, StringType())]
-    fields += [StructField(c, LongType()) for c in _LONGS]
+    counted = tuple(c for c in levels.columns if c.startswith(COUNTED))
+    fields += [StructField(c, LongType()) for c in (*_LONGS, *counted)]
     # Every task's summary has the RECORD column, also a task whose partition is empty (no batch to see
     # its type in): Spark expects the declared schema.
     record_arrow = None
@@ -89,13 +92,13 @@ def stage(levels: DataFrame, target: StagingTarget, pipeline_id: str, batch_id: 
 
     def copy(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return _copy_partition(batches, target, (pipeline_id, batch_id, nonce), record_arrow,
-                               None if fail is None else int(fail))
+                               None if fail is None else int(fail), counted)
 
     table = levels.mapInArrow(copy, StructType(fields)).toArrow()
-    return _summed(table, n_levels)
+    return _summed(table, n_levels, counted)
 
 
-def _summed(table: pa.Table, n_levels: int) -> Staged:
+def _summed(table: pa.Table, n_levels: int, counted: tuple[str, ...]) -> Staged:
     level = table.column(LEVEL)
     tasks = table.filter(pc.equal(level, _TASK_ROW))
     rows = table.filter(pc.greater_equal(level, 0))
@@ -109,16 +112,18 @@ def _summed(table: pa.Table, n_levels: int) -> Staged:
     batch = StagedBatch(tuple(str(t) for t in tasks.column(_TAG).to_pylist()),
                         tuple(total(t, _ROWS) for t in per_level))
     return Staged(batch, total(finest, _COUNT), total(tasks, _REJECTED), pc.min(finest.column(_MIN_TS)).as_py(),
-                  pc.max(finest.column(_MAX_TS)).as_py(), pc.max(finest.column(_MAX_EVENT_TS)).as_py(), records)
+                  pc.max(finest.column(_MAX_TS)).as_py(), pc.max(finest.column(_MAX_EVENT_TS)).as_py(), records,
+                  {c: total(finest, c) for c in counted})
 
 
 # --- on the executor -------------------------------------------------------------------------------------
 
 def _copy_partition(batches: Iterator[pa.RecordBatch], target: StagingTarget, job: tuple[str, int, str],
-                    record_type: pa.DataType | None, fail: int | None) -> Iterator[pa.RecordBatch]:
+                    record_type: pa.DataType | None, fail: int | None,
+                    counted: tuple[str, ...] = ()) -> Iterator[pa.RecordBatch]:
     """Write the partition's data rows (level >= 0, not rejected) into the staging table and yield its
     summary rows; ``job``: pipeline id, batch id, the job's nonce; ``record_type``: the RECORD column's,
-    if the levels have one."""
+    if the levels have one; ``counted``: the columns counting arguments' values, summed per level."""
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
@@ -140,26 +145,28 @@ def _copy_partition(batches: Iterator[pa.RecordBatch], target: StagingTarget, jo
                 continue
             stats.append(data.group_by(LEVEL).aggregate([
                 (AGG_COUNT, "sum"), (AGG_COUNT, "count"), (AGG_TIMESTAMP, "min"), (AGG_TIMESTAMP, "max"),
-                (AGG_EVENT_TIMESTAMP, "max")]))
+                (AGG_EVENT_TIMESTAMP, "max"), *((c, "sum") for c in counted)]))
             write(data, (pipeline_id, batch_id, tag))
     if fail is not None and fail == partition and ctx is not None and ctx.attemptNumber() == 0:
         msg = f"test: the first attempt of partition {partition} fails after its copy committed"
         raise RuntimeError(msg)
-    yield _summary(tag, rejected, stats, records, record_type)
+    yield _summary(tag, rejected, stats, records, record_type, counted)
 
 
 def _summary(tag: str, rejected: int, stats: list[pa.Table], records: list[pa.ChunkedArray],
-             record_type: pa.DataType | None) -> pa.RecordBatch:
+             record_type: pa.DataType | None, counted: tuple[str, ...] = ()) -> pa.RecordBatch:
     levels = pa.concat_tables(stats).group_by(LEVEL).aggregate([
         (f"{AGG_COUNT}_count", "sum"), (f"{AGG_COUNT}_sum", "sum"), (f"{AGG_TIMESTAMP}_min", "min"),
-        (f"{AGG_TIMESTAMP}_max", "max"), (f"{AGG_EVENT_TIMESTAMP}_max", "max")]) if stats else None
+        (f"{AGG_TIMESTAMP}_max", "max"), (f"{AGG_EVENT_TIMESTAMP}_max", "max"),
+        *((f"{c}_sum", "sum") for c in counted)]) if stats else None
     n_levels = 0 if levels is None else levels.num_rows
     level = [_TASK_ROW] + ([] if levels is None else levels.column(LEVEL).to_pylist())
     arrays: dict[str, pa.Array | pa.ChunkedArray] = {
         LEVEL: pa.array(level, pa.int32()), _TAG: pa.array([tag] + [None] * n_levels, pa.string())}
     sources = {_ROWS: f"{AGG_COUNT}_count_sum", _COUNT: f"{AGG_COUNT}_sum_sum", _MIN_TS: f"{AGG_TIMESTAMP}_min_min",
-               _MAX_TS: f"{AGG_TIMESTAMP}_max_max", _MAX_EVENT_TS: f"{AGG_EVENT_TIMESTAMP}_max_max"}
-    for name in _LONGS:
+               _MAX_TS: f"{AGG_TIMESTAMP}_max_max", _MAX_EVENT_TS: f"{AGG_EVENT_TIMESTAMP}_max_max",
+               **{c: f"{c}_sum_sum" for c in counted}}
+    for name in (*_LONGS, *counted):
         head = [rejected] if name == _REJECTED else [None]
         rest = [None] * n_levels if levels is None or name == _REJECTED else levels.column(sources[name]).to_pylist()
         arrays[name] = pa.array(head + rest, pa.int64())
@@ -170,6 +177,7 @@ def _summary(tag: str, rejected: int, stats: list[pa.Table], records: list[pa.Ch
         if len(chosen):
             extra = pa.table({LEVEL: pa.array([RECORD_LEVEL] * len(chosen), pa.int32()),
                               _TAG: pa.nulls(len(chosen), pa.string()),
-                              **{c: pa.nulls(len(chosen), pa.int64()) for c in _LONGS}, RECORD: chosen})
+                              **{c: pa.nulls(len(chosen), pa.int64()) for c in (*_LONGS, *counted)},
+                              RECORD: chosen})
             table = pa.concat_tables([table, extra])
     return table.combine_chunks().to_batches()[0]

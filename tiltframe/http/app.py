@@ -27,6 +27,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from tiltframe.errors import DefinitionError, StoreError, TiltframeError
 from tiltframe.http.metrics import CountRequests, Metrics
 from tiltframe.http.reader import NotFound, Reader
+from tiltframe.http.status import skipped_document
 from tiltframe.retrieval.formats import csv_text, records, records_json, to_json
 from tiltframe.store.credentials import mask_credentials
 from tiltframe.timeutil.parse import iso_ts
@@ -165,7 +166,8 @@ def create_app(app_spec: AppSpec, data_dir: str | Path, *, token: str | None = N
                 continue
             doc = {"batches": info.batches, "events_read": info.events_read,
                    "events_aggregated": info.events_aggregated, "events_moved": info.events_moved,
-                   "events_rejected": info.events_rejected, "events_per_second": None, "last_batch_at": None}
+                   "events_rejected": info.events_rejected, "events_per_second": None, "last_batch_at": None,
+                   "values_skipped": skipped_document(info.values_skipped)}
             watermark = info.max_event_ts
             run = live["aggregations"].get(name) if live is not None else None
             if run is not None:

@@ -7,14 +7,18 @@ restart) are the catalog's (:mod:`tiltframe.http.catalog`).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tiltframe.engine.reports import BatchReport, PipelineTotals
+
+if TYPE_CHECKING:
+    from tiltframe.store.base import SkippedValues
 
 #: Batches kept per aggregation for the events/s figure (the rate over the latest ones).
 RATE_WINDOW = 10
@@ -47,6 +51,12 @@ class _AggStatus(PipelineTotals):
         doc["watermark"] = self.max_event_ts
         doc["events_per_second"] = round(events / seconds, 1) if seconds > 0 else None
         return doc
+
+
+def skipped_document(values: Sequence[SkippedValues]) -> list[dict[str, Any]]:
+    """Per measure that takes an argument, the null or NaN values it skipped as the store totals them
+    (``skipped`` null: no committed batch counted them)."""
+    return [dataclasses.asdict(v) for v in values]
 
 
 class PipelineStatus:

@@ -60,7 +60,9 @@ class BatchStats:
 
     ``events_aggregated`` went into their own buckets, ``events_moved`` into another (Siddhi's buffer).
     ``min_event_ts`` is the start of the earliest finest bucket the batch touched (a lower bound of its
-    earliest event time); ``max_event_ts`` is its latest event time.
+    earliest event time); ``max_event_ts`` is its latest event time.  ``values_skipped``: per measure that
+    takes an argument, the events aggregated or moved whose argument was null or NaN, which that measure
+    skipped (None: not counted).
     """
 
     events_read: int
@@ -69,6 +71,7 @@ class BatchStats:
     min_event_ts: int | None = None
     max_event_ts: int | None = None
     events_moved: int = 0
+    values_skipped: Mapping[str, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +165,21 @@ class PurgeInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class SkippedValues:
+    """Of one measure that takes an argument: the events aggregated whose argument was null or NaN, which it
+    skipped, in the committed batches that counted them (all but batches committed by a version of tiltframe
+    that did not count, or before the measure was added)."""
+
+    measure: str
+    #: None when no committed batch counted them (but some batch was committed): unknown.
+    skipped: int | None
+    #: The events aggregated (into their own bucket or another) in the batches counted.
+    events: int
+    batches_counted: int
+    batches_not_counted: int
+
+
+@dataclass(frozen=True, slots=True)
 class AggregationInfo:
     """What ``inspect`` shows for one aggregation."""
 
@@ -186,6 +204,8 @@ class AggregationInfo:
     complete_from: tuple[tuple[str, int], ...] = ()
     #: The app that defined the aggregation (``@app:name``), as the store recorded it.
     app: str | None = None
+    #: Per measure that takes an argument, in select order: the null or NaN values it skipped.
+    values_skipped: tuple[SkippedValues, ...] = ()
 
 
 class Store(Protocol):

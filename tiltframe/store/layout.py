@@ -57,7 +57,7 @@ FIXED_COLUMNS = (AGG_TIMESTAMP, AGG_EVENT_TIMESTAMP, AGG_ARRIVAL_BATCH, AGG_ARRI
 
 #: The store's bookkeeping tables (``store.schema`` defines them; a test keeps the two lists equal).
 BOOKKEEPING_TABLES = ("TILTFRAME_AGGREGATIONS", "TILTFRAME_BATCHES", "TILTFRAME_REJECTED", "TILTFRAME_PURGES",
-                      "TILTFRAME_TABLES", "TILTFRAME_DEFINITIONS")
+                      "TILTFRAME_TABLES", "TILTFRAME_DEFINITIONS", "TILTFRAME_SKIPPED_VALUES")
 #: Suffix of the view of final values beside each table (``TradeAggregation_DAYS_FINAL``, ``store.views``).
 VIEW_SUFFIX = "_FINAL"
 #: Suffix of the name a pre-aggregated table's rows wait under while it is rebuilt (``store.table_changes``;
@@ -180,6 +180,12 @@ class AggregationLayout:
         for s in self.states:
             groups.setdefault(s.item, []).append(s)
         return tuple(tuple(g) for g in groups.values())
+
+    @property
+    def argument_measures(self) -> tuple[AggregateItem, ...]:
+        """The aggregate items that take an argument, in select order: each skips the events whose argument
+        is null or NaN, and the store keeps how many (``BatchStats.values_skipped``)."""
+        return tuple(i for i in self.spec.aggregates if i.arg is not None)
 
     def settings(self, item: AggregateItem) -> dict[str, Any]:
         """The settings of an aggregate item's function (its constants, defaults filled in)."""

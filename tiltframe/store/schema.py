@@ -23,6 +23,7 @@ REJECTED = "TILTFRAME_REJECTED"
 PURGES = "TILTFRAME_PURGES"
 TABLES = "TILTFRAME_TABLES"
 DEFINITIONS = "TILTFRAME_DEFINITIONS"
+SKIPPED_VALUES = "TILTFRAME_SKIPPED_VALUES"
 
 SHARED = sa.MetaData()
 _NAME, _LONG = StoredText(255), sa.BigInteger
@@ -43,6 +44,15 @@ BATCHES_TABLE = sa.Table(
     sa.Column("rows_written", _LONG, nullable=False), sa.Column("committed_at", _LONG, nullable=False),
     # The pipeline's state after the batch (``PipelineState``), read by its next batch.
     sa.Column("latest_event_ts", _LONG), sa.Column("recovery_bucket", _LONG),
+)
+#: Per aggregation and measure that takes an argument: the events whose argument was null or NaN, which the
+#: measure skipped, in the batches that counted them (``batches``, holding ``events`` aggregated events).
+#: Each batch's commit adds its counts in its own transaction, so a replayed batch never adds twice; a store
+#: made before this table holds no row of its earlier batches, which count as not counted.
+SKIPPED_VALUES_TABLE = sa.Table(
+    SKIPPED_VALUES, SHARED, sa.Column("aggregation", _NAME, primary_key=True),
+    sa.Column("measure", _NAME, primary_key=True),
+    *(sa.Column(c, _LONG, nullable=False) for c in ("values_skipped", "events", "batches", "updated_at")),
 )
 REJECTED_TABLE = sa.Table(
     REJECTED, SHARED, sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from tiltframe.errors import StoreError
 from tiltframe.model.durations import Granularity
 from tiltframe.model.streams import AttrType
+from tiltframe.store import commits
 from tiltframe.store.base import (
     REJECTED_COLUMNS,
     REJECTED_TIMES,
@@ -19,6 +20,7 @@ from tiltframe.store.base import (
     KeyTerm,
     PurgeInfo,
     RecordKind,
+    SkippedValues,
     TableInfo,
 )
 from tiltframe.store.definitions import Definition
@@ -32,6 +34,7 @@ from tiltframe.store.schema import (
     BATCHES_TABLE,
     PURGES_TABLE,
     REJECTED_TABLE,
+    SKIPPED_VALUES,
 )
 from tiltframe.store.sql_connections import SqlConnections
 from tiltframe.store.table_rebuilds import primary_key
@@ -164,6 +167,7 @@ class SqlReads(SqlConnections):
                 .group_by(c).order_by(sa.func.count().desc(), c)).all()
                 for c, where in ((r.reason, (r.kind.is_distinct_from(RecordKind.MOVED.value),)), (r.kind, ())))
             definition = self._definition(conn, layout.name) if layout.table is None else None
+            counted = commits.skipped_totals(conn, layout) if self._has_table(conn, SKIPPED_VALUES) else {}
         batches, read, aggregated, rejected, moved, first_ts, last_ts = (_int(v) for v in totals)
         return AggregationInfo(  # plain ints: the servers' drivers give DECIMAL for a SUM
             name=layout.name, spec_hash=registered.spec_hash, zone=registered.zone, tables=tuple(tables),
@@ -176,6 +180,7 @@ class SqlReads(SqlConnections):
             shards=tuple(shards),
             complete_from=tuple(sorted(definition.complete_from.items())) if definition else (),
             app=definition.app if definition else None,
+            values_skipped=_skipped_values(layout, counted, batches or 0),
         )
 
     @retried
@@ -238,6 +243,17 @@ class SqlReads(SqlConnections):
             last = conn.execute(sa.select(sa.func.max(p.purged_at)).where(p.aggregation == layout.name)).scalar()
             return int(last if last is not None else registered.created_at)
 
+
+
+def _skipped_values(layout: AggregationLayout, counted: dict[str, tuple[int, int, int]],
+                    batches: int) -> tuple[SkippedValues, ...]:
+    """Each argument measure's totals; the batches that did not count it are the rest of ``batches``."""
+    out = []
+    for item in layout.argument_measures:
+        skipped, events, done = counted.get(item.alias, (0, 0, 0))
+        out.append(SkippedValues(item.alias, None if done == 0 and batches else skipped, events, done,
+                                 max(batches - done, 0)))
+    return tuple(out)
 
 
 def _int(value: Any) -> int | None:

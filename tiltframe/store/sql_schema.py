@@ -172,6 +172,7 @@ class SqlSchema(SqlConnections):
                 raise StoreError(_not_in_place(layout, change))
             tables = self._tables(layout)
             apply_plan(conn, layout, change, tables)
+            commits.forget_skipped(conn, layout, {m.name for m in (*change.added, *change.removed)})
             since = complete_from(conn, layout)
             levels = [g for g in layout.spec.granularities if g.table_suffix in change.stored.levels]
             purged = self._purged_before(conn, layout)
@@ -229,6 +230,7 @@ class SqlSchema(SqlConnections):
                            f"define the new rollup under another name")
                     raise StoreError(msg)
                 commits.forget_late_and_purged(conn, layout)
+                commits.forget_skipped(conn, layout, {m.name for m in (*change.added, *change.removed)})
                 conn.execute(sa.update(AGGREGATIONS_TABLE).where(AGGREGATIONS_TABLE.c.name == layout.name).values(
                     spec_hash=layout.spec_hash, zone=layout.zone,
                     granularities=",".join(g.table_suffix for g in layout.spec.granularities)))

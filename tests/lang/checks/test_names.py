@@ -23,7 +23,8 @@ def test_store_names_agree_with_the_store() -> None:
     from tiltframe.store import schema, sql_connections, table_changes, views
 
     assert set(layout.BOOKKEEPING_TABLES) == {schema.AGGREGATIONS, schema.BATCHES, schema.REJECTED, schema.PURGES,
-                                              schema.TABLES, schema.DEFINITIONS}
+                                              schema.TABLES, schema.DEFINITIONS, schema.SKIPPED_VALUES}
+    assert {t.name for t in schema.SHARED.sorted_tables} == set(layout.BOOKKEEPING_TABLES)
     assert layout.VIEW_SUFFIX == views.VIEW_SUFFIX
     assert layout.ASIDE_SUFFIX == table_changes.ASIDE_SUFFIX
     servers = {k: v for k, v in sql_connections.MAX_IDENTIFIER_LENGTH.items() if k != "sqlite"}

@@ -694,10 +694,37 @@
           };
         }));
       nodes.push(el("div", { class: "scroll" }, t));
+      const skipped = aggs.flatMap(([name, a]) => (a.values_skipped || []).map((v) => [name, v]));
+      if (skipped.length) nodes.push(skippedTable(skipped, selected));
     } else if (pipeline) {
       nodes.push(el("p", { class: "muted" }, "No batch has run yet."));
     }
     box.replaceChildren(...nodes);
+  }
+
+  // Per aggregation and measure that takes an argument: the events whose argument was null or NaN, which the
+  // measure skipped (as the store totals them; "unknown" where no committed batch counted them).
+  function skippedTable(skipped, selected) {
+    const t = el("table", { id: "skipped-table" });
+    const share = (v) => v.skipped == null ? "unknown"
+      : v.events ? (Math.round(1000 * v.skipped / v.events) / 10).toFixed(1) + "%" : "—";
+    table(t,
+      [{ text: "aggregation" }, { text: "measure" },
+        { text: "values skipped", class: "num", title: "events whose argument was null or NaN, skipped by the measure" },
+        { text: "of events", class: "num" }, { text: "share", class: "num" },
+        { text: "batches not counted", class: "num", title: "committed by a version that did not count, or before the measure was added" }],
+      skipped.map(([name, v]) => ({
+        attrs: { "data-aggregation": name, "data-measure": v.measure, class: name === selected ? "selected" : null },
+        cells: [
+          { text: name },
+          { text: v.measure },
+          { text: v.skipped == null ? "unknown" : fmtCount(v.skipped), class: "num" },
+          { text: fmtCount(v.events), class: "num" },
+          { text: share(v), class: "num" },
+          { text: fmtCount(v.batches_not_counted), class: "num" },
+        ],
+      })));
+    return el("div", { class: "scroll" }, el("h3", { class: "small muted" }, "Values skipped (argument null or NaN)"), t);
   }
 
   async function refreshRejected() {
