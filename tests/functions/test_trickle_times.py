@@ -50,9 +50,9 @@ def parts() -> st.SearchStrategy[str]:
 
 def spark_reading(spark, texts: list[str]) -> tuple[list[int | None], list[str | None]]:
     """Each text as an event's ``@eventTime`` string on Spark: its epoch ms (None when refused) and the reason."""
-    stream = parse_app("@eventTime('ts') define stream s (ts string);").stream("s")
+    stream = parse_app("@eventTime('ts') define stream s (i long, ts string);").stream("s")
     raw = spark.createDataFrame([(i, t) for i, t in enumerate(texts)], "i long, ts string")
-    typed = type_events(raw.select("ts", "i"), stream, required=set(), time_attribute="ts", arrival_ms=0)
+    typed = type_events(raw, stream, required=set(), time_attribute="ts", arrival_ms=0)
     rows = sorted(typed.select("i", EVENT_TS, REASON).collect())
     return ([None if r[REASON] is not None else r[EVENT_TS] for r in rows], [r[REASON] for r in rows])
 
