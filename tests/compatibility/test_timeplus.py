@@ -47,6 +47,102 @@ CASES: dict[str, dict[str, Any]] = {
             [0, "dev2", 2, "2020-02-02 20:00:00", "2020-02-02 20:00:05"],
         ],
     },
+    # tests/stream/test_stream_smoke/0018_query_state3_window.json, id 73 ("hopping_window_aggr_with_delay_interval"),
+    # written `hop(..., interval 3 second, interval 5 second) ... emit stream after watermark with delay interval 2
+    # second` there.  Proton's hop watermark is the end of the last closed window (HopWatermarkStamper): 20:00:08
+    # takes it to 20:00:05, so dev2's 20:00:04 that comes next is late and counts in none of its windows, not
+    # even [20:00:03, 20:00:08), which is still open: dev2 counts 1 there, not 2.
+    "hop_delay_late_event_in_no_window": {
+        "stream": "test19_state_stream3",
+        "query": "select emit_version() as emit_version, id, count(*), window_start, window_end "
+        "from hop(test19_state_stream3, timestamp, 3s, 5s) group by id, window_start, window_end "
+        "emit after window close with delay 2s",
+        "inserts": [
+            [("dev1", "ca", 51, "2020-02-02 20:00:00")],
+            [("dev1", "ca", 52, "2020-02-02 20:00:02")],
+            [("dev1", "ca", 53, "2020-02-02 20:00:05")],
+            [("dev2", "ca", 54, "2020-02-02 20:00:03")],
+            [("dev1", "ca", 55, "2020-02-02 20:00:08")],
+            [("dev2", "ca", 67, "2020-02-02 20:00:04")],
+            [("dev1", "ca", 55, "2020-02-02 20:00:06")],
+            [("dev2", "ca", 67, "2020-02-02 20:00:11")],
+        ],
+        "expected": [
+            [0, "dev1", 1, "2020-02-02 19:59:57", "2020-02-02 20:00:02"],
+            [1, "dev1", 2, "2020-02-02 20:00:00", "2020-02-02 20:00:05"],
+            [1, "dev2", 1, "2020-02-02 20:00:00", "2020-02-02 20:00:05"],
+            [2, "dev1", 2, "2020-02-02 20:00:03", "2020-02-02 20:00:08"],
+            [2, "dev2", 1, "2020-02-02 20:00:03", "2020-02-02 20:00:08"],
+        ],
+        "late": 1,
+    },
+    # tests/stream/test_stream_smoke/0000_smoke_case.json, id 14 ("stream hopping window count(*) w/delay"): the
+    # same hop with inserts of several rows; each insert is judged against the watermark before it (20:00:05
+    # after 20:00:07 is on time: not below the watermark 20:00:05), and no event is late.
+    "hop_delay_multi_row_inserts": {
+        "stream": "test_smoke",
+        "query": "select location, count(*), window_start, window_end from hop(test_smoke, timestamp, 3s, 5s) "
+        "group by location, window_start, window_end emit after window close with delay 2s",
+        "inserts": [
+            [("dev1", "ca", 51, "2020-02-02 20:00:00"), ("dev1", "ca", 99, "2020-02-02 20:00:02"),
+             ("dev1", "ca", 87, "2020-02-02 20:00:01"), ("dev2", "ca", 66, "2020-02-02 20:00:03")],
+            [("dev2", "ca", 33, "2020-02-02 20:00:07")],
+            [("dev2", "ca", 46, "2020-02-02 20:00:06")],
+            [("dev2", "ca", 98, "2020-02-02 20:00:05")],
+            [("dev2", "ca", 101, "2020-02-02 20:00:08")],
+            [("dev2", "ca", 101, "2020-02-02 20:00:07")],
+            [("dev2", "ca", 56, "2020-02-02 20:00:10")],
+            [("dev1", "ca", 22, "2020-02-02 20:00:11"), ("dev1", "ca", 51, "2020-02-02 20:00:14"),
+             ("dev2", "ca", 62, "2020-02-02 20:00:11"), ("dev2", "ca", 47, "2020-02-02 20:00:15")],
+        ],
+        "expected": [
+            ["ca", 2, "2020-02-02 19:59:57", "2020-02-02 20:00:02"],
+            ["ca", 4, "2020-02-02 20:00:00", "2020-02-02 20:00:05"],
+            ["ca", 5, "2020-02-02 20:00:03", "2020-02-02 20:00:08"],
+            ["ca", 5, "2020-02-02 20:00:06", "2020-02-02 20:00:11"],
+        ],
+        "late": 0,
+    },
+    # tests/stream/test_stream_smoke/0000_smoke_case.json, id 7 ("stream tumble late events drop w/ window delay
+    # interval - #107"): 20:00:50 takes the watermark to 20:00:45 (the start of the window holding 20:00:48), so
+    # 20:00:34 and 20:00:37 are late; 20:00:45 is not.
+    "tumble_delay_late_events_dropped": {
+        "stream": "test_smoke",
+        "query": "select window_start, window_end, count(*) from tumble(test_smoke, timestamp, 5s) "
+        "group by window_start, window_end, value emit after window close with delay 2s",
+        "inserts": [
+            [("dev1", "ca", 57.3, "2020-02-02 20:00:30")],
+            [("dev1", "ca", 57.3, "2020-02-02 20:00:31")],
+            [("dev2", "ca", 57.3, "2020-02-02 20:00:32")],
+            [("dev2", "ca", 59.3, "2020-02-02 20:00:50")],
+            [("dev2", "ca", 58.3, "2020-02-02 20:00:34")],
+            [("dev2", "ca", 58.3, "2020-02-02 20:00:37")],
+            [("dev2", "ca", 58.3, "2020-02-02 20:00:45")],
+        ],
+        "expected": [["2020-02-02 20:00:30", "2020-02-02 20:00:35", 3]],
+        "late": 2,
+    },
+    # tests/stream/test_stream_smoke/0018_query_state5_substream.json, id 106
+    # ("tumble_window_aggr_in_substream_with_delay_interval"): each id has its own watermark; dev2's 20:00:07 takes
+    # dev2's to 20:00:05, so dev2's 20:00:04 is late while dev1's 20:00:04 (its watermark 20:00:00) is not.
+    # Rows in emission order (dev2's window closes first; Proton's test lists dev1 first and compares the rows
+    # regardless of order).
+    "tumble_partition_by_delay_late_per_substream": {
+        "stream": "test19_state_stream5",
+        "query": "select id, count(*), min(value), max(value), window_start, window_end "
+        "from tumble(test19_state_stream5, timestamp, 5s) partition by id group by window_start, window_end "
+        "emit after window close with delay 2s",
+        "inserts": [
+            [(dev, "ca", v, f"2020-02-02 20:00:{t}")] for dev, v, t in (
+                ("dev1", 57.3, "00"), ("dev2", 58.3, "02"), ("dev1", 67, "03"), ("dev2", 69, "03"),
+                ("dev1", 77, "06"), ("dev2", 69, "07"), ("dev1", 55, "04"), ("dev2", 66, "04"), ("dev1", 67, "07"))
+        ],
+        "expected": [
+            ["dev2", 2, 58.3, 69, "2020-02-02 20:00:00", "2020-02-02 20:00:05"],
+            ["dev1", 3, 55, 67, "2020-02-02 20:00:00", "2020-02-02 20:00:05"],
+        ],
+        "late": 1,
+    },
     # tests/stream/test_stream_smoke/0000_smoke_case.json, id 8: each window closes in its own emit, and
     # emit_version() counts the emits 0, 1, 2.
     "tumble_emit_version_per_window": {
@@ -216,8 +312,9 @@ def _text(value: Any) -> Any:
     return value
 
 
-def run_case(case: dict[str, Any], folder: Path, spark: Any) -> list[list[Any]]:
-    """The case's query in an app, its inserts as files read one per micro-batch, the rows emitted."""
+def run_case(case: dict[str, Any], folder: Path, spark: Any) -> tuple[list[list[Any]], int]:
+    """The case's query in an app, its inserts as files read one per micro-batch: the rows emitted and how
+    many events were recorded late."""
     name = case["stream"]
     (folder / "app.siddhi").write_text(STREAM.format(name=name) + f"@info(name='q')\n{case['query']};\n")
     inbox = folder / "in"
@@ -234,10 +331,20 @@ def run_case(case: dict[str, Any], folder: Path, spark: Any) -> list[list[Any]]:
     tf.run(app, {name: str(inbox)}, data_dir=folder / "data", spark=spark, max_files_per_trigger=1,
            outputs={"q": CallbackSink(lambda _s, rows: got.append(rows.copy()))})
     frame = pd.concat(got, ignore_index=True) if got else pd.DataFrame()
-    return [[_text(v.item() if hasattr(v, "item") else v) for v in row] for row in frame.itertuples(index=False)]
+    rows = [[_text(v.item() if hasattr(v, "item") else v) for v in row] for row in frame.itertuples(index=False)]
+    return rows, _late_records(folder / "data")
+
+
+def _late_records(data_dir: Path) -> int:
+    """How many events the run recorded as late (Proton drops them silently; tiltframe keeps them)."""
+    files = (data_dir / "continuous").glob("*/rejected/**/*.jsonl")
+    return sum(json.loads(line)["kind"] == "late" for f in files for line in f.read_text().splitlines() if line)
 
 
 @pytest.mark.parametrize("name", CASES)
 def test_proton_case(name: str, tmp_path: Path, spark: Any) -> None:
     case = CASES[name]
-    assert run_case(case, tmp_path, spark) == case["expected"]
+    rows, late = run_case(case, tmp_path, spark)
+    assert rows == case["expected"]
+    if "late" in case:
+        assert late == case["late"]

@@ -408,25 +408,30 @@ def test_with_query_filter_and_changelog() -> None:
 
 
 @pytest.mark.parametrize("window", ["tumble(s, 5s)", "hop(s, 5s, 10s)"])
-def test_out_of_order_event_of_an_open_window_is_aggregated(window: str) -> None:
-    """Proton's lateness: an event behind the watermark is late only when every window it belongs to has
-    closed; into a window still open it is aggregated (and only into the open ones of a hop)."""
+def test_an_event_below_the_aligned_watermark_is_late(window: str) -> None:
+    """Proton's lateness (``TumbleWatermarkStamper``, ``HopWatermarkStamper``): the watermark is the end of the
+    last window that the greatest event time minus the delay closed, and an event below it is late, for a hop
+    even when some of its windows are still open (it goes into none of them); an event at or above it is
+    aggregated into all its windows, out of order or not."""
     sim = Sim.of(S + f"SELECT k, window_start, count() AS n FROM {window} GROUP BY k, window_start;")
     first = -5000 if window.startswith("hop") else 0  # [0, 5s) of the tumble, [-5s, 5s) of the hop
     assert sim.step([e("a", 1, 1000), e("a", 1, 9000)], now=0) == [{"k": "a", "window_start": first, "n": 1}]
-    # The watermark is 9000: 6000 is behind it, but [5s, 10s) is open (and [0s, 10s) of the hop too).
+    # 9000 closed [0, 5s) of the tumble and [-5s, 5s) of the hop: the watermark is 5000 for both.  6000 is
+    # behind the greatest event time but not below the watermark: on time.
     sim.step([e("a", 1, 6000)])
-    # 4000: [0, 5s) closed; for the hop [0, 10s) is open, [-5s, 5s) closed.
+    # 4000 is below it: late for both, though the hop's [0, 10s) is still open.
     sim.step([e("a", 1, 4000)])
-    late = [r["tf_ts"] for r in sim.records if r["tf_out"] == "late"]
+    late = [(r["tf_ts"], r["tf_reason"]) for r in sim.records if r["tf_out"] == "late"]
     rows = sim.step([e("a", 1, 30_000)])
+    which = "its window [0, 5000)" if window.startswith("tumble") else "its earliest window [-5000, 5000)"
+    into = "" if window.startswith("tumble") else " into none of its windows"
+    assert late == [(4000, f"{which} has closed: event time 4000 is below the watermark 5000, the end of the last "
+                           f"window closed by the greatest event time 9000 minus delay 0 ms; not aggregated{into}")]
     if window.startswith("tumble"):
-        assert late == [4000]
         assert rows == [{"k": "a", "window_start": 5000, "n": 2}]
     else:
-        assert late == []
         assert rows == [
-            {"k": "a", "window_start": 0, "n": 4},
+            {"k": "a", "window_start": 0, "n": 3},
             {"k": "a", "window_start": 5000, "n": 2},
         ]
 

@@ -9,9 +9,10 @@ receives the bucket's events and the clock's ticks (``clock.py``), and:
    (all buckets, earlier micro-batches) minus ``WITH DELAY``; with arrival time (no event-time attribute)
    an event's time is ``now`` and the watermark is ``now`` minus the delay, so windows close as processing
    time passes;
-2. sets aside late events (tumble and hop: every window of the event ends at or before the watermark, so an
-   out-of-order event of a window still open is aggregated, as in Proton; sessions: event time below the
-   watermark) and events with bad values, to be counted and recorded with their reason;
+2. sets aside late events and events with bad values, to be counted and recorded with their reason: as in
+   Proton, an event is late when its time is below the watermark, which for tumble and hop is the end of
+   the last window closed (so a hop's event whose earliest window closed goes into none of its windows) and
+   for sessions the greatest event time minus the delay (``Step._late``);
 3. assigns windows, builds the partial states of the new events (``states.build_states``) and merges them
    into the open groups kept in state (``merge_rows``);
 4. closes the windows the watermark passed, the count windows that are full, the windows and keys whose

@@ -185,28 +185,11 @@ class Step(Sessions, Emission, Tilt):
         if time_attribute is None:
             events[TS] = self.now if self.now is not None else 0
         events[TS] = events[TS].astype("int64")
-        wm = self.watermark
         kind = self.window.kind
-        windowed = self._windows(events) if kind in (WindowKind.TUMBLE, WindowKind.HOP) else None
-        if self.query.partitions and wm is not None:
-            wm = "of its substream"
-        if wm is not None:
-            if windowed is not None:
-                # Proton: an event is late only when every window it belongs to has closed; an out-of-order
-                # event of a window still open is aggregated into it (and only into the open ones).
-                still_open = ~(windowed[WE].to_numpy(dtype="float64") <= self.marks(windowed))
-                late = ~np.isin(events[SEQ].to_numpy(), windowed[SEQ].to_numpy()[still_open])
-                windowed = windowed[still_open].reset_index(drop=True)
-                what = "every window of the event has closed (its end is at or before the watermark"
-            else:
-                late = events[TS].to_numpy(dtype="float64") < self.marks(events)
-                what = "event time is behind the watermark"
+        if self.watermark is not None:
+            late, reasons = self._late(events)
             if late.any():
-                reason = (
-                    f"late: {what} {wm}, the greatest event time {self.max_ts} minus delay "
-                    f"{self.emit.delay_ms or 0} ms{')' if windowed is not None else ''}; not aggregated"
-                )
-                self._records("late", events[late], reason)
+                self._records("late", events[late], reasons[late])
                 events = events[~late].reset_index(drop=True)
         if events.empty:
             return
@@ -218,8 +201,7 @@ class Step(Sessions, Emission, Tilt):
         if kind is WindowKind.TILT:
             self._take_tilt(events)
             return
-        if windowed is None:
-            windowed = self._count_windows(events) if kind is WindowKind.COUNT else self._windows(events)
+        windowed = self._count_windows(events) if kind is WindowKind.COUNT else self._windows(events)
         partial = build_states(windowed, self.layout, int(self.now or 0))
         book = {WS: (WS, "min"), WE: (WE, "max")}
         if self.emit.policy is EmitPolicy.AFTER_KEY_EXPIRE:
@@ -229,6 +211,45 @@ class Step(Sessions, Emission, Tilt):
         partial[LAST] = self.now
         partial[DIRTY] = True
         self.open = partial if is_empty(self.open) else self._merge(pd.concat([self.open, partial], ignore_index=True))
+
+    def _late(self, events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        """Which events are late, and why (Proton's ``WatermarkStamper``: an event is late when its time is
+        below the watermark of the events before it, here the watermark at the micro-batch's start).
+
+        The watermark of a tumble or hop window is the end of the last window that the greatest event time
+        minus the delay closed (``TumbleWatermarkStamper``, ``HopWatermarkStamper``), so an event is late
+        when its window (a hop's earliest) has closed, and then into none of its windows, not even those
+        still open; a session's is the greatest event time minus the delay.  With PARTITION BY each
+        substream has its own (``marks``)."""
+        marks = self.marks(events)
+        assert marks is not None
+        ts = events[TS].to_numpy(dtype="int64")
+        known = ~np.isnan(marks)
+        base = np.where(known, marks, 0).astype("int64")
+        delay = int(self.emit.delay_ms or 0)
+        greatest = (base + delay).astype(str).astype(object)
+        of = " of its substream" if self.query.partitions else ""
+        if self.window.kind in (WindowKind.TUMBLE, WindowKind.HOP):
+            size = int(self.window.size_ms or 0)
+            slide = int(self.window.slide_ms or size) if self.window.kind is WindowKind.HOP else size
+            mark = np.floor_divide(base - size, slide) * slide + size
+            first = (np.floor_divide(ts - size, slide) + 1) * slide
+            which = "its window" if self.window.kind is WindowKind.TUMBLE else "its earliest window"
+            into = "" if self.window.kind is WindowKind.TUMBLE else " into none of its windows"
+            reasons = (
+                f"{which} [" + first.astype(str).astype(object) + ", " + (first + size).astype(str).astype(object)
+                + ") has closed: event time " + ts.astype(str).astype(object) + " is below the watermark "
+                + mark.astype(str).astype(object) + ", the end of the last window closed by the greatest event "
+                f"time{of} " + greatest + f" minus delay {delay} ms; not aggregated{into}"
+            )
+        else:
+            mark = base
+            reasons = (
+                "event time " + ts.astype(str).astype(object) + " is below the watermark "
+                + mark.astype(str).astype(object) + f", the greatest event time{of} " + greatest
+                + f" minus delay {delay} ms; not aggregated"
+            )
+        return known & (ts < mark), np.asarray(reasons, dtype=object)
 
     def _windows(self, events: pd.DataFrame) -> pd.DataFrame:
         """Each event once per window it belongs to: ``AGG_TIMESTAMP`` (window start), ``WS``, ``WE``."""

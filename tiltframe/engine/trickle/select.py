@@ -21,10 +21,14 @@ A select without windows evaluates its expression on each event, once per group.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import pandas as pd
+
 from tiltframe.functions.trickle_stats import STATES, State
+from tiltframe.functions.trickle_times import text_times_ms
 from tiltframe.functions.trickle_values import Scope, TrickleRuntimeError, evaluate, is_number, type_name
 from tiltframe.lang.checks.trickle import aggregate_calls, nodes_in
 from tiltframe.model.trickle import GroupEach, GroupExpr, Select, TrickleQuery, WindowDef, dimensions
@@ -100,7 +104,11 @@ class SelectOperator:
                                           given=self._given(values), ingest_ns=ingest_ns,
                                           cardinality=len(self.groups)))
             else:
-                self.take(values, self.input_of(event, values, ingest_ns), outputs)
+                item = self.input_of(event, values, ingest_ns)
+                resolved, reasons = text_times([item], self.windows)
+                if reasons[0] is not None:
+                    raise TrickleRuntimeError(reasons[0])
+                self.take(values, resolved[0], outputs)
         return outputs
 
     def on_tick(self, ns: int) -> list[Any]:
@@ -142,7 +150,7 @@ class SelectOperator:
         args = tuple(evaluate(c.args[0], scope) if c.args else None for c in self.aggregates)
         for call, arg in zip(self.aggregates, args, strict=True):
             STATES[call.name].check(arg)
-        times = tuple(None if w.script is None else _whole(evaluate(w.script, Scope(event=event)), w)
+        times = tuple(None if w.script is None else _script_value(evaluate(w.script, Scope(event=event)), w)
                       for w in self.windows)
         return Input(ingest_ns, args, times)
 
@@ -263,6 +271,33 @@ def _condition(value: Any, clause: str) -> bool:
     if not isinstance(value, bool):
         raise TrickleRuntimeError(f"{clause} needs true or false, not {type_name(value)}")
     return value
+
+
+def _script_value(value: Any, spec: WindowDef) -> int | str:
+    """A window script's value: a whole number of at least 0 (an interval window's time in nanoseconds, as
+    in Tremor, or a size window's weight), or for an interval window a text time, which ``text_times``
+    reads."""
+    if isinstance(value, str) and spec.interval_ns is not None:
+        return value
+    return _whole(value, spec)
+
+
+def text_times(items: Sequence[Input], windows: Sequence[WindowDef]) -> tuple[list[Input], list[str | None]]:
+    """``items`` with the text times their windows' scripts gave read as docs/time.md's table says (epoch
+    milliseconds, Siddhi's form, ISO-8601: ``functions.trickle_times``, vectorised over all of them), in
+    nanoseconds; and for each item the reason it cannot be taken (a text that is no time), or None."""
+    texts = [(i, level, t) for i, item in enumerate(items) for level, t in enumerate(item.times) if isinstance(t, str)]
+    if not texts:
+        return list(items), [None] * len(items)
+    where = [f"the script of window {windows[level].name}" for _, level, _ in texts]
+    ms, why = text_times_ms(pd.Series([t for _, _, t in texts], dtype=object), where)
+    times = [list(item.times) for item in items]
+    reasons: list[str | None] = [None] * len(items)
+    for (i, level, _), value, reason in zip(texts, ms.tolist(), why, strict=True):
+        times[i][level] = value * 1_000_000
+        if reason is not None and reasons[i] is None:
+            reasons[i] = reason
+    return [Input(item.t, item.args, tuple(t)) for item, t in zip(items, times, strict=True)], reasons
 
 
 def _whole(value: Any, spec: WindowDef) -> int:

@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle, TimerValues
 
-from tiltframe.engine.trickle.select import Input, SelectOperator, group_key
+from tiltframe.engine.trickle.select import Input, SelectOperator, group_key, text_times
 from tiltframe.functions.trickle_values import TrickleRuntimeError
 from tiltframe.lang.checks.trickle import nodes_in
 from tiltframe.model.expressions import Call
@@ -117,6 +117,8 @@ class Staging:
 
     def __post_init__(self) -> None:
         self.sequential = needs_every_group(self.query)
+        #: The text of each event of the frame with text times (for its error line, should one be no time).
+        self._texts: dict[tuple[Any, ...], str] = {}
 
     def __call__(self, frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         ops = readers(self.query)
@@ -124,6 +126,8 @@ class Staging:
         read = 0
         for frame in frames:
             rows: list[tuple[Any, ...]] = []
+            timed: list[tuple[int, Input]] = []  # the rows whose windows' scripts gave text times
+            self._texts.clear()
             for text, file, mtime_us, block in zip(frame["value"], frame["file"], frame["mtime_us"], frame["block"],
                                                    strict=True):
                 number = lines[(file, block)] = lines.get((file, block), 0) + 1
@@ -132,13 +136,42 @@ class Staging:
                 if not text.strip():
                     continue  # a blank line is no event
                 read += 1
-                self._stage(rows, ops, text, shown_path(file), int(block), number, int(mtime_us) * 1000)
+                self._stage(rows, ops, text, shown_path(file), int(block), number, int(mtime_us) * 1000, timed)
+            if timed:
+                rows = self._read_times(rows, timed, ops)
             yield pd.DataFrame(rows, columns=STAGED_COLUMNS)
         yield pd.DataFrame([(0, "read", 0, None, None, None, None, None, None, None, 0, "", 0, 0, 0, read)],
                            columns=STAGED_COLUMNS)
 
+    def _read_times(self, rows: list[tuple[Any, ...]], timed: list[tuple[int, Input]], ops: list[SelectOperator]
+                    ) -> list[tuple[Any, ...]]:
+        """The text times of a frame's staged inputs read at once (``select.text_times``); an event with one
+        that is no time goes on ``err`` with the reason instead, and, as for any error, neither that select
+        (none of its groups) nor the selects after it take the event."""
+        failed: dict[tuple[Any, ...], tuple[int, str]] = {}  # an event's spot: the first select failing, why
+        for reader in {rows[at][2] for at, _ in timed}:
+            mine = [(at, item) for at, item in timed if rows[at][2] == reader]
+            items, reasons = text_times([item for _, item in mine], ops[reader].windows)
+            for (at, _), item, reason in zip(mine, items, reasons, strict=True):
+                row = rows[at]
+                spot = row[10:14]
+                if reason is not None:
+                    if spot not in failed or failed[spot][0] > reader:
+                        failed[spot] = (reader, reason)
+                else:
+                    rows[at] = (*row[:6], dumps(item.times), *row[7:])
+        if not failed:
+            return rows
+        kept = [r for r in rows if r[10:14] not in failed or r[2] < failed[r[10:14]][0] or r[1] not in ("in", "out")]
+        for spot, (reader, reason) in failed.items():
+            event = self._texts[spot]
+            where = _where(*spot[1:])
+            kept.append((_bucket(f"{spot[1]}:{spot[2]}:{spot[3]}", self.buckets), "err", reader, None, None, None,
+                         None, ERROR_STREAM, event, f"{where}: {reason}", *spot, 0, 0))
+        return kept
+
     def _stage(self, rows: list[tuple[Any, ...]], ops: list[SelectOperator], text: str, file: str, block: int,
-               line: int, ingest_ns: int) -> None:
+               line: int, ingest_ns: int, timed: list[tuple[int, Input]]) -> None:
         spot = (ingest_ns, file, block, line)
         where = _where(file, block, line)
         spread = _bucket(f"{file}:{block}:{line}", self.buckets)
@@ -168,8 +201,12 @@ class Staging:
                 rows.append((spread, "out", rank, None, None, None, None, stream, dumps(out), None, *spot, 0, n))
             for fork, (values, item) in enumerate(staged):
                 grp = group_key(values)  # records with their keys sorted: one group however they are written
+                texts = any(isinstance(t, str) for t in item.times)
+                if texts:
+                    timed.append((len(rows), item))
+                    self._texts[spot] = text
                 rows.append((_bucket(f"{rank}:{grp}", self.buckets), "in", rank, grp, dumps(values),
-                             dumps(item.args), dumps(item.times), None, None, None, *spot, fork, 0))
+                             dumps(item.args), None if texts else dumps(item.times), None, None, None, *spot, fork, 0))
 
 
 class Windows(StatefulProcessor):
