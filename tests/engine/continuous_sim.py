@@ -75,7 +75,7 @@ class Sim:
             if not rows.empty and version_outputs(self.query):
                 rows = stamp_emit_version(rows.copy(), self.query, self.versions)
                 self.versions += 1
-            self.records += out[out[OUT_KIND].isin(["late", "rejected"])][[OUT_KIND, REASON, TS, RAW]].to_dict(
+            self.records += out[out[OUT_KIND].isin(["late", "rejected", "unwindowed"])][[OUT_KIND, REASON, TS, RAW]].to_dict(
                 "records"
             )
             self.emitted.append(rows)

@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 
 from tests.engine.continuous_sim import Sim
 from tests.seed003 import SEED_OTEL
+from tiltframe.engine.continuous.columns import OUT_KIND, REASON
+from tiltframe.retrieval.pandas_states import TS
 
 S = "@eventTime('ts') define stream s (k string, v double, ts long, end_time long);\n"
 
@@ -158,6 +160,11 @@ def test_hop_slide_longer_than_size_samples() -> None:
         {"k": "a", "window_start": 0, "n": 1}
     ]
     assert sim.step([e("a", 1, 30_000)]) == [{"k": "a", "window_start": 10_000, "n": 1}]
+    # The event between the windows is recorded, not lost: in none of the windows, and said why.
+    assert [(r[OUT_KIND], r[TS]) for r in sim.records] == [("unwindowed", 5000)]
+    assert sim.records[0][REASON] == (
+        "event time 5000 falls between the windows ending at 2000 and starting at 10000 (the hop's slide 10000 ms "
+        "is longer than its size 2000 ms: it samples); not aggregated")
 
 
 def test_missing_event_time_and_null_keys() -> None:

@@ -83,7 +83,8 @@ def print_run_summary(
         console.print(f"output stream {out}: {n:,} rows")
     for name, c in result.continuous.items():
         line = f"continuous query {name}: {c.rows_emitted:,} rows emitted, {c.events_late:,} late events"
-        console.print(f"{line}, {c.events_rejected:,} events rejected ({c.batches:,} micro-batches)")
+        between = f", {c.events_unwindowed:,} events between windows" if c.events_unwindowed else ""
+        console.print(f"{line}, {c.events_rejected:,} events rejected{between} ({c.batches:,} micro-batches)")
     for name, st in result.streams.items():
         where = data_dir / "streams" / name / "rejected"
         rejected = f", {st.rejected:,} events rejected (see {where})" if st.rejected else ""

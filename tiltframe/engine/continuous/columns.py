@@ -28,7 +28,7 @@ REASON = "tf_reason"  # why an event could not be typed (null when fine)
 IDENT = "tf_ident"  # AFTER KEY EXPIRE: the IDENTIFIED BY column in epoch ms
 FLAG = "tf_flag"  # sessions with start and end conditions: 1 the event meets the start, 2 the end (both: 3)
 # Output columns besides the query's outputs.
-OUT_KIND = "tf_out"  # a row kind (ROW_KINDS), "late", "rejected" or "max_ts"
+OUT_KIND = "tf_out"  # a row kind (ROW_KINDS), "late", "rejected", "unwindowed" or "max_ts"
 #: Kinds of emitted rows: "row" always reaches the sink; a periodic row of a group with news is "period", of
 #: a group without news "period?", which reaches the sink only in a micro-batch that also has a "period" row
 #: (the query emits at a period where anything arrived, in any bucket: the driver decides, ``emitted_rows``).

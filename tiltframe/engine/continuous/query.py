@@ -75,11 +75,14 @@ _PANDAS_DTYPES = {
 
 @dataclass
 class ContinuousTotals:
-    """What a continuous query did: rows emitted, events late and events rejected (bad values)."""
+    """What a continuous query did: rows emitted, events late, events rejected (bad values) and events between
+    a sampling hop's windows."""
 
     rows_emitted: int = 0
     events_late: int = 0
     events_rejected: int = 0
+    #: Events between the windows of a hop whose slide is longer than its size (it samples), recorded.
+    events_unwindowed: int = 0
     batches: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -280,6 +283,7 @@ class ContinuousRun:
             self.totals.rows_emitted += len(made.rows)
             self.totals.events_late += int((made.records["kind"] == "late").sum())
             self.totals.events_rejected += int((made.records["kind"] == "rejected").sum())
+            self.totals.events_unwindowed += int((made.records["kind"] == "unwindowed").sum())
         if made.max_ts is not None:
             write_clock(self.clock, max_event_ts=made.max_ts)
 
@@ -374,7 +378,7 @@ def batch_outputs(out: pd.DataFrame, query: ContinuousQuery, version: Callable[[
     (``emit_version()``), asked only when the batch emits rows and the query outputs the number."""
     reports = out[out[OUT_KIND] == "max_ts"][TS].dropna()
     rows = emitted_rows(out)
-    records = out[out[OUT_KIND].isin(["late", "rejected"])]
+    records = out[out[OUT_KIND].isin(["late", "rejected", "unwindowed"])]
     if not rows.empty:
         columns = [*query.output_names, *([DELTA] if query.emit.changelog else [])]
         rows = rows.sort_values(row_order(query), kind="stable")[columns].reset_index(drop=True)

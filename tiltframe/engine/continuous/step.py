@@ -266,6 +266,13 @@ class Step(Sessions, Emission, Tilt):
             last = np.floor_divide(ts, slide)
             first = np.floor_divide(ts - size, slide) + 1
             counts = np.maximum(last - first + 1, 0).astype("int64")
+            if slide > size and (counts == 0).any():  # a sampling hop: between two windows, in none
+                between = counts == 0
+                after = (last[between] * slide + size).astype(str).astype(object)
+                self._records("unwindowed", events[between], (
+                    "event time " + ts[between].astype(str).astype(object) + " falls between the windows ending at "
+                    + after + " and starting at " + ((last[between] + 1) * slide).astype(str).astype(object)
+                    + f" (the hop's slide {slide} ms is longer than its size {size} ms: it samples); not aggregated"))
             repeated = events.loc[events.index.repeat(counts)].copy()
             offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
             start = (np.repeat(first, counts) + offsets) * slide
