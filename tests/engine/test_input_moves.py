@@ -15,7 +15,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import tiltframe as tf
 from tests.bad_input.harness import Outcome, run
+from tiltframe.engine.sinks import CallbackSink
 from tiltframe.errors import UsageError
 
 pytestmark = pytest.mark.slow
@@ -178,3 +180,48 @@ def test_following_keeps_a_grown_file_said(spark, tmp_path: Path) -> None:
     result = api.run(api.load_app(APP), {"S": tmp_path / "alias"}, data_dir=data, spark=spark)
     assert result.aggregations["A"].events_read == 0
     assert [os.path.basename(c.path) for c in result.files_changed["A"]] == ["a.csv"]
+
+
+CONTINUOUS = """
+@eventTime('ts')
+define stream S (k string, v double, ts long);
+
+@info(name='q')
+SELECT window_start, k, count() AS n, sum(v) AS total FROM tumble(S, 1s) GROUP BY k EMIT AFTER WINDOW CLOSE;
+"""
+
+
+def test_a_continuous_query_follows_its_folder_through_a_link_and_refuses_another(spark, tmp_path: Path) -> None:
+    """Spark knows a continuous query's files by their paths alone: the same folder through a symlink is
+    followed (each file counted once, against pandas), another folder refused in one line naming both; a
+    run over a moved folder read every file of it again before."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    first = pd.DataFrame({"k": ["a", "a", "b"], "v": [1.0, 2.0, 4.0], "ts": [T0 + 100, T0 + 1500, T0 + 1700]})
+    export(landing, "1.csv", first)
+    rows: list[dict] = []
+    app = tf.load_app(CONTINUOUS)
+
+    def start(folder: Path) -> None:
+        tf.run(app, {"S": str(folder)}, data_dir=tmp_path / "data", spark=spark,
+               outputs={"q": CallbackSink(lambda name, df: rows.extend(df.to_dict("records")))})
+
+    start(landing)
+    link = tmp_path / "mount"
+    link.symlink_to(landing, target_is_directory=True)
+    second = pd.DataFrame({"k": ["a", "b"], "v": [8.0, 16.0], "ts": [T0 + 1900, T0 + 5000]})
+    export(landing, "2.csv", second)
+    start(link)
+    events = pd.concat([first, second])
+    closed = events[events["ts"] < T0 + 5000]  # the watermark closes every window before the last event's
+    want = closed.assign(w=closed["ts"] // 1000 * 1000).groupby(["w", "k"]).agg(n=("v", "size"), total=("v", "sum"))
+    got = {(r["window_start"], r["k"]): (r["n"], r["total"]) for r in rows}
+    assert got == {(int(w), k): (int(r.n), float(r.total)) for (w, k), r in want.iterrows()}
+
+    moved = tmp_path / "landing2"
+    shutil.copytree(landing, moved)
+    with pytest.raises(UsageError) as refused:
+        start(moved)
+    said = str(refused.value)
+    assert str(landing) in said and str(moved) in said and "--checkpoint-dir" in said
+    assert len(rows) == len(got)  # nothing read of the other folder

@@ -105,6 +105,38 @@ def follow_folder(folder: Folder, checkpoint: Location, stream: str) -> None:
                    old_path, folder.path, "the same folder" if same else "another folder", known)
 
 
+def check_spark_folder(folder: Folder, checkpoint: Location, stream: str, what: str) -> None:
+    """Make a source Spark reads itself (the rows of a continuous query, a retrieval join's requests, a stream
+    query's rows), checkpointed at ``checkpoint``, read ``folder``: a no-op where it read that folder; its
+    log's paths moved to ``folder`` where that is the same folder under another name; a usage error naming
+    both folders where it is another one.  Spark knows the files of such a source by their paths alone (no
+    record of what was read of them), so it would read another folder's files again from the first: a run
+    over a moved folder counted every file of it twice."""
+    uri = _folder_uri(folder)
+    sources = checkpoint / "sources"
+    for log in (sources.iterdir() if sources.is_dir() else []):
+        logs = _source_logs(log) if log.is_dir() else None
+        uris = [e["path"] for entries in (logs or {}).values() for e in entries]
+        if logs is None or all(u.startswith(uri + "/") for u in uris):
+            continue
+        old_uri, old_path = _read_folder(checkpoint, uris, folder)
+        old = local_path(old_path) if old_path else None
+        if (old_uri is not None and old is not None and folder.local is not None and old.exists()
+                and os.path.samefile(old, folder.local)
+                and all(u.startswith(old_uri + "/") or u.startswith(uri + "/") for u in uris)):
+            _rewrite(log, logs, old_uri, uri)
+            logger.warning("input of stream %s: %s read '%s'; following '%s' now (the same folder)", stream, what,
+                           old_path, folder.path)
+            continue
+        where = f"'{old_path}'" if old_path else f"files outside it ({_example(uris, uri)})"
+        back = f"--input {stream}={old_path} to go on with that folder, or " if old_path else ""
+        msg = (f"input of stream {stream}: {what} read {where} before, not '{folder.path}': Spark knows its files by "
+               f"their paths alone, so it would read the files of another folder again. Give {back}a new "
+               f"--checkpoint-dir (or --data-dir) to start {what} over from '{folder.path}' "
+               f"(docs/bad-input.md, \"A moved folder\")")
+        raise UsageError(msg)
+
+
 def _ways(stream: str, old: str | None, folder: Folder) -> str:
     back = f"--input {stream}={old} to go on with that folder, or " if old else ""
     return (f"Give {back}--rebuild to start over from '{folder.path}' alone (what the aggregations hold of "

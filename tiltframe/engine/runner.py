@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from tiltframe.engine.continuous import ContinuousRun, ContinuousTotals
+from tiltframe.engine.continuous.query import checkpoint_location, query_dir
 from tiltframe.engine.derived import derive
 from tiltframe.engine.failures import BatchFailed, describe_failure, said_where
 from tiltframe.engine.file_batches import BAD_FILE_POLICIES, FileBatches
@@ -168,7 +169,8 @@ class Run:
                 logger.info("stream %s has no input; continuous query %s receives no events", cq.stream, i)
                 continue
             name = app.continuous_name(i)
-            events = self._events(source, cq.stream, cq.window.time_attribute)
+            checkpoint = checkpoint_location(query_dir(app, cq, self.data_dir), self.checkpoint_root)
+            events = self._events(source, cq.stream, cq.window.time_attribute, checkpoint, f"continuous query {name}")
             handle = ContinuousRun(app, cq, events, self.outputs.get(name) or ConsoleSink(), data_dir=self.data_dir,
                                    spark=self.spark, name=name, follow=follow, trigger_ms=self.trigger_ms,
                                    checkpoint_root=self.checkpoint_root)
@@ -194,10 +196,12 @@ class Run:
             return None
         return functools.partial(derive, app=self.app, stream=stream, time_attribute=time_attribute)
 
-    def _events(self, source: FileInput | DataFrame, stream: str, time_attribute: str | None) -> DataFrame:
-        """The rows of ``stream`` as a (streaming) DataFrame: read from its input, derived if queries write it."""
+    def _events(self, source: FileInput | DataFrame, stream: str, time_attribute: str | None, checkpoint: Location,
+                what: str) -> DataFrame:
+        """The rows of ``stream`` as a (streaming) DataFrame: read from its input, derived if queries write it;
+        ``checkpoint``: the query's that reads them (``what``), which must have read the same folder."""
         root = self.app.stream(self.app.root_stream(stream))
-        events = source if isinstance(source, DataFrame) else read_stream(self.spark, source, root)
+        events = source if isinstance(source, DataFrame) else read_stream(self.spark, source, root, checkpoint, what)
         deriver = self._deriver(stream, time_attribute)
         return deriver(events) if deriver is not None else events
 
@@ -229,10 +233,11 @@ class Run:
             if isinstance(source, DataFrame) and not source.isStreaming:
                 handler(source, 0)
                 continue
-            events = source if isinstance(source, DataFrame) else read_stream(
-                self.spark, source, self.app.stream(self.app.root_stream(handler.target)))
             digest = hashlib.sha256(repr(self.app.chain_key(handler.target)).encode()).hexdigest()[:12]
             checkpoint = self.checkpoint_root / f"stream-{handler.target}-{digest}"
+            events = source if isinstance(source, DataFrame) else read_stream(
+                self.spark, source, self.app.stream(self.app.root_stream(handler.target)), checkpoint,
+                f"the stream query writing {handler.target}")
             self._start(events, f"tiltframe-stream-{handler.target}", checkpoint, handler)
 
     def _start(self, df: DataFrame, name: str, checkpoint: Location, fn: Callable[[DataFrame, int], None]) -> None:
@@ -252,13 +257,13 @@ class Run:
             if source is None:
                 logger.info("stream %s has no input; query %s receives no requests", query.request_stream, i)
                 continue
-            df = self._events(source, query.request_stream, None)
             name = query.name or f"query{i}"
             out = query.insert_into or name
             layout = AggregationLayout.of(self.app, query.aggregation)
             pipeline = self.pipelines.get(layout.name)
             store = pipeline.store if pipeline is not None else self.readers.for_aggregation(layout.spec)
             checkpoint = self.checkpoint_root / f"query-{name}-{layout.spec_hash}"
+            df = self._events(source, query.request_stream, None, checkpoint, f"query {name}")
             handler = RetrievalJoin(self.app, query, layout, store, out, emit=self.emit, checkpoint=checkpoint,
                                     name=name, recorder=functools.partial(self.stores.for_aggregation, layout.spec))
             self.result.requests[name] = handler.totals

@@ -25,7 +25,7 @@ from tiltframe.engine.events import CORRUPT, SPARK_TYPES
 from tiltframe.engine.file_reads import blank_line, csv_header, head, parquet_schema, text_schema, with_arrival_part
 from tiltframe.engine.filesystems import Folder, open_folder
 from tiltframe.engine.hadoop_paths import Location
-from tiltframe.engine.input_moves import follow_folder
+from tiltframe.engine.input_moves import check_spark_folder, follow_folder
 from tiltframe.env_values import env_int
 from tiltframe.errors import UsageError
 from tiltframe.model.streams import StreamDef
@@ -294,14 +294,19 @@ def list_stream(
     return reader.option("pathGlobFilter", source.glob or _GLOBS[fmt]).load(folder.path), fmt
 
 
-def read_stream(spark: SparkSession, source: FileInput, stream: StreamDef) -> DataFrame:
+def read_stream(
+    spark: SparkSession, source: FileInput, stream: StreamDef, checkpoint: Location | None = None, what: str = ""
+) -> DataFrame:
     """A streaming DataFrame of the rows of ``source``'s files: one column per attribute, plus the file of
     each row (``ARRIVAL_PART``), which defines arrival order.
 
     Rows come as Spark reads them, with one schema for the stream: the CSV header (or its absence) of the
     first file, the Parquet schema of the first readable file (an aggregation reads each file as it is,
-    ``tiltframe.engine.file_reads``)."""
+    ``tiltframe.engine.file_reads``).  ``checkpoint``: the query's (Spark's), read by ``what`` (``continuous
+    query q``), which must have read this folder if any (``tiltframe.engine.input_moves``)."""
     folder, fmt = located(spark, source, stream)
+    if checkpoint is not None:
+        check_spark_folder(folder, checkpoint, stream.name, what)
     reader = spark.readStream.format(fmt).option("maxFileAge", NO_MAX_FILE_AGE)
     if (bound := source.batch_bound()) is not None:
         reader = reader.option(*bound)

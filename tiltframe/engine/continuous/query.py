@@ -97,6 +97,11 @@ def checkpoint_location(query_dir: Path, root: Location | None) -> Location:
     return root / f"continuous-{query_dir.name}"
 
 
+def query_dir(app: AppSpec, query: ContinuousQuery, data_dir: str | Path) -> Path:
+    """The folder of a continuous query's own files (clock, records, emit numbers) under the data directory."""
+    return Path(data_dir).absolute() / "continuous" / query_id(app, query)
+
+
 def query_id(app: AppSpec, query: ContinuousQuery) -> str:
     """Stable name of a query's checkpoint: its name and a digest of what shapes its state."""
     shape = repr((query, app.stream(query.stream)))
@@ -136,7 +141,7 @@ class ContinuousRun:
         self.sink = readable_times(sink, window_outputs(app, query), app.timezone or "UTC")
         self.follow, self.manual_clock = follow, manual_clock
         self.trigger_ms = trigger_ms
-        self.dir = Path(data_dir).absolute() / "continuous" / query_id(app, query)
+        self.dir = query_dir(app, query, data_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.clock = self.dir / "clock.json"
         self.checkpoint = checkpoint_location(self.dir, checkpoint_root)
