@@ -40,7 +40,8 @@ def test_a_changed_zone_is_rebuilt_beside_and_swapped_in(spark, tmp_path: Path, 
         running.ensure_schema(old)
 
         step = f"rebuild every level of TA from its inputs: its time zone changed (UTC -> {ZONE})"
-        assert tf.plan_changes(b, data_dir=data)["TA"] == [step]
+        refused = "refused without --input Trades=PATH: every level must be rebuilt from the inputs"
+        assert tf.plan_changes(b, data_dir=data)["TA"] == [step, refused]
         with pytest.raises(StoreError, match="--input STREAM=PATH"):
             tf.migrate(b, data_dir=data)
         done = tf.migrate(b, data_dir=data, inputs={"Trades": inbox}, spark=spark)["TA"]
