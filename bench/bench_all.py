@@ -5,6 +5,9 @@ Rows, each against its target:
 
 - W1 and W2 (``bench/workload.py``): tiltframe's streaming pipeline (embedded SQLite store, all files in one
   micro-batch) / the plain Spark six-level cascade, from ``bench/bench_core.py``;
+- a real export's shape (``bench/exports.py``: CSV from pandas with ISO time text, twenty attributes, nulls,
+  sketches, a zone): ISO text against epoch ms, and ``tiltframe run`` against the plain Spark job over the
+  CSV and the Parquet files, each a new process (``bench/bench_exports.py``);
 - the PostgreSQL and MariaDB stores / the SQLite store on W1 (when the test servers are up:
   ``$TILTFRAME_TEST_POSTGRES_URL`` / ``$TILTFRAME_TEST_MYSQL_URL``), from the same run;
 - each continuous query's throughput and p50 latency / the same plain Spark streaming query
@@ -118,6 +121,17 @@ def core_rows(table: Table, args: argparse.Namespace, log: Path) -> None:
         table.add(f"W1: {label} store / SQLite store", value, "x", 0.8, at_least, ">=")
 
 
+def exports_rows(table: Table, args: argparse.Namespace, log: Path) -> None:
+    (record,) = figures([PYTHON, str(BENCH / "bench_exports.py"), "--rows", str(args.export_rows), "--repeat",
+                         str(args.repeat), "--json", "--cache", str(args.cache)], log)[-1:]
+    ratios = record["ratios"]
+    table.add("real export, CSV: ISO-8601 text / epoch ms (time)", ratios["iso_over_ms"], "x", 1.2, at_most, "<=")
+    table.add("real export, CSV: tiltframe run / plain Spark job", ratios["csv_tiltframe_over_plain"], "x", 0.9,
+              at_least, ">=")
+    table.add("real export, Parquet: tiltframe run / plain Spark job", ratios["parquet_tiltframe_over_plain"], "x",
+              0.9, at_least, ">=")
+
+
 def continuous_rows(table: Table, args: argparse.Namespace, log: Path) -> None:
     (record,) = figures([PYTHON, str(BENCH / "bench_continuous.py"), "--json", "--cache", str(args.cache)], log)[-1:]
     for case, sides in record["results"].items():
@@ -175,16 +189,18 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="timed runs of each contender of bench_core")
     parser.add_argument("--serve-events", type=int, default=1_000_000,
                         help="events of the year of second data the retrieval rows read")
-    parser.add_argument("--parts", nargs="+", default=["core", "continuous", "read", "run", "memory"],
-                        choices=["core", "continuous", "read", "run", "memory"])
+    parser.add_argument("--export-rows", type=int, default=336_776,
+                        help="flights of the real export's shape (bench/exports.py)")
+    parser.add_argument("--parts", nargs="+", default=["core", "exports", "continuous", "read", "run", "memory"],
+                        choices=["core", "exports", "continuous", "read", "run", "memory"])
     parser.add_argument("--cache", type=Path, default=ROOT / ".bench-data")
     args = parser.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
     log = args.cache / f"bench-all-{time.strftime('%Y%m%d-%H%M%S')}.log"
     print(f"machine: {os.cpu_count()} cores; every benchmark's output is kept in {log}")
     table = Table()
-    parts = {"core": core_rows, "continuous": continuous_rows, "read": read_rows, "run": run_rows,
-             "memory": memory_rows}
+    parts = {"core": core_rows, "exports": exports_rows, "continuous": continuous_rows, "read": read_rows,
+             "run": run_rows, "memory": memory_rows}
     for name in args.parts:
         parts[name](table, args, log)
     table.print()

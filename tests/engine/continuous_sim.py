@@ -75,9 +75,8 @@ class Sim:
             if not rows.empty and version_outputs(self.query):
                 rows = stamp_emit_version(rows.copy(), self.query, self.versions)
                 self.versions += 1
-            self.records += out[out[OUT_KIND].isin(["late", "rejected", "unwindowed"])][[OUT_KIND, REASON, TS, RAW]].to_dict(
-                "records"
-            )
+            recorded = out[out[OUT_KIND].isin(["late", "rejected", "unwindowed"])]
+            self.records += recorded[[OUT_KIND, REASON, TS, RAW]].to_dict("records")
             self.emitted.append(rows)
             if reports.empty or (self.max_ts is not None and int(reports.max()) <= self.max_ts):
                 break
