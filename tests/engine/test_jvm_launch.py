@@ -12,16 +12,19 @@ from tests.engine.test_class_archive import stamp
 from tiltframe.engine import class_archive, jvm_launch
 from tiltframe.errors import UsageError
 
+#: The caller's own options; they say how to treat huge methods, so only the archive is added to them.
+MINE = f"-Dmine=1 {jvm_launch.HUGE_METHODS}"
+
 
 def test_launching_names_a_proven_archive_for_the_launch_only(monkeypatch, tmp_path: Path) -> None:
     archive = tmp_path / "a.jsa"
     monkeypatch.setenv(class_archive.ENV, str(archive))
-    monkeypatch.setenv(jvm_launch.SUBMIT_OPTS, "-Dmine=1")
+    monkeypatch.setenv(jvm_launch.SUBMIT_OPTS, MINE)
     with jvm_launch.launching():  # no file yet: nothing added
-        assert os.environ[jvm_launch.SUBMIT_OPTS] == "-Dmine=1"
+        assert os.environ[jvm_launch.SUBMIT_OPTS] == MINE
     archive.write_bytes(b"x" * 10)
     with jvm_launch.launching():  # no JVM ran with it (no stamp): nothing added
-        assert os.environ[jvm_launch.SUBMIT_OPTS] == "-Dmine=1"
+        assert os.environ[jvm_launch.SUBMIT_OPTS] == MINE
     stamp(archive)
     with open(archive, "r+b") as f:  # cut short after it was proven (what would kill a JVM): not used
         f.truncate(5)
@@ -32,13 +35,13 @@ def test_launching_names_a_proven_archive_for_the_launch_only(monkeypatch, tmp_p
     added = f"-XX:SharedArchiveFile={archive} {class_archive.QUIET}"
     with jvm_launch.launching() as options:
         assert options == added
-        assert os.environ[jvm_launch.SUBMIT_OPTS] == f"-Dmine=1 {added}"
-    assert os.environ[jvm_launch.SUBMIT_OPTS] == "-Dmine=1"
+        assert os.environ[jvm_launch.SUBMIT_OPTS] == f"{MINE} {added}"
+    assert os.environ[jvm_launch.SUBMIT_OPTS] == MINE
     with jvm_launch.launching(short_lived=True):
-        assert os.environ[jvm_launch.SUBMIT_OPTS] == f"-Dmine=1 {added} {jvm_launch.C1_ONLY}"
+        assert os.environ[jvm_launch.SUBMIT_OPTS] == f"{MINE} {added} {jvm_launch.C1_ONLY}"
     monkeypatch.setenv(jvm_launch.SUBMIT_OPTS, "-XX:SharedArchiveFile=/elsewhere.jsa")  # the caller's own
     with jvm_launch.launching():
-        assert os.environ[jvm_launch.SUBMIT_OPTS] == "-XX:SharedArchiveFile=/elsewhere.jsa"
+        assert os.environ[jvm_launch.SUBMIT_OPTS] == f"-XX:SharedArchiveFile=/elsewhere.jsa {jvm_launch.HUGE_METHODS}"
     monkeypatch.delenv(jvm_launch.SUBMIT_OPTS)
     with jvm_launch.launching():
         assert jvm_launch.SUBMIT_OPTS in os.environ
@@ -48,16 +51,23 @@ def test_launching_names_a_proven_archive_for_the_launch_only(monkeypatch, tmp_p
 def test_a_short_run_compiles_with_c1_alone_unless_the_caller_chose_a_compiler(monkeypatch) -> None:
     monkeypatch.setenv(class_archive.ENV, "off")
     monkeypatch.delenv(jvm_launch.SUBMIT_OPTS, raising=False)
-    assert jvm_launch.java_options(short_lived=False) == ""
-    assert jvm_launch.java_options(short_lived=True) == "-XX:TieredStopAtLevel=1"
+    huge, c1 = jvm_launch.HUGE_METHODS, jvm_launch.C1_ONLY
+    assert jvm_launch.java_options(short_lived=False) == huge
+    assert jvm_launch.java_options(short_lived=True) == f"{huge} {c1}"
     with jvm_launch.launching(short_lived=True) as options:
-        assert os.environ[jvm_launch.SUBMIT_OPTS] == options == "-XX:TieredStopAtLevel=1"
+        assert os.environ[jvm_launch.SUBMIT_OPTS] == options == f"{huge} {c1}"
     assert jvm_launch.SUBMIT_OPTS not in os.environ
     for theirs in ("-XX:TieredStopAtLevel=4", "-XX:-TieredCompilation"):
         monkeypatch.setenv(jvm_launch.SUBMIT_OPTS, theirs)
-        assert jvm_launch.java_options(short_lived=True) == ""
+        assert jvm_launch.java_options(short_lived=True) == huge
         with jvm_launch.launching(short_lived=True):
-            assert os.environ[jvm_launch.SUBMIT_OPTS] == theirs
+            assert os.environ[jvm_launch.SUBMIT_OPTS] == f"{theirs} {huge}"
+
+
+def test_huge_methods_are_compiled_unless_the_caller_said_otherwise(monkeypatch) -> None:
+    monkeypatch.setenv(class_archive.ENV, "off")
+    monkeypatch.setenv(jvm_launch.SUBMIT_OPTS, "-XX:+DontCompileHugeMethods")
+    assert jvm_launch.java_options(short_lived=False) == ""
 
 
 def _files(folder: Path, sizes: dict[str, int]) -> Path:

@@ -11,6 +11,13 @@ and exits, over local files of at most ``$TILTFRAME_SHORT_RUN_BYTES`` (32 MiB by
 starts its JVM with C1 alone; a following run, a larger one, a remote input and a JVM that already runs
 keep both compilers.  Results never depend on the compiler.
 
+Every JVM started here also compiles huge methods (``-XX:-DontCompileHugeMethods``, ``HUGE_METHODS``).
+HotSpot leaves a method of more than 8,000 bytes of bytecode to the interpreter, and the code Spark
+generates for a stage that types a stream of twenty CSV attributes is such a method: typing a real export's
+336,776 rows took 4.7 s interpreted and 1.8 s compiled (docs/performance.md, "A real export's shape").
+Executors started elsewhere get the same option through ``spark.executor.extraJavaOptions`` where nobody
+set it (``tiltframe.engine.session``).
+
 The options go to the JVM through ``SPARK_SUBMIT_OPTS`` for the launch only, beside the caller's own;
 options the caller gives the driver (``spark.driver.extraJavaOptions``, ``--driver-java-options``) come after
 them on the JVM's command line, so theirs win.
@@ -32,6 +39,8 @@ SHORT_RUN_ENV = "TILTFRAME_SHORT_RUN_BYTES"
 DEFAULT_SHORT_RUN_BYTES = 32 * 1024 * 1024
 #: Tiered compilation stops at its first level: C1, without the profiling that feeds C2.
 C1_ONLY = "-XX:TieredStopAtLevel=1"
+#: The JIT compiles methods past 8,000 bytes of bytecode too (Spark's generated code for a wide stage).
+HUGE_METHODS = "-XX:-DontCompileHugeMethods"
 
 
 def short_run_bytes() -> int:
@@ -72,11 +81,14 @@ def _files(path: Path) -> Iterator[Path]:
 
 def java_options(short_lived: bool) -> str:
     """The options tiltframe adds to a JVM it starts, beside ``$SPARK_SUBMIT_OPTS``: the proven class archive
-    (unless those options name one) and, for a short run, C1 alone (unless they choose a compiler)."""
+    (unless those options name one), huge methods compiled (unless they say otherwise) and, for a short run,
+    C1 alone (unless they choose a compiler)."""
     before = os.environ.get(SUBMIT_OPTS) or ""
     options = []
     if "SharedArchiveFile" not in before and "Xshare" not in before:
         options.append(class_archive.java_options())
+    if "DontCompileHugeMethods" not in before:
+        options.append(HUGE_METHODS)
     if short_lived and "Tiered" not in before:
         options.append(C1_ONLY)
     return " ".join(o for o in options if o)

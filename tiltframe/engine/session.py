@@ -49,6 +49,9 @@ DEFAULT_CONF = {
     # makes hundreds of them), to name lines of tiltframe's own plans to its users (docs/performance.md,
     # "A small micro-batch").
     "spark.python.sql.dataFrameDebugging.enabled": "false",
+    # Executors on other machines compile Spark's huge generated methods too, as the driver's JVM does
+    # (``jvm_launch.HUGE_METHODS``): interpreted, the typing of a wide CSV stream ran 2.6 times slower.
+    "spark.executor.extraJavaOptions": jvm_launch.HUGE_METHODS,
 }
 
 #: What the driver keeps of finished SQL executions, jobs, stages and tasks for its UI, filled (beside
