@@ -143,6 +143,7 @@ SKIPPED_BY_REASON: dict[str, list[tuple[str, str]]] = {
         ("docs/performance.md", "python bench/profile_pipeline.py W1 --store postgresql"),
         ("docs/performance.md", "python bench/profile_pipeline.py W2 --events 2000 --events-per-file 100 "
                                 "--files-per-batch 1"),
+        ("docs/performance.md", "python bench/bench_exports.py --repeat 3"),
         ("docs/scaling.md", "python bench/bench_scaling.py --store sqlite postgresql"),
     ],
     "starts the test database servers, as root (scripts/services.sh)": [
