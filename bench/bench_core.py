@@ -132,10 +132,10 @@ def chunked_cascade(spark, parquet_dir: Path, files_per_batch: int) -> float:
 def pipeline(spark, parquet_dir: Path, data_dir: Path, files_per_batch: int | None, app_text: str = APP,
              on_batch=None) -> dict:
     import tiltframe as tf
+    from tiltframe.aggregates.layout import AggregationLayout
     from tiltframe.engine.sources import FileInput
     from tiltframe.model.durations import Granularity, Unit
     from tiltframe.store import store_location
-    from tiltframe.store.layout import AggregationLayout
     from tiltframe.store.registry import StoreRegistry
 
     shutil.rmtree(data_dir, ignore_errors=True)

@@ -232,10 +232,10 @@ def run_setup(spark: SparkSession, metrics: StageMetrics | None, apps: list[str]
     """Run each app of ``apps`` in turn over every file, one file per micro-batch, into a fresh store under
     ``data_dir``; the levels are then read back with the aggregations of all of them."""
     import tiltframe as tf
+    from tiltframe.aggregates.layout import AggregationLayout
     from tiltframe.engine.sources import FileInput
     from tiltframe.model.durations import Granularity
     from tiltframe.store import store_location
-    from tiltframe.store.layout import AggregationLayout
 
     shutil.rmtree(data_dir, ignore_errors=True)
     before = metrics.last_stage() if metrics is not None else -1

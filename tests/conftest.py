@@ -43,7 +43,7 @@ def spark() -> Iterator[object]:
 #: first) put them last.  The rest follow, most tests first.  Only the order changes: every test runs.
 LONGEST = (
     "tests/integration/test_crash.py",
-    "tests/functions/test_statistics_oracle.py",
+    "tests/aggregates/test_statistics_oracle.py",
     "tests/bad_input/test_properties.py",
     "tests/engine/test_continuous.py",
     "tests/integration/test_cluster.py",

@@ -11,10 +11,10 @@ import numpy as np
 import pandas as pd
 
 import tiltframe as tf
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.engine.pipeline import AggregationPipeline
 from tiltframe.engine.reports import PipelineTotals
 from tiltframe.model.app import AppSpec
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.registry import StoreRegistry
 
 #: The app every oracle comparison runs: all built-in functions plus a latest-event value.

@@ -52,7 +52,7 @@ def test_a_public_name_is_imported_when_first_used() -> None:
 def test_the_command_line_starts_without_pandas_sqlalchemy_or_spark() -> None:
     """Every command's module is imported to build the command line (``--help`` included); pandas, NumPy,
     SQLAlchemy, PySpark and the store are imported by the commands that use them (half a second)."""
-    heavy = ("pandas", "numpy", "pyarrow", "sqlalchemy", "pyspark", "tiltframe.store.layout")
+    heavy = ("pandas", "numpy", "pyarrow", "sqlalchemy", "pyspark", "tiltframe.aggregates.layout")
     code = f"import sys\nimport tiltframe.cli.app\nprint(' '.join(m for m in {heavy!r} if m in sys.modules))"
     assert printed_by(code) == []
 

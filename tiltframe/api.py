@@ -287,9 +287,9 @@ def query(
 
     Returns a pandas DataFrame, or a Spark DataFrame with ``as_spark=True``.  Never writes.
     """
+    from tiltframe.aggregates.layout import AggregationLayout
     from tiltframe.retrieval.retrieve import retrieve
     from tiltframe.retrieval.stored_apps import as_stored, not_stored_yet
-    from tiltframe.store.layout import AggregationLayout
 
     q = _as_query(app, text)
     if q.request_stream is not None and request is None:
@@ -324,8 +324,8 @@ def inspect(
 ) -> list[AggregationInfo]:
     """Tables, row counts per granularity, time range, and event counts of every aggregation (or the one
     named)."""
+    from tiltframe.aggregates.layout import AggregationLayout
     from tiltframe.retrieval.stored_apps import as_stored
-    from tiltframe.store.layout import AggregationLayout
 
     stores = StoreRegistry(data_dir or default_data_dir(), read_only=True, share_files=True)
     try:
@@ -345,11 +345,11 @@ def changed_files(
     """Input files that grew, changed or went away after a batch read them, per aggregation (every one, or
     the one named): what was read of each and what is there now (docs/bad-input.md).  Checkpoints on a
     Hadoop file system are read through Spark (a local session starts when none runs)."""
+    from tiltframe.aggregates.layout import AggregationLayout
     from tiltframe.engine.file_manifest import FileManifest
     from tiltframe.engine.filesystems import check_checkpoint_root, checkpoint_root
     from tiltframe.engine.hadoop_paths import HadoopPath
     from tiltframe.engine.markers import checkpoint_dir as folder_of
-    from tiltframe.store.layout import AggregationLayout
 
     root = Path(data_dir or default_data_dir())
     checkpoints = checkpoint_root(checkpoint_dir, root)
@@ -367,7 +367,7 @@ def purge(
 ) -> dict[str, PurgeResult | None]:
     """Purge now, by retention, every aggregation (or the one named) whose purging is on; an aggregation
     with ``@purge(enable='false')`` is left alone (None in the result)."""
-    from tiltframe.store.layout import AggregationLayout
+    from tiltframe.aggregates.layout import AggregationLayout
     from tiltframe.store.purge import Purger
 
     names = [a.name for a in app.aggregations_named(aggregation)]
@@ -386,8 +386,8 @@ def purge(
 def compact(app: AppSpec, table: str | None = None, *, data_dir: str | Path | None = None) -> dict[str, int]:
     """Merge the partial rows of the closed intervals of every pre-aggregated table (or the one named);
     returns the rows removed per table.  Safe while pipelines write and readers read."""
+    from tiltframe.aggregates.layout import AggregationLayout
     from tiltframe.store.compaction import Compactor
-    from tiltframe.store.layout import AggregationLayout
 
     names = [table] if table is not None else [t.name for t in app.tables if t.preaggregation is not None]
     stores = StoreRegistry(data_dir or default_data_dir())
@@ -408,8 +408,8 @@ def compact(app: AppSpec, table: str | None = None, *, data_dir: str | Path | No
 def rejected(app: AppSpec, aggregation: str, *, data_dir: str | Path | None = None, limit: int = 100) -> pd.DataFrame:
     """The latest recorded events of ``aggregation``, newest first: rejected ones and those moved into
     another bucket (column ``kind``), with their reasons and original event times."""
+    from tiltframe.aggregates.layout import AggregationLayout
     from tiltframe.retrieval.stored_apps import as_stored
-    from tiltframe.store.layout import AggregationLayout
 
     stores = StoreRegistry(data_dir or default_data_dir(), read_only=True, share_files=True)
     try:

@@ -18,13 +18,13 @@ from tiltframe.store.registry import StoreRegistry, default_data_dir
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from tiltframe.aggregates.layout import AggregationLayout
     from tiltframe.engine.hadoop_paths import Location
     from tiltframe.engine.range_rebuilds import RangeRebuild
     from tiltframe.engine.sources import FileInput
     from tiltframe.engine.verification import Verification
     from tiltframe.store.base import Store
     from tiltframe.store.definitions import DefinitionPlan
-    from tiltframe.store.layout import AggregationLayout
 
 __all__ = ["migrate", "pending_changes", "plan_changes", "rebuild", "verify"]
 
@@ -55,9 +55,9 @@ def migrate(
     - Sketch states stored in an older format (DDSketch's JSON) are rewritten in the current one (the
       DDSketch libraries' protobuf); readers take both, so this only makes them readable by other tools.
     """
+    from tiltframe.aggregates.layout import AggregationLayout
     from tiltframe.engine.shards import Deployment, claim_shard
     from tiltframe.store.definitions import backfill_hint
-    from tiltframe.store.layout import AggregationLayout
     from tiltframe.store.raw_rows import unfolded_raw_rows
 
     _check_inputs(app, inputs)
@@ -256,7 +256,7 @@ def _plans(app: AppSpec, data_dir: str | Path | None,
            partition_by_id: bool) -> Iterator[tuple[AggregationLayout, Store, DefinitionPlan | None]]:
     """Each aggregation of ``app`` (not a pre-aggregated table's rollup), its store and the plan from its
     stored definition (None: not stored)."""
-    from tiltframe.store.layout import AggregationLayout
+    from tiltframe.aggregates.layout import AggregationLayout
 
     stores = StoreRegistry(data_dir or default_data_dir())
     try:
@@ -328,12 +328,12 @@ def _recomputations(
     spark: SparkSession | None,
 ) -> Iterator[_Recomputed]:
     """Per aggregation fed by ``inputs`` (or the one named): what a recomputation from them needs."""
+    from tiltframe.aggregates.layout import AggregationLayout
     from tiltframe.engine.filesystems import checkpoint_root
     from tiltframe.engine.identity import going_on_from
     from tiltframe.engine.markers import checkpoint_dir as folder_of
     from tiltframe.engine.session import get_session
     from tiltframe.engine.sources import FileInput
-    from tiltframe.store.layout import AggregationLayout
     from tiltframe.timeutil.ranges import within_range
 
     directory = Path(data_dir or default_data_dir())

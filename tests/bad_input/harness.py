@@ -19,11 +19,11 @@ import pytest
 
 import tiltframe as tf
 from tests.servers import app_with_store, fresh_database
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.engine.reports import PipelineTotals
 from tiltframe.model.app import AppSpec
 from tiltframe.model.durations import Granularity, Unit
 from tiltframe.store.base import AggregationInfo
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.registry import StoreRegistry
 
 #: The stores every store-sensitive kind runs on: the embedded one and the two servers.

@@ -16,9 +16,9 @@ import pytest
 from typer.testing import CliRunner
 
 from tiltframe import api
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.cli.app import app
 from tiltframe.store import connect_store
-from tiltframe.store.layout import AggregationLayout
 
 runner = CliRunner()
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from tiltframe import api
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.store import DB_FILE_NAME, connect_store
-from tiltframe.store.layout import AggregationLayout
 
 ROOT = Path(__file__).resolve().parents[2]
 

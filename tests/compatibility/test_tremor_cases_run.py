@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from tests.compatibility.test_tremor_cases_parse import CASES, OUTSIDE_THE_SUBSET
+from tiltframe.aggregates.trickle_stats import STATES
 from tiltframe.engine.replay_inputs import Event, read_replay_file
 from tiltframe.engine.trickle.replay import QueryGraph, replay
-from tiltframe.functions.trickle_stats import STATES
 from tiltframe.functions.trickle_values import TrickleRuntimeError
 from tiltframe.lang.trickle_parser import parse_trickle
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tiltframe.aggregates.layout import expression_type
 from tiltframe.engine.continuous.columns import (
     CHANGELOG_DELTA,
     DELTA,
@@ -35,7 +36,6 @@ from tiltframe.model.app import AppSpec
 from tiltframe.model.continuous import ContinuousQuery, EmitPolicy
 from tiltframe.retrieval.evaluate import evaluate
 from tiltframe.retrieval.pandas_states import TS, arg_column, layout_for
-from tiltframe.store.layout import expression_type
 
 
 @dataclass

@@ -9,11 +9,11 @@ import pytest
 
 import tiltframe as tf
 from tests.engine.test_streaming import APP, write_jsonl
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.engine.file_batches import FileBatches, batch_files, logged_path
 from tiltframe.engine.sources import FileInput, list_stream
 from tiltframe.model.app import AppSpec
 from tiltframe.model.durations import Granularity, Unit
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.registry import StoreRegistry
 from tiltframe.timeutil.parse import parse_timestamp
 

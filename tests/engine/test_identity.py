@@ -12,11 +12,11 @@ import pytest
 from tests.engine.conftest import MountedDir
 from tests.store.conftest import SEC, make_layout
 from tests.store.test_sql_store import T0, batch, row
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.engine.hadoop_paths import HadoopPath, Location
 from tiltframe.engine.identity import SPARK_DIR, STORE_FILE, open_pipeline
 from tiltframe.engine.pipeline import PIPELINE_FILE
 from tiltframe.errors import StoreError
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.sql import SqlStore
 
 

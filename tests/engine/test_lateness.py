@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 
 import tiltframe as tf
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.engine.sources import FileInput
 from tiltframe.model.app import AppSpec
 from tiltframe.model.durations import Granularity, Unit
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.registry import StoreRegistry
 from tiltframe.timeutil.parse import parse_timestamp
 

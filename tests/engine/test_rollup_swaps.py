@@ -14,9 +14,9 @@ import pytest
 import tiltframe as tf
 from tests.engine.rollups import APP, HOUR, T0, ZONE, ZONED, check, trades
 from tests.servers import app_with_store, fresh_database
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.errors import StoreError
 from tiltframe.store.base import BatchStats, BatchWrite
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.registry import StoreRegistry
 
 A, B = APP, ZONED

@@ -19,6 +19,7 @@ import sqlalchemy as sa
 
 import tiltframe as tf
 from tests.servers import app_with_store, fresh_database, staged_batches
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.engine import staged_writes
 from tiltframe.engine.batch_sessions import SMALL_BATCH_ENV
 from tiltframe.engine.pipeline import AggregationPipeline
@@ -26,7 +27,6 @@ from tiltframe.engine.staged_writes import FAIL_FIRST_ATTEMPT_ENV, STAGED_WRITES
 from tiltframe.errors import StoreError
 from tiltframe.model.aggregations import StoreSpec
 from tiltframe.store.base import BatchWrite
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.registry import StoreRegistry
 from tiltframe.store.staging import STAGE_BATCH, STAGE_LEVEL, STAGE_PIPELINE, STAGE_TAG, staging_name
 from tiltframe.store.urls import store_target

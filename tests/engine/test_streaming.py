@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 
 import tiltframe as tf
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.engine.sinks import JsonLinesSink
 from tiltframe.model.durations import Granularity, Unit
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.registry import StoreRegistry
 from tiltframe.timeutil.parse import FORMATS, parse_timestamp
 

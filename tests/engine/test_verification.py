@@ -18,9 +18,9 @@ from typer.testing import CliRunner
 
 import tiltframe as tf
 from tests.servers import app_with_store, fresh_database
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.cli.app import app as cli
 from tiltframe.engine.sources import FileInput
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.registry import StoreRegistry
 
 pytestmark = pytest.mark.slow

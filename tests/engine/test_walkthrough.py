@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import tiltframe as tf
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.model.durations import Granularity, Unit
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.registry import StoreRegistry
 
 APP = """

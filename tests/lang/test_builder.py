@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from tiltframe.aggregates import registry, states
 from tiltframe.errors import DefinitionError
-from tiltframe.functions import registry, states
 from tiltframe.lang import builder as b
 from tiltframe.lang import parse_app, parse_expression
 from tiltframe.lang.checks.app import check_runnable

@@ -9,8 +9,8 @@ import pytest
 
 from tests.errors import refused_at
 from tests.lang.test_tables_parser import AD_NETWORK, COLUMNS, COLUMNS_TEXT
+from tiltframe.aggregates.measures import measure_types
 from tiltframe.errors import DefinitionError
-from tiltframe.functions.measures import measure_types
 from tiltframe.lang.checks.app import validate_app
 from tiltframe.lang.checks.tables import validate_table
 from tiltframe.lang.parser import parse_app

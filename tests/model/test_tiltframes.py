@@ -11,12 +11,12 @@ import dataclasses
 import pytest
 
 import tiltframe
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.errors import DefinitionError
 from tiltframe.lang import builder as b
 from tiltframe.lang.checks.app import validate_app
 from tiltframe.model.app import AppSpec
 from tiltframe.model.durations import Granularity, Unit
-from tiltframe.store.layout import AggregationLayout
 
 STREAM = "define stream TradeStream (symbol string, price double, quantity long, timestamp long);\n"
 

@@ -21,7 +21,7 @@ from ddsketch.pb.proto import DDSketchProto
 from hdrh.histogram import HdrHistogram
 
 import tiltframe as tf
-from tiltframe.store.layout import AggregationLayout
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.store.registry import StoreRegistry
 
 APP = """

@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 
 import tiltframe as tf
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.retrieval.comparison import Difference, compare
-from tiltframe.store.layout import AggregationLayout
 
 APP = """
 define stream S (k string, x double, n long, ts long);

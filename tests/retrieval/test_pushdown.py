@@ -9,9 +9,9 @@ import pytest
 
 import tiltframe as tf
 from tests.bad_input.harness import STORES, run, store_url
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.lang.parser import parse_retrieval
 from tiltframe.retrieval.pushdown import pinned_keys
-from tiltframe.store.layout import AggregationLayout
 
 APP = """
 define stream S (k string, n int, flag bool, v double, ts long);

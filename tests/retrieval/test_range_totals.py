@@ -15,11 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tiltframe as tf
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.errors import DefinitionError, QueryError
 from tiltframe.model.bucket_bounds import bucket_start
 from tiltframe.model.durations import Granularity, Unit
 from tiltframe.retrieval.range_totals import tiles
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.registry import StoreRegistry
 
 ZONE = "Europe/Berlin"

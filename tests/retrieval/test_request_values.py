@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tiltframe as tf
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.errors import QueryError
 from tiltframe.retrieval.retrieve import RequestRejected, resolve
-from tiltframe.store.layout import AggregationLayout
 
 APP = """define stream S (symbol string, price double, ts long);
 define aggregation A from S select symbol, sum(price) as total group by symbol aggregate by ts every sec, min, hour;

@@ -13,11 +13,11 @@ import pandas as pd
 import pytest
 
 import tiltframe as tf
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.lang.parser import parse_table_query
 from tiltframe.model.app import AppSpec
 from tiltframe.retrieval.select import _time_range, select
 from tiltframe.store.base import Store
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.registry import StoreRegistry
 
 APP = """

@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 
 import tiltframe as tf
 from tests.servers import fresh_database
+from tiltframe.aggregates.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.errors import DataError
 from tiltframe.lang.parser import parse_table_query
 from tiltframe.model.aggregations import StoreSpec
@@ -38,7 +39,6 @@ from tiltframe.model.streams import AttrType
 from tiltframe.retrieval.select import select
 from tiltframe.retrieval.select_pushdown import key_terms
 from tiltframe.store.base import BatchStats, BatchWrite, KeyTerm
-from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.store.sql import SqlStore
 from tiltframe.store.urls import store_target
 

@@ -11,12 +11,12 @@ import pyarrow as pa
 import pytest
 
 from tests.servers import fresh_database
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.model.aggregations import AggregateItem, AggregationSpec, ExpressionItem, KeyItem, SelectItem, StoreSpec
 from tiltframe.model.app import AppSpec
 from tiltframe.model.durations import Granularity, Unit
 from tiltframe.model.expressions import Attr, Binary
 from tiltframe.model.streams import Attribute, AttrType, StreamDef
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.sql import SqlStore
 from tiltframe.store.urls import store_target
 

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 import tiltframe.store.appends as appends
 import tiltframe.store.bulk_formats as bulk_formats
 from tests.private_servers import private_server
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.errors import StoreError
 from tiltframe.model.aggregations import StoreSpec
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.sql import SqlStore
 from tiltframe.store.urls import store_target
 

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 import sqlalchemy as sa
 
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.errors import StoreError
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.sql import SqlStore
 
 from .conftest import BACKENDS, SEC, fresh_store, make_layout

@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tiltframe.aggregates.layout import SHARD_ID, AggregationLayout
 from tiltframe.model.durations import Granularity, Unit
 from tiltframe.store.compaction import closed_before
-from tiltframe.store.layout import SHARD_ID, AggregationLayout
 from tiltframe.store.pandas_merges import finalize, merge_rows
 from tiltframe.store.sql import SqlStore
 from tiltframe.store.upserts import COMPACTED

@@ -28,10 +28,10 @@ import pytest
 
 from tests.oracle import APP, open_pipeline, rollup
 from tests.servers import app_with_store, fresh_database
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.model.aggregations import StoreSpec
 from tiltframe.model.durations import Granularity, Unit
 from tiltframe.store.base import REJECTED_COLUMNS, REJECTED_TIMES, AggregationInfo, BatchStats, BatchWrite
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.sql import SqlStore
 from tiltframe.store.upserts import ROWS_PER_STATEMENT
 from tiltframe.store.urls import store_target

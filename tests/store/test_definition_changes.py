@@ -15,8 +15,8 @@ import sqlalchemy as sa
 
 import tiltframe as tf
 from tests.servers import app_with_store, fresh_database
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.errors import StoreError
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.registry import StoreRegistry
 
 A = """

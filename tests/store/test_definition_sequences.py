@@ -16,9 +16,9 @@ import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 
 import tiltframe as tf
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.store import DB_FILE_NAME
 from tiltframe.store.base import BatchStats, BatchWrite
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.sql import SqlStore
 
 MEASURES = {"total": "sum(price) as total", "n": "count() as n", "big": "max(volume) as big",

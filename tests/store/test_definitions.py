@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 import tiltframe as tf
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.store.definitions import Definition, plan
-from tiltframe.store.layout import AggregationLayout
 
 BASE = """
 define stream Trades (symbol string, price double, volume long, ts long);

@@ -13,12 +13,12 @@ import pyarrow as pa
 import pytest
 import sqlalchemy as sa
 
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.model.aggregations import AggregateItem, AggregationSpec, KeyItem
 from tiltframe.model.app import AppSpec
 from tiltframe.model.expressions import Attr
 from tiltframe.model.streams import Attribute, AttrType, StreamDef
 from tiltframe.store.base import REJECTED_COLUMNS, REJECTED_TIMES, BatchStats, BatchWrite
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.mysql import KEY_HASH, key_hash_sql
 from tiltframe.store.recorded import MAX_RECORDED_BYTES, fit_text
 from tiltframe.store.schema import level_tables

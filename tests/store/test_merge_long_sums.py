@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 import tiltframe as tf
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.errors import DataError
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.pandas_merges import merge_rows
 
 APP = """

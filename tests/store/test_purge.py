@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.errors import StoreError
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.sql import SqlStore
 
 from .conftest import MIN, SEC, SQLITE_ONLY

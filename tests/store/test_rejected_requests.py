@@ -12,8 +12,8 @@ import pytest
 
 import tiltframe as tf
 from tests.servers import app_with_store, fresh_database
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.store.base import REJECTED_COLUMNS
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.registry import StoreRegistry
 from tiltframe.store.rejected_requests import record_rejected_requests
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from tiltframe.aggregates.layout import SHARD_ID, AggregationLayout
 from tiltframe.errors import StoreError
 from tiltframe.store.base import BatchStats, BatchWrite, PipelineState
-from tiltframe.store.layout import SHARD_ID, AggregationLayout
 from tiltframe.store.mysql import KEY_HASH
 from tiltframe.store.pandas_merges import finalize, merge_rows
 from tiltframe.store.sql import SqlStore

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.model.aggregations import AggregateItem
 from tiltframe.model.app import AppSpec
 from tiltframe.model.expressions import Attr
 from tiltframe.store.base import BatchWrite, SkippedValues
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.schema import SKIPPED_VALUES, SKIPPED_VALUES_TABLE
 from tiltframe.store.sql import SqlStore
 

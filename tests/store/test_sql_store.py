@@ -20,12 +20,12 @@ import pyarrow as pa
 import pytest
 
 import tiltframe.store.upserts as upserts
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.errors import DefinitionError, NotSupportedYet, StoreError
 from tiltframe.model.aggregations import StoreSpec
 from tiltframe.model.durations import Granularity, Unit
 from tiltframe.store import DB_FILE_NAME, commits, connect_store
 from tiltframe.store.base import REJECTED_COLUMNS, REJECTED_TIMES, BatchStats, BatchWrite, PipelineState
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.sql import SqlStore
 from tiltframe.store.urls import store_target
 
@@ -298,7 +298,7 @@ def test_never_written_store_says_run_the_app_first(tmp_path: Path, layout) -> N
 READER = """
 import json, sys
 from tiltframe.store import connect_store
-from tiltframe.store.layout import AggregationLayout
+from tiltframe.aggregates.layout import AggregationLayout
 sys.path.insert(0, sys.argv[2])
 from conftest import SEC, make_layout
 with connect_store(None, sys.argv[1], read_only=True) as store:

@@ -15,10 +15,10 @@ import sqlalchemy as sa
 
 import tiltframe as tf
 from tests.servers import app_with_store, fresh_database
-from tiltframe.functions import ddsketch as dd
+from tiltframe.aggregates.layout import AGG_TIMESTAMP, AggregationLayout
+from tiltframe.aggregates.sketches import ddsketch as dd
 from tiltframe.model.durations import Granularity, Unit
 from tiltframe.store import state_formats
-from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.store.registry import StoreRegistry
 
 APP = """

@@ -169,7 +169,7 @@ def purge(
         spec = api.load_app(app_file)
         check_name("--aggregation", "aggregation", aggregation, [a.name for a in spec.aggregations])
         results = api.purge(spec, aggregation, data_dir=resolve_data_dir(data_dir))
-    from tiltframe.store.layout import AggregationLayout
+    from tiltframe.aggregates.layout import AggregationLayout
 
     out = stdout_console()
     for name, result in results.items():

@@ -174,9 +174,9 @@ def store_location(spec: AppSpec, agg: AggregationSpec, data_dir: Path) -> Path 
 def checkpoint_location(spec: AppSpec, agg: AggregationSpec, data_dir: Path, checkpoints: str | None = None) -> Path:
     """The checkpoint directory of an aggregation's streaming query (as the runner names it; ``checkpoints``:
     ``--checkpoint-dir``)."""
+    from tiltframe.aggregates.layout import AggregationLayout
     from tiltframe.engine.filesystems import checkpoint_root
     from tiltframe.engine.markers import checkpoint_dir
-    from tiltframe.store.layout import AggregationLayout
 
     return checkpoint_dir(data_dir, AggregationLayout.of(spec, agg.name), checkpoint_root(checkpoints, data_dir))
 

@@ -51,7 +51,7 @@ def app_document(spec: AppSpec, app_file: Path) -> dict[str, Any]:
       ``time_column`` (or null), ``preaggregated``, and for a pre-aggregated one ``interval``,
       ``dimensions``, ``measures`` and ``workers`` (null and empty lists otherwise).
     """
-    from tiltframe.store.layout import AggregationLayout
+    from tiltframe.aggregates.layout import AggregationLayout
 
     tables = {t.name for t in spec.tables}
     streams = []

@@ -29,12 +29,12 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.engine.buckets import bucket_start
 from tiltframe.engine.events import ARRIVAL_PART, EVENT_TS, REASON
 from tiltframe.model.lateness import LateMode, Lateness
 from tiltframe.model.streams import AttrType
 from tiltframe.store.base import PipelineState, RecordKind
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.timeutil.parse import format_ts
 
 #: The global arrival position of an event in its batch (rank of its part, then row in the part).

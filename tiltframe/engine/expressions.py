@@ -9,10 +9,10 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from tiltframe.aggregates.layout import expression_type
 from tiltframe.functions import scalars
 from tiltframe.model.expressions import Attr, Binary, Call, Expr, Literal, Unary
 from tiltframe.model.streams import AttrType, StreamDef
-from tiltframe.store.layout import expression_type
 
 
 def to_column(expr: Expr, stream: StreamDef) -> Column:

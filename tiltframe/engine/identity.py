@@ -23,12 +23,12 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.engine.hadoop_paths import HadoopPath, Location, as_location, move_tree, remove_tree
 from tiltframe.engine.markers import write_marker
 from tiltframe.engine.pipeline import PIPELINE_FILE, pipeline_id_for
 from tiltframe.errors import StoreError
 from tiltframe.store.base import BatchWrite, Store
-from tiltframe.store.layout import AggregationLayout
 
 logger = logging.getLogger(__name__)
 

@@ -19,6 +19,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.engine.events import REASON, type_events
 from tiltframe.engine.file_reads import FileProblem, read_files
 from tiltframe.engine.pipeline import AggregationPipeline, file_records, invalid_records
@@ -30,7 +31,6 @@ from tiltframe.model.streams import StreamDef
 from tiltframe.model.tables import TableSpec
 from tiltframe.store.base import BatchStats, Store
 from tiltframe.store.frames import ARROW_TYPES
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.raw_rows import RAW_FOLD, read_raw_rows, unfolded_raw_rows, write_raw_rows
 from tiltframe.store.registry import StoreRegistry
 

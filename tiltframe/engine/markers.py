@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from tiltframe.engine.hadoop_paths import Location, write_atomic
 
 if TYPE_CHECKING:
-    from tiltframe.store.layout import AggregationLayout
+    from tiltframe.aggregates.layout import AggregationLayout
 
 
 def write_marker(path: Location, content: dict[str, Any]) -> None:

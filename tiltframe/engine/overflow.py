@@ -1,8 +1,8 @@
 """Long sums that leave a long's range: stopped in Spark whatever ANSI mode says, explained on the driver.
 
 A wrapped sum is a silently wrong total, so a sum of long values never wraps: its Spark aggregate fails the
-job (``checked_sum``).  The pipeline then finds which key and bucket overflowed (``explain_overflow``, a
-second job run only on that failure) and says so in one clear error.
+job (``aggregates.targets.in_spark.checked_sum``).  The pipeline then finds which key and bucket overflowed
+(``explain_overflow``, a second job run only on that failure) and says so in one clear error.
 """
 
 from __future__ import annotations
@@ -10,18 +10,17 @@ from __future__ import annotations
 import functools
 import operator
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from tiltframe.aggregates.layout import AggregationLayout
+from tiltframe.aggregates.states import LONG_MAX, Build
+from tiltframe.aggregates.targets.in_spark import OVERFLOW
 from tiltframe.engine.buckets import bucket_start
 from tiltframe.engine.events import EVENT_TS, REASON
 from tiltframe.engine.expressions import to_column
-from tiltframe.functions.states import LONG_MAX, Build
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.timeutil.parse import format_ts
 
-#: Marks the error ``checked_sum`` raises outside ANSI mode, so the pipeline tells it from other failures.
-OVERFLOW = "tiltframe: long sum overflow"
 #: Spark's own error for an arithmetic overflow in ANSI mode.
 ANSI_OVERFLOW = "ARITHMETIC_OVERFLOW"
 
@@ -30,15 +29,6 @@ def ansi_enabled() -> bool:
     """Whether the active session's arithmetic fails on overflow (Spark 4's default) rather than wraps."""
     session = SparkSession.getActiveSession()
     return session is not None and str(session.conf.get("spark.sql.ansi.enabled", "false")).lower() == "true"
-
-
-def checked_sum(col: Column, *, ansi: bool) -> Column:
-    """The sum of a long column (null when it has no value), failing the job instead of wrapping.  In ANSI
-    mode Spark's own sum fails on overflow; elsewhere a null ``try_sum`` over some value fails it (the count
-    tells an overflow from a bucket without values), which costs a little more."""
-    if ansi:
-        return F.sum(col)
-    return F.when(F.count(col) > 0, F.coalesce(F.try_sum(col), F.raise_error(F.lit(OVERFLOW))))
 
 
 def is_overflow(exc: BaseException) -> bool:

@@ -15,18 +15,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
-from tiltframe.engine.arrival import ARRIVAL_SEQ, RECORD
-from tiltframe.engine.buckets import bucket_start
-from tiltframe.engine.events import EVENT_TS, REASON, SPARK_TYPES
-from tiltframe.engine.expressions import to_column
-from tiltframe.engine.overflow import ansi_enabled, checked_sum
-from tiltframe.functions import ddsketch_spark, hdr_spark
-from tiltframe.functions.registry import EVENT_ORDER, AggregateFunction
-from tiltframe.functions.states import Build, Merge
-from tiltframe.model.durations import Granularity, nests_in, rollup_source
-from tiltframe.model.expressions import Expr
-from tiltframe.model.streams import AttrType
-from tiltframe.store.layout import (
+from tiltframe.aggregates.layout import (
     AGG_ARRIVAL_BATCH,
     AGG_ARRIVAL_SEQ,
     AGG_EVENT_TIMESTAMP,
@@ -36,6 +25,17 @@ from tiltframe.store.layout import (
     StateColumn,
     expression_type,
 )
+from tiltframe.aggregates.registry import EVENT_ORDER, AggregateFunction
+from tiltframe.aggregates.states import Build, Merge
+from tiltframe.aggregates.targets.in_spark import BUILD, MERGE, NOT_BUILT, BuildInput, SparkOps
+from tiltframe.engine.arrival import ARRIVAL_SEQ, RECORD
+from tiltframe.engine.buckets import bucket_start
+from tiltframe.engine.events import EVENT_TS, REASON, SPARK_TYPES
+from tiltframe.engine.expressions import to_column
+from tiltframe.engine.overflow import ansi_enabled
+from tiltframe.model.durations import Granularity, nests_in, rollup_source
+from tiltframe.model.expressions import Expr
+from tiltframe.model.streams import AttrType
 
 LEVEL = "_tiltframe_level"
 #: The level tag of recorded (moved or rejected) events in ``Levels``' output.
@@ -50,50 +50,6 @@ _BATCH = "_tiltframe_batch"
 #: (``counted_columns``): built at the finest level, summed up the others (every level's rows have the same
 #: columns), read by the pipeline at the finest, never stored.
 COUNTED = "_tiltframe_counted_"
-
-_BUILD = {Build.SUM: F.sum, Build.MIN: F.min, Build.MAX: F.max, Build.MEAN: F.avg}
-
-
-def _some(values: Column, aggregate: Column) -> Column:
-    """``aggregate`` where ``values`` holds a non-null value in the group, else NULL: a sketch of no value
-    is NULL, never an empty sketch (``hll_sketch_agg``, ``kll_sketch_agg_double``, ``hll_union_agg`` and
-    ``kll_merge_agg_double`` write an empty one over nothing but NULLs)."""
-    return F.when(F.count(values) > 0, aggregate)
-
-
-_MERGE = {Merge.SUM: F.sum, Merge.MIN: F.min, Merge.MAX: F.max,
-          Merge.KLL: lambda c: _some(c, F.kll_merge_agg_double(c)),
-          Merge.HLL: lambda c: _some(c, F.hll_union_agg(c, True)), Merge.DDS: ddsketch_spark.merge_agg,
-          Merge.HDR: hdr_spark.merge_agg}
-
-
-class SparkOps:
-    """The ``Ops`` of finalize and combine functions for Spark columns (ANSI-safe division)."""
-
-    @staticmethod
-    def div(a: Column, b: Column) -> Column:
-        return F.try_divide(a.cast("double"), b)
-
-    @staticmethod
-    def where(cond: Column, a: Column, b: Column) -> Column:
-        return F.when(cond, a).otherwise(b)
-
-    @staticmethod
-    def isnull(a: Column) -> Column:
-        return a.isNull()
-
-    @staticmethod
-    def sqrt(a: Column) -> Column:
-        return F.sqrt(a)
-
-    @staticmethod
-    def coalesce(a: Column, value: int) -> Column:
-        return F.coalesce(a, F.lit(value))
-
-    @staticmethod
-    def apply(fn: object, a: Column) -> Column:
-        raise NotImplementedError
-
 
 def counted_columns(layout: AggregationLayout) -> dict[str, str]:
     """Per aggregate item that takes an argument (by alias, in select order), the column counting the
@@ -113,43 +69,20 @@ def _counting(layout: AggregationLayout) -> dict[str, Expr]:
 
 
 def _build(state: StateColumn, layout: AggregationLayout, batch: Column, ansi: bool) -> Column:
-    """The Spark aggregate of one state column over the events of a bucket."""
+    """The Spark aggregate of one state column over the events of a bucket (``in_spark.BUILD``)."""
     item = state.item
     arg = to_column(item.arg, layout.stream) if item.arg is not None else None
     build = state.state.build
-    if build is Build.COUNT:
-        return F.count(arg if arg is not None else F.lit(1))
-    if arg is None:
-        msg = f"{build.value} needs an argument"
+    if build not in BUILD:
+        msg = f"no Spark build for {build}: {NOT_BUILT.get(build, 'unknown')}"
         raise ValueError(msg)
-    if build is Build.SUM and state.type.is_integral:
-        return checked_sum(arg, ansi=ansi)
-    if build in _BUILD:
-        return _BUILD[build](arg)
-    if build is Build.M2:
-        return F.var_pop(arg) * F.count(arg)
-    if build in (Build.EARLIEST, Build.LATEST):
-        event = F.struct(F.col(EVENT_TS).alias("ts"), batch.alias("batch"),
-                         F.col(ARRIVAL_SEQ).alias("seq"), arg.alias("value"))
-        pick = F.min if build is Build.EARLIEST else F.max
-        return pick(F.when(arg.isNotNull(), event))[state.state.field]
-    settings = layout.settings(item)
+    event = None
+    if arg is not None and build in (Build.EARLIEST, Build.LATEST):
+        event = F.struct(F.col(EVENT_TS).alias("ts"), batch.alias("batch"), F.col(ARRIVAL_SEQ).alias("seq"),
+                         arg.alias("value"))
     arg_type = expression_type(item.arg, layout.stream) if item.arg is not None else None
-    integral = arg_type is not None and arg_type.is_integral
-    if build in (Build.HLL, Build.KLL) and arg_type in (AttrType.FLOAT, AttrType.DOUBLE):
-        arg = F.when(~F.isnan(arg), arg)  # NaN is a missing value, as NULL is (DDS and HDR skip it themselves)
-    if build is Build.HLL:  # integers as longs (int and long values hash alike), anything else as its text
-        value = arg.cast("long") if integral else arg.cast("string")
-        return _some(value, F.hll_sketch_agg(value, settings["lg_k"]))
-    if build is Build.KLL:
-        value = arg.cast("double")
-        return _some(value, F.kll_sketch_agg_double(value, settings["k"]))
-    if build is Build.DDS:
-        return ddsketch_spark.build(arg.cast("double"), settings["relative_accuracy"])
-    if build is Build.HDR:
-        return hdr_spark.build(arg, settings["digits"], integral)
-    msg = f"no Spark build for {build}"
-    raise ValueError(msg)
+    return BUILD[build](BuildInput(arg, arg_type, layout.settings(item), state.type.is_integral, ansi, event,
+                                   state.state.field))
 
 
 def _combine_step(fn: AggregateFunction, types: dict[str, DataType]) -> Callable[[Column, Column], Column]:
@@ -185,10 +118,9 @@ def _merge(layout: AggregationLayout, ansi: bool) -> tuple[dict[str, Column | _F
             aggs.update({c.name: _Field(f"_fold_{alias}", c.state.suffix) for c in columns})
             continue
         for c in columns:
-            if c.merge is Merge.SUM and c.state.build is Build.SUM and c.type.is_integral:
-                aggs[c.name] = checked_sum(F.col(c.name), ansi=ansi)
-            elif c.merge not in (Merge.EARLIEST, Merge.LATEST):
-                aggs[c.name] = _MERGE[c.merge](F.col(c.name))
+            if c.merge not in (Merge.EARLIEST, Merge.LATEST):
+                checked = c.state.build is Build.SUM and c.type.is_integral
+                aggs[c.name] = MERGE[c.merge](F.col(c.name), checked, ansi)
         for kind in (Merge.EARLIEST, Merge.LATEST):
             event = {c.state.field: c.name for c in columns if c.merge is kind}
             if event:

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from tiltframe.aggregates.layout import AGG_COUNT, AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout
 from tiltframe.engine import py4j_cycles, staged_writes
 from tiltframe.engine.arrival import RECORD, arrange, needs_latest, needs_order, policy_records
 from tiltframe.engine.batch_sessions import estimated_small
@@ -46,7 +47,6 @@ from tiltframe.store.base import (
     Store,
 )
 from tiltframe.store.compaction import Compactor
-from tiltframe.store.layout import AGG_COUNT, AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout
 from tiltframe.store.purge import Purger
 from tiltframe.store.staging import StagedRowsLost, StagingTarget
 

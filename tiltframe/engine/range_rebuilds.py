@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.engine.hadoop_paths import Location
 from tiltframe.engine.recompute import ATTEMPTS, Recomputation, level_span
 from tiltframe.engine.sources import FileInput
@@ -29,7 +30,6 @@ from tiltframe.model.app import AppSpec
 from tiltframe.model.durations import Granularity
 from tiltframe.retrieval.comparison import Difference, incomplete_before
 from tiltframe.store.base import Store, StoreChanged
-from tiltframe.store.layout import AggregationLayout
 
 __all__ = ["RangeRebuild", "rebuild_range"]
 

@@ -24,6 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from tiltframe.aggregates.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.engine.arrival import ARRIVAL_SEQ, arrange
 from tiltframe.engine.derived import derive
 from tiltframe.engine.events import EVENT_TS, REASON, SPARK_TYPES, type_events
@@ -39,7 +40,6 @@ from tiltframe.model.app import AppSpec
 from tiltframe.model.bucket_bounds import bucket_end, bucket_start
 from tiltframe.model.durations import Granularity
 from tiltframe.store.base import PipelineState, RecordKind, Store
-from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 
 __all__ = ["ATTEMPTS", "Recomputation", "level_span"]
 

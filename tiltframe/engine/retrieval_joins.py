@@ -27,6 +27,7 @@ import pandas as pd
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.engine.events import FIELD, RAW, REASON, VALUE, type_events
 from tiltframe.engine.hadoop_paths import Location
 from tiltframe.errors import QueryError
@@ -35,7 +36,6 @@ from tiltframe.model.expressions import attributes_of
 from tiltframe.model.queries import RetrievalQuery
 from tiltframe.retrieval.retrieve import RequestRejected, retrieve
 from tiltframe.store.base import REJECTED_COLUMNS, RecordKind, Store
-from tiltframe.store.layout import AggregationLayout
 
 logger = logging.getLogger(__name__)
 

@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.engine.hadoop_paths import Location
 from tiltframe.engine.recompute import ATTEMPTS, Recomputation
 from tiltframe.engine.sources import FileInput
 from tiltframe.errors import StoreError
 from tiltframe.model.app import AppSpec
 from tiltframe.store.base import Store, StoreChanged
-from tiltframe.store.layout import AggregationLayout
 
 __all__ = ["RollupSwap", "swap_rollup"]
 

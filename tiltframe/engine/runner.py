@@ -21,6 +21,7 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.engine.continuous import ContinuousRun, ContinuousTotals
 from tiltframe.engine.continuous.query import checkpoint_location, query_dir
 from tiltframe.engine.derived import derive
@@ -43,7 +44,6 @@ from tiltframe.errors import UsageError, unknown
 from tiltframe.lang.checks.app import check_runnable
 from tiltframe.model.app import AppSpec
 from tiltframe.store.compaction import Compactor
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.purge import Purger
 from tiltframe.store.registry import StoreRegistry
 

@@ -25,12 +25,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
+from tiltframe.aggregates.layout import AGG_COUNT, AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP
 from tiltframe.engine.arrival import RECORD
 from tiltframe.engine.partials import COUNTED, LEVEL, RECORD_LEVEL, REJECTED
 from tiltframe.engine.staging_writers import writer
 from tiltframe.env_values import env_switch
 from tiltframe.store.base import StagedBatch, StagingTarget
-from tiltframe.store.layout import AGG_COUNT, AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP
 
 STAGED_WRITES_ENV = "TILTFRAME_STAGED_WRITES"
 #: Test only: the Spark partition whose first attempt fails after its copy committed (a retried task).

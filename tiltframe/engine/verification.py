@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
+from tiltframe.aggregates.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.engine.hadoop_paths import Location
 from tiltframe.engine.recompute import ATTEMPTS, Recomputation, level_span
 from tiltframe.engine.sources import FileInput
@@ -16,7 +17,6 @@ from tiltframe.model.app import AppSpec
 from tiltframe.model.durations import Granularity
 from tiltframe.retrieval.comparison import Difference, compare, incomplete_before
 from tiltframe.store.base import Store
-from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.store.pandas_merges import finalize, merge_rows
 
 __all__ = ["Verification", "level_differences", "verify"]

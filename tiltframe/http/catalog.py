@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tiltframe.functions.registry import get
-from tiltframe.store.layout import AggregationLayout
+from tiltframe.aggregates.layout import AggregationLayout
+from tiltframe.aggregates.registry import get
 from tiltframe.timeutil.parse import iso_ts
 
 if TYPE_CHECKING:

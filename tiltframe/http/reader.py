@@ -19,13 +19,13 @@ from functools import lru_cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from tiltframe.aggregates.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.errors import DefinitionError, QueryError, StoreError, TiltframeError, unknown
 from tiltframe.http.catalog import aggregation_document, continuous_documents, measures, table_documents
 from tiltframe.lang.parser import parse_retrieval, parse_table_query
 from tiltframe.model.durations import Granularity
 from tiltframe.retrieval.retrieve import retrieve
 from tiltframe.store.credentials import mask_credentials
-from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.store.registry import StoreRegistry
 from tiltframe.timeutil.parse import iso_ts, parse_timestamp
 from tiltframe.timeutil.ranges import within_range

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from lark import Token, Tree
 
+from tiltframe.aggregates import registry
 from tiltframe.errors import DefinitionError, unknown
-from tiltframe.functions import registry
 from tiltframe.lang._annotations import aggregation_options, stream_options
 from tiltframe.lang.syntax import snippet
 from tiltframe.lang.vocabulary import RawAnnotation, check_annotations

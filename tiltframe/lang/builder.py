@@ -30,7 +30,7 @@ Example:
     ... from TradeAggregation within '2024-01-** **:**:**' per 'days' select symbol, total''')
     True
 
-Aggregate helpers exist for every function of :mod:`tiltframe.functions.registry`: :func:`agg` takes the
+Aggregate helpers exist for every function of :mod:`tiltframe.aggregates.registry`: :func:`agg` takes the
 function's name (``b.agg("avg", "price")``), and ``b.<name>`` is looked up in the registry on use, so a
 function registered later is available as ``b.<its name>(...)`` without touching this module.
 """
@@ -42,8 +42,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from tiltframe.aggregates import registry
 from tiltframe.errors import DefinitionError, unknown
-from tiltframe.functions import registry
 from tiltframe.lang.checks.app import validate_app
 from tiltframe.lang.parser import parse_expression, parse_query
 from tiltframe.model.aggregations import (

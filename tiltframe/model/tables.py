@@ -7,7 +7,7 @@ dimension values, and a SELECT merges them.  The pre-aggregation is the rollup m
 :meth:`TableSpec.as_aggregation` and :meth:`TableSpec.as_stream` give the :class:`AggregationSpec` and the
 input :class:`StreamDef` the engine runs, so a measure is exactly an aggregate of ``define aggregation``.
 What a measure gives a query (its columns and their types) is the registry's business:
-:mod:`tiltframe.functions.measures`.
+:mod:`tiltframe.aggregates.measures`.
 
 Validation lives in :mod:`tiltframe.lang.checks.tables` (definitions) and
 :mod:`tiltframe.lang.checks.table_query` (queries); changes of a stored definition in

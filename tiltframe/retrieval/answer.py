@@ -21,14 +21,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tiltframe.aggregates import registry
+from tiltframe.aggregates.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.errors import QueryError
-from tiltframe.functions import registry
 from tiltframe.lang.checks.retrieval import aggregate_calls, is_grouped
 from tiltframe.model.aggregations import AggregateItem, ExpressionItem, KeyItem
 from tiltframe.model.expressions import Attr, Call, Expr, output_name
 from tiltframe.model.queries import RetrievalQuery
 from tiltframe.retrieval.evaluate import as_column, compute, is_request_attr, request_value
-from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.store.pandas_merges import numbered
 from tiltframe.timeutil.columns import AGG_TIME
 

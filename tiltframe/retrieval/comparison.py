@@ -20,9 +20,9 @@ import datasketches as ds
 import numpy as np
 import pandas as pd
 
-from tiltframe.functions import hdr
-from tiltframe.functions.registry import get
-from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout
+from tiltframe.aggregates.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout
+from tiltframe.aggregates.registry import get
+from tiltframe.aggregates.sketches import hdr
 
 __all__ = ["Difference", "compare", "incomplete_before"]
 

@@ -4,7 +4,7 @@ A continuous query keeps the same partial states as an aggregation (the registry
 an :class:`AggregationLayout` whose ``AGG_TIMESTAMP`` is the window start: merging and finalizing reuse
 :func:`tiltframe.store.pandas_merges.merge_rows` and :func:`~tiltframe.store.pandas_merges.finalize`.  Only the
 build from events is translated here, because the events of a micro-batch reach the processor as pandas
-frames (the registry's ``Build`` primitives, once more, as pandas group operations).
+frames (the registry's ``Build`` primitives as pandas group operations: ``aggregates/targets/in_pandas.py``).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tiltframe.functions import registry
-from tiltframe.functions.sketches import BUILD
-from tiltframe.functions.states import Build
+from tiltframe.aggregates import registry
+from tiltframe.aggregates.layout import AGG_EVENT_TIMESTAMP, AggregationLayout, expression_type
+from tiltframe.aggregates.targets.in_pandas import BUILD, BuildInput
 from tiltframe.lang.checks.continuous import output_scope
 from tiltframe.model.aggregations import AggregationSpec, KeyItem
 from tiltframe.model.app import AppSpec
@@ -22,7 +22,6 @@ from tiltframe.model.continuous import ContinuousQuery
 from tiltframe.model.durations import Granularity, Unit
 from tiltframe.model.expressions import Attr
 from tiltframe.model.streams import AttrType
-from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AggregationLayout, expression_type
 
 #: Columns of the events the processor receives: event time (epoch ms) and arrival position.
 TS = "tf_ts"
@@ -66,45 +65,17 @@ def array_elements(app: AppSpec, query: ContinuousQuery) -> dict[str, AttrType]:
 
 
 def build_states(events: pd.DataFrame, layout: AggregationLayout, batch: int) -> pd.DataFrame:
-    """One row per (AGG_TIMESTAMP, keys) of ``events``: every state column built from the group's events,
-    and ``AGG_EVENT_TIMESTAMP``.  ``batch`` stands for the arrival batch of first/last tie-breaks."""
+    """One row per (AGG_TIMESTAMP, keys) of ``events``: every state column built from the group's events
+    (``in_pandas.BUILD``), and ``AGG_EVENT_TIMESTAMP``.  ``batch`` stands for the arrival batch of first/last
+    tie-breaks."""
     keys = list(layout.key_names)
     grouped = events.groupby(keys, sort=False, dropna=False)
     out = grouped.size().reset_index()[keys]
     for s in layout.states:
         arg = arg_column(s.item.alias) if s.item.arg is not None else None
-        build = s.state.build
-        if build is Build.COUNT:
-            values = grouped[arg].count() if arg else grouped.size()
-        elif arg is None:
-            msg = f"{build.value} needs an argument"
-            raise ValueError(msg)
-        elif build is Build.SUM:
-            values = grouped[arg].sum(min_count=1)
-        elif build in (Build.MIN, Build.MAX, Build.MEAN):
-            values = grouped[arg].agg(build.value)
-        elif build is Build.M2:
-            values = grouped[arg].var(ddof=0) * grouped[arg].count()
-        elif build is Build.COLLECT:
-            values = grouped[arg].agg(lambda v: v.dropna().tolist())
-        elif build in (Build.EARLIEST, Build.LATEST):
-            values = _event_field(events, keys, arg, s.state.field or "value", batch, latest=build is Build.LATEST)
-        else:
-            sketch = BUILD[s.merge]
-            settings = layout.settings(s.item)
-            values = grouped[arg].agg(lambda v, fn=sketch, st=settings: fn(v.dropna().to_numpy(), st))
+        settings = layout.settings(s.item) if s.merge.is_sketch else None
+        values = BUILD[s.state.build](BuildInput(events, grouped, arg, TS, SEQ, batch, s.state.field, s.merge,
+                                                 settings))
         out[s.name] = np.asarray(values, dtype=object if values.dtype == object else None)
     out[AGG_EVENT_TIMESTAMP] = grouped[TS].max().to_numpy()
     return out
-
-
-def _event_field(events: pd.DataFrame, keys: list[str], arg: str, field: str, batch: int, *, latest: bool) -> pd.Series:
-    """Per group (in order of first appearance), a field of the earliest or latest event with a non-null
-    argument by (event time, arrival); NaN for a group without one."""
-    groups = events.groupby(keys, sort=False, dropna=False).ngroup()
-    ranked = pd.DataFrame({"g": groups, "ts": events[TS], "batch": batch, "seq": events[SEQ], "value": events[arg]})[
-        events[arg].notna().to_numpy()
-    ]
-    ranked = ranked.sort_values(["g", "ts", "seq"], kind="stable")
-    picked = ranked.groupby("g").tail(1) if latest else ranked.groupby("g").head(1)
-    return picked.set_index("g")[field].reindex(range(groups.max() + 1 if len(groups) else 0))

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.model.expressions import Attr, Binary, Expr, Literal
 from tiltframe.model.queries import RetrievalQuery
 from tiltframe.model.streams import AttrType
 from tiltframe.retrieval.evaluate import is_request_attr
-from tiltframe.store.layout import AggregationLayout
 
 #: Python values a key of each type compares equal to exactly, in SQL as in pandas.
 _EXACT: dict[AttrType, type | tuple[type, ...]] = {

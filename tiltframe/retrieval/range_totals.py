@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tiltframe.aggregates.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.errors import QueryError
 from tiltframe.model.bucket_bounds import bucket_end, bucket_start
 from tiltframe.model.durations import Granularity, Unit
 from tiltframe.store.base import Store
-from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.timeutil.parse import iso_ts
 
 #: The most buckets of another zone one retrieval builds (each is a range read from several levels).

@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from tiltframe.aggregates.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.errors import DefinitionError, QueryError
 from tiltframe.model.durations import Granularity, parse_per
 from tiltframe.model.expressions import Attr, Expr, Literal, attributes_of
@@ -24,7 +25,6 @@ from tiltframe.retrieval.evaluate import holds, is_request_attr
 from tiltframe.retrieval.pushdown import pinned_keys
 from tiltframe.retrieval.range_totals import other_zone_buckets, rows_of_ranges
 from tiltframe.store.base import Store
-from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.store.pandas_merges import finalize, merge_rows
 from tiltframe.timeutil.columns import AGG_TIME, aware_times
 from tiltframe.timeutil.ranges import instant, within_range

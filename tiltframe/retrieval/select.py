@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tiltframe.aggregates.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, SHARD_ID, AggregationLayout
+from tiltframe.aggregates.measures import measure_types
+from tiltframe.aggregates.states import Build
 from tiltframe.errors import StoreError
-from tiltframe.functions.measures import measure_types
-from tiltframe.functions.states import Build
 from tiltframe.model.aggregations import AggregateItem, AggregationSpec, KeyItem
 from tiltframe.model.app import AppSpec
 from tiltframe.model.durations import Granularity, Unit
@@ -33,7 +34,6 @@ from tiltframe.retrieval.evaluate import evaluate_column, holds
 from tiltframe.retrieval.pandas_states import SEQ, TS, arg_column, build_states
 from tiltframe.retrieval.select_pushdown import merged_in_store
 from tiltframe.store.base import Store
-from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, SHARD_ID, AggregationLayout
 from tiltframe.store.pandas_merges import finalize, merge_rows
 from tiltframe.store.raw_rows import read_raw_rows, unfolded_raw_rows
 

@@ -16,13 +16,13 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from tiltframe.functions.states import LONG_MAX, LONG_MIN
+from tiltframe.aggregates.layout import AGG_TIMESTAMP, AggregationLayout
+from tiltframe.aggregates.states import LONG_MAX, LONG_MIN
 from tiltframe.model.expressions import Attr, Binary, Expr, Literal, Unary
 from tiltframe.model.streams import AttrType
 from tiltframe.model.tables import TableQuery
 from tiltframe.retrieval.pushdown import conjuncts
 from tiltframe.store.base import KeyTerm, Store
-from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.store.merged_reads import COMPARISONS, EXACT_KEYS, ORDERING, merges_in_sql
 
 __all__ = ["key_terms", "merged_in_store"]

@@ -12,10 +12,10 @@ from __future__ import annotations
 import dataclasses
 from typing import TypeGuard
 
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.model.aggregations import AggregateItem, ExpressionItem
 from tiltframe.model.app import AppSpec
 from tiltframe.store.base import Store
-from tiltframe.store.layout import AggregationLayout
 
 __all__ = ["as_stored", "not_stored_yet"]
 

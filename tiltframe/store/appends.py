@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from tiltframe.aggregates.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.errors import StoreError
 from tiltframe.store import bulk_formats, mysql
 from tiltframe.store.bulk_formats import (
@@ -40,7 +41,6 @@ from tiltframe.store.bulk_formats import (
     file_literal,
     load_tsv,
 )
-from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 
 T = TypeVar("T")
 

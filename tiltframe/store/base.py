@@ -18,9 +18,9 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
+    from tiltframe.aggregates.layout import AggregationLayout
     from tiltframe.model.durations import Granularity
     from tiltframe.store.definitions import Definition, DefinitionPlan
-    from tiltframe.store.layout import AggregationLayout
 
 class StoreChanged(StoreError):
     """A batch committed between a read and the write that depended on it; nothing was written."""

@@ -12,8 +12,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.store.base import BatchWrite, RecordKind
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.schema import BATCHES_TABLE, PURGES_TABLE, REJECTED_TABLE, SKIPPED_VALUES, SKIPPED_VALUES_TABLE
 
 _B = BATCHES_TABLE.c

@@ -11,9 +11,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.model.durations import Granularity, Unit
 from tiltframe.store.base import Store
-from tiltframe.store.layout import AggregationLayout
 
 #: How often a running pipeline compacts its table (seconds between compactions).
 COMPACT_EVERY_S = 60.0

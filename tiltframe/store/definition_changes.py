@@ -14,9 +14,9 @@ from collections.abc import Mapping
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.model.durations import Granularity
 from tiltframe.store.definitions import DefinitionPlan
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.schema import BATCHES_TABLE, PURGES_TABLE
 from tiltframe.store.views import VIEW_SUFFIX
 

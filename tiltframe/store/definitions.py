@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tiltframe.aggregates.layout import AGG_ARRIVAL_BATCH, AGG_ARRIVAL_SEQ, AggregationLayout
 from tiltframe.model.aggregations import AggregateItem, ExpressionItem, KeyItem
 from tiltframe.model.expressions import attributes_of
-from tiltframe.store.layout import AGG_ARRIVAL_BATCH, AGG_ARRIVAL_SEQ, AggregationLayout
 
 __all__ = ["Definition", "DefinitionPlan", "plan"]
 

@@ -21,11 +21,11 @@ import pyarrow as pa
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from tiltframe.aggregates.layout import AGG_TIMESTAMP, SHARD_ID, AggregationLayout
 from tiltframe.model.bucket_bounds import bucket_end, bucket_start
 from tiltframe.model.durations import Granularity
 from tiltframe.store.commits import now_ms
 from tiltframe.store.frames import fetch_all, typed_frame
-from tiltframe.store.layout import AGG_TIMESTAMP, SHARD_ID, AggregationLayout
 from tiltframe.store.pandas_merges import merge_rows
 from tiltframe.store.schema import PURGES_TABLE
 from tiltframe.store.upserts import prepare_rows, upsert_rows

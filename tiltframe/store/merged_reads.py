@@ -33,11 +33,12 @@ import pandas as pd
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from tiltframe.functions.states import Merge
+from tiltframe.aggregates.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout, KeyColumn, StateColumn
+from tiltframe.aggregates.states import Merge
+from tiltframe.aggregates.targets.in_sql import GROUP_MERGE
 from tiltframe.model.streams import AttrType
 from tiltframe.store.base import KeyTerm
 from tiltframe.store.frames import fetch_compiled, typed_frame
-from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout, KeyColumn, StateColumn
 from tiltframe.store.mysql import is_mysql
 from tiltframe.store.overflow import LONG_MAX, LONG_MIN
 from tiltframe.store.read_plans import ReadPlans
@@ -51,7 +52,6 @@ ORDERING = frozenset({"<", "<=", ">", ">="})
 EXACT_KEYS = frozenset({AttrType.STRING, AttrType.INT, AttrType.LONG, AttrType.BOOL})
 #: MySQL/MariaDB collations that compare text byte for byte, trailing spaces included (``store.mysql``).
 BINARY_NO_PAD = frozenset({"utf8mb4_nopad_bin", "utf8mb4_0900_bin"})
-_MERGES: dict[Merge, Callable[[Any], Any]] = {Merge.SUM: sa.func.sum, Merge.MIN: sa.func.min, Merge.MAX: sa.func.max}
 #: A double sum of n terms of magnitude at most m stays below n * m in any order of addition: below this,
 #: no order overflows (the largest double is about 2**1024).
 _SAFE_SUM = 2.0**1000
@@ -62,7 +62,7 @@ _NAN = sa.literal_column("'NaN'::float8")
 
 def merges_in_sql(states: Iterable[StateColumn]) -> bool:
     """Whether every state of ``states`` merges by SUM, MIN or MAX of a number, without a combine function."""
-    return all(s.merge in _MERGES and s.function.combine is None and s.type.is_numeric for s in states)
+    return all(s.merge in GROUP_MERGE and s.function.combine is None and s.type.is_numeric for s in states)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +132,7 @@ class MergedRead:
         postgres = self.dialect == "postgresql"
         for s in self.states:
             value = sa.func.nullif(c[s.name], _NAN) if postgres and not s.type.is_integral else c[s.name]
-            merged = _MERGES[s.merge](value)
+            merged = GROUP_MERGE[s.merge](value)
             if postgres and s.merge is Merge.SUM and s.type.is_integral:
                 merged = sa.cast(merged, sa.BigInteger)  # NUMERIC otherwise; beyond 64 bits an error (22003)
             columns.append(merged.label(s.name))

@@ -1,7 +1,8 @@
 """The upsert of a batch's partial rows: ``SET`` expressions merging a new partial row into the stored one,
 by each state's merge kind, in every dialect's upsert syntax.
 
-Written with CASE and COALESCE only, so NULLs (an empty min, say) never win and every dialect agrees.
+Each state merges by its primitive's SQL (``aggregates/targets/in_sql.py``), so NULLs never win and every
+dialect agrees.
 A sum the state cannot hold is an error on every dialect: PostgreSQL and MySQL raise one for a long
 beyond 64 bits or a double beyond its range, and so does SQLite here (it would turn the long into a
 REAL, and store a double's NaN as NULL).  ``store.overflow`` then names the row.
@@ -13,11 +14,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from tiltframe.aggregates.layout import AGG_ARRIVAL_BATCH, AGG_ARRIVAL_SEQ, AGG_EVENT_TIMESTAMP, AggregationLayout
+from tiltframe.aggregates.registry import EVENT_ORDER
+from tiltframe.aggregates.states import Merge
+from tiltframe.aggregates.targets.in_sql import PAIR_MERGE, SqlOps
 from tiltframe.errors import StoreError
-from tiltframe.functions.registry import EVENT_ORDER
-from tiltframe.functions.states import Merge
 from tiltframe.model.streams import AttrType
-from tiltframe.store.layout import AGG_ARRIVAL_BATCH, AGG_ARRIVAL_SEQ, AGG_EVENT_TIMESTAMP, AggregationLayout
 from tiltframe.store.mysql import is_mysql
 
 #: SQLite's ways to fail a statement from an expression: ``abs`` of the smallest long raises "integer
@@ -25,35 +27,6 @@ from tiltframe.store.mysql import is_mysql
 _SQLITE_FAIL = sa.literal_column("abs(-9223372036854775808)")
 _SQLITE_INF = sa.literal_column("9e999")
 _SQLITE_INTEGER = sa.literal_column("'integer'")
-
-
-class SqlOps:
-    """The ``Ops`` of finalize and combine functions for SQL expressions: division in floating point,
-    NULL for 0; sketches cannot be read in SQL (``apply``)."""
-
-    @staticmethod
-    def div(a: Any, b: Any) -> Any:  # an inline 0: the merge statements bind row values only
-        return sa.cast(a, sa.Double()) / sa.func.nullif(b, sa.literal_column("0"))
-
-    @staticmethod
-    def where(cond: Any, a: Any, b: Any) -> Any:
-        return sa.case((cond, a), else_=b)
-
-    @staticmethod
-    def isnull(a: Any) -> Any:
-        return a.is_(None)
-
-    @staticmethod
-    def sqrt(a: Any) -> Any:
-        return sa.func.sqrt(a)
-
-    @staticmethod
-    def coalesce(a: Any, value: int) -> Any:  # inline, as in div
-        return sa.func.coalesce(a, sa.literal_column(str(int(value))))
-
-    @staticmethod
-    def apply(fn: Any, a: Any) -> Any:
-        raise NotImplementedError
 
 
 def upsert_statement(
@@ -97,14 +70,14 @@ def merge_assignments(layout: AggregationLayout, old: sa.Table, new: Any, *, che
             if s.merge is Merge.SUM and checked:
                 sets[s.name] = _checked_sum(old.c[s.name], new[s.name], integral=s.type.is_integral)
             elif s.merge not in (Merge.EARLIEST, Merge.LATEST):
-                sets[s.name] = _merge(s.merge, old.c[s.name], new[s.name])
+                sets[s.name] = PAIR_MERGE[s.merge](old.c[s.name], new[s.name])
         for kind in (Merge.EARLIEST, Merge.LATEST):
             event = {s.state.field: s.name for s in columns if s.merge is kind}
             if event:
                 order = [event[f] for f in EVENT_ORDER]
                 sets.update(_pick_event(old, new, order, [event["value"]], later=kind is Merge.LATEST))
     if not layout.tracks_arrival:
-        sets[AGG_EVENT_TIMESTAMP] = _merge(Merge.MAX, old.c[AGG_EVENT_TIMESTAMP], new[AGG_EVENT_TIMESTAMP])
+        sets[AGG_EVENT_TIMESTAMP] = PAIR_MERGE[Merge.MAX](old.c[AGG_EVENT_TIMESTAMP], new[AGG_EVENT_TIMESTAMP])
         return sets
     order = [AGG_EVENT_TIMESTAMP, AGG_ARRIVAL_BATCH, AGG_ARRIVAL_SEQ]
     sets.update(_pick_event(old, new, order, [v.name for v in layout.values], later=True))
@@ -125,15 +98,6 @@ def _pick_event(old: sa.Table, new: Any, order: list[str], values: list[str], *,
         beats = sa.or_(n_ts < o_ts, sa.and_(n_ts == o_ts, sa.or_(n_b < o_b, sa.and_(n_b == o_b, n_s < o_s))))
     take = sa.or_(o_ts.is_(None), beats)
     return {name: sa.case((take, new[name]), else_=old.c[name]) for name in (*values, *reversed(order))}
-
-
-def _merge(kind: Merge, old: Any, new: Any) -> Any:
-    if kind.is_sketch:  # merged before the upsert (``upserts.merge_sketches``): the new value is the union
-        return sa.func.coalesce(new, old)
-    if kind is Merge.SUM:
-        return sa.func.coalesce(old + new, old, new)
-    better = new < old if kind is Merge.MIN else new > old
-    return sa.case((new.is_(None), old), (sa.or_(old.is_(None), better), new), else_=old)
 
 
 def _checked_sum(old: Any, new: Any, *, integral: bool) -> Any:

@@ -28,8 +28,8 @@ import pyarrow.compute as pc
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from tiltframe.aggregates.layout import SHARD_ID, AggregationLayout
 from tiltframe.model.streams import AttrType
-from tiltframe.store.layout import SHARD_ID, AggregationLayout
 
 MYSQL_DIALECTS = frozenset({"mysql", "mariadb"})
 #: The column of the string keys' digest, in the primary key in their place.

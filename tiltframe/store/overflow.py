@@ -22,11 +22,11 @@ import pyarrow.compute as pc
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from tiltframe.aggregates.layout import AGG_TIMESTAMP, SHARD_ID, AggregationLayout
+from tiltframe.aggregates.states import LONG_MAX, LONG_MIN
 from tiltframe.errors import StoreError
-from tiltframe.functions.states import LONG_MAX, LONG_MIN
 from tiltframe.model.streams import AttrType
 from tiltframe.store.frames import fetch_all, typed_frame
-from tiltframe.store.layout import AGG_TIMESTAMP, SHARD_ID, AggregationLayout
 from tiltframe.store.merges import sum_states
 from tiltframe.store.mysql import is_mysql
 from tiltframe.timeutil.parse import format_ts

@@ -7,51 +7,16 @@ functions are applied here with pandas operations; nothing about any function is
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from tiltframe.aggregates.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout, StateColumn
+from tiltframe.aggregates.registry import EVENT_ORDER
+from tiltframe.aggregates.states import LONG_MAX, LONG_MIN, Merge
+from tiltframe.aggregates.targets.in_pandas import GROUP_MERGE, PandasOps
 from tiltframe.errors import DataError
-from tiltframe.functions.registry import EVENT_ORDER
-from tiltframe.functions.states import LONG_MAX, LONG_MIN, Merge
-from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout, StateColumn
-
-_PANDAS_MERGE = {Merge.SUM: "sum", Merge.MIN: "min", Merge.MAX: "max"}
-
-
-class PandasOps:
-    """The ``Ops`` of finalize and combine functions for pandas Series."""
-
-    @staticmethod
-    def div(a: Any, b: Any) -> Any:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return pd.Series(a, dtype="float64") / pd.Series(b, dtype="float64")
-
-    @staticmethod
-    def where(cond: Any, a: Any, b: Any) -> Any:
-        keep = pd.Series(cond).astype("boolean").fillna(False).to_numpy(dtype=bool)
-        return pd.Series(a).where(keep, pd.Series(b))
-
-    @staticmethod
-    def isnull(a: Any) -> Any:
-        return pd.Series(a).isna()
-
-    @staticmethod
-    def sqrt(a: Any) -> Any:
-        return np.sqrt(pd.Series(a, dtype="float64"))
-
-    @staticmethod
-    def coalesce(a: Any, value: int) -> Any:
-        series = pd.Series(a)
-        return series.where(series.notna(), value)
-
-    @staticmethod
-    def apply(fn: Callable[[Any], Any], a: Any) -> Any:
-        return pd.Series([None if v is None else fn(v) for v in a], index=getattr(a, "index", None), dtype=object)
-
 
 
 def numbered(frame: pd.DataFrame) -> bool:
@@ -71,12 +36,8 @@ def merge_rows(rows: pd.DataFrame, layout: AggregationLayout) -> pd.DataFrame:
     spec: dict[str, Any] = {}
     for columns in layout.state_groups:
         for s in columns:
-            if s.merge.is_sketch:
-                spec[s.name] = _fold_values(s)
-            elif s.merge is Merge.CONCAT:
-                spec[s.name] = _concat
-            elif s.merge in _PANDAS_MERGE:
-                spec[s.name] = _PANDAS_MERGE[s.merge]
+            if s.merge in GROUP_MERGE:
+                spec[s.name] = GROUP_MERGE[s.merge]
     # Sorted by the event order, the last row of a group is its latest event.
     spec.update(dict.fromkeys([*order, *(v.name for v in layout.values)], "last"))
     if not layout.tracks_arrival:
@@ -151,21 +112,6 @@ def _pick_event(rows: pd.DataFrame, keys: list[str], order: list[str], *, latest
     ranked = ranked.sort_values(["_group", *order], na_position="first" if latest else "last", kind="stable")
     chosen = ranked.groupby("_group", sort=True).tail(1) if latest else ranked.groupby("_group", sort=True).head(1)
     return chosen.sort_values("_group").reset_index(drop=True)
-
-
-def _concat(values: pd.Series) -> list[Any]:
-    """Lists (or arrays, back from Arrow) joined, in row order."""
-    return [v for part in values if part is not None and not _missing(part) for v in part]
-
-
-def _missing(value: Any) -> bool:
-    return isinstance(value, float) and np.isnan(value)
-
-
-def _fold_values(state: StateColumn) -> Callable[[pd.Series], Any]:
-    from tiltframe.functions.sketches import MERGE
-
-    return lambda values: functools.reduce(MERGE[state.merge], values)
 
 
 def _combine_groups(rows: pd.DataFrame, keys: list[str], columns: tuple[StateColumn, ...]) -> pd.DataFrame:

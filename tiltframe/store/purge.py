@@ -13,10 +13,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.model.durations import Granularity
 from tiltframe.model.retention import Retention
 from tiltframe.store.base import Store
-from tiltframe.store.layout import AggregationLayout
 
 logger = logging.getLogger(__name__)
 

@@ -14,11 +14,11 @@ import pandas as pd
 import pyarrow as pa
 import sqlalchemy as sa
 
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.errors import StoreError
 from tiltframe.model.tables import TableSpec
 from tiltframe.store.base import Store
 from tiltframe.store.frames import fetch_all, typed_frame
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.mysql import StoredText
 from tiltframe.store.recorded import insert_recorded_rows
 from tiltframe.store.retries import retried

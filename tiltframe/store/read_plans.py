@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import sqlalchemy as sa
 from sqlalchemy.engine import Compiled, Dialect
 
-from tiltframe.store.layout import AGG_TIMESTAMP
+from tiltframe.aggregates.layout import AGG_TIMESTAMP
 from tiltframe.store.schema import AGGREGATIONS_TABLE
 
 #: Shapes kept per store; past it the oldest half is forgotten (shapes differ in their counts of key values).

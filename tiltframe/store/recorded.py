@@ -14,9 +14,9 @@ import pyarrow as pa
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.store.base import REJECTED_COLUMNS, REJECTED_TIMES, BatchWrite
 from tiltframe.store.commits import now_ms
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.schema import REJECTED_TABLE
 
 MAX_RECORDED_BYTES = 65_535

@@ -17,8 +17,8 @@ import pyarrow as pa
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.model.durations import Granularity
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.mysql import is_mysql
 from tiltframe.store.upserts import merge_sketches, prepare_rows, upsert_rows
 from tiltframe.store.views import VIEW_SUFFIX

@@ -11,10 +11,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from tiltframe.aggregates.layout import SHARD_ID, AggregationLayout
 from tiltframe.model.durations import Granularity
 from tiltframe.model.streams import AttrType
 from tiltframe.store.base import REJECTED_COLUMNS, REJECTED_TIMES
-from tiltframe.store.layout import SHARD_ID, AggregationLayout
 from tiltframe.store.mysql import KEY_HASH, StoredText, hashes_keys, is_mysql, primary_key, sa_mysql
 
 AGGREGATIONS = "TILTFRAME_AGGREGATIONS"

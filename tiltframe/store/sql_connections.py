@@ -12,13 +12,13 @@ from typing import Any, NamedTuple, Self
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.errors import StoreError
 from tiltframe.model.durations import Granularity
 from tiltframe.store import mysql
 from tiltframe.store.base import Capabilities
 from tiltframe.store.definitions import Definition, DefinitionPlan, backfill_hint, plan
 from tiltframe.store.frames import fetch_compiled
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.merged_reads import MergedReads
 from tiltframe.store.read_plans import ReadPlans, RegistrationRead
 from tiltframe.store.schema import (

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 import sqlalchemy as sa
 
+from tiltframe.aggregates.layout import AGG_TIMESTAMP, SHARD_ID, AggregationLayout
 from tiltframe.errors import StoreError
 from tiltframe.model.durations import Granularity
 from tiltframe.model.streams import AttrType
@@ -25,7 +26,6 @@ from tiltframe.store.base import (
 )
 from tiltframe.store.definitions import Definition
 from tiltframe.store.frames import fetch_all, fetch_compiled, typed_frame
-from tiltframe.store.layout import AGG_TIMESTAMP, SHARD_ID, AggregationLayout
 from tiltframe.store.merged_reads import MergedRead, out_of_range
 from tiltframe.store.read_plans import RangeRead
 from tiltframe.store.retries import retried

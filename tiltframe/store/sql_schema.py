@@ -11,6 +11,7 @@ import pyarrow as pa
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from tiltframe.aggregates.layout import SHARD_ID, AggregationLayout
 from tiltframe.errors import DefinitionError, StoreError
 from tiltframe.model.durations import Granularity
 from tiltframe.model.tables import TableSpec
@@ -19,7 +20,6 @@ from tiltframe.store.base import StoreChanged
 from tiltframe.store.commits import now_ms
 from tiltframe.store.definition_changes import apply_plan, complete_from
 from tiltframe.store.definitions import Definition, DefinitionPlan, plan
-from tiltframe.store.layout import SHARD_ID, AggregationLayout
 from tiltframe.store.level_fills import fill_level
 from tiltframe.store.retries import retried
 from tiltframe.store.schema import (

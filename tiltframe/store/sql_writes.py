@@ -13,6 +13,7 @@ import pyarrow as pa
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from tiltframe.aggregates.layout import AGG_TIMESTAMP, SHARD_ID, AggregationLayout
 from tiltframe.errors import StoreError
 from tiltframe.model.durations import Granularity
 from tiltframe.store import appends, commits, mysql, staging, state_formats
@@ -24,7 +25,6 @@ from tiltframe.store.base import (
 )
 from tiltframe.store.commits import now_ms
 from tiltframe.store.frames import fetch_all, typed_frame
-from tiltframe.store.layout import AGG_TIMESTAMP, SHARD_ID, AggregationLayout
 from tiltframe.store.merged_reads import out_of_range
 from tiltframe.store.overflow import check_holdable, explain_overflow
 from tiltframe.store.pandas_merges import merge_rows

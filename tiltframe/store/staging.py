@@ -23,6 +23,7 @@ import pyarrow as pa
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from tiltframe.aggregates.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.errors import StoreError
 from tiltframe.model.streams import AttrType
 from tiltframe.store import bulk_formats, mysql
@@ -30,7 +31,6 @@ from tiltframe.store.appends import latest_bucket
 from tiltframe.store.base import StagingTarget
 from tiltframe.store.bulk_formats import LOAD_FORMAT
 from tiltframe.store.frames import ARROW_TYPES, fetch_all, typed_frame
-from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.store.merges import merge_assignments
 from tiltframe.store.mysql import StoredText
 from tiltframe.store.schema import sql_type

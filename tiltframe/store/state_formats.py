@@ -13,9 +13,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from tiltframe.functions.sketches import TO_STORED
-from tiltframe.functions.states import Merge
-from tiltframe.store.layout import AGG_TIMESTAMP, AggregationLayout
+from tiltframe.aggregates.layout import AGG_TIMESTAMP, AggregationLayout
+from tiltframe.aggregates.sketches.stored import TO_STORED
+from tiltframe.aggregates.states import Merge
 
 #: Rows rewritten per transaction.
 CHUNK_ROWS = 5000

@@ -27,12 +27,12 @@ import pyarrow as pa
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from tiltframe.aggregates.layout import AGG_COUNT, SHARD_ID, AggregationLayout
 from tiltframe.errors import StoreError
 from tiltframe.model.durations import Granularity
 from tiltframe.model.table_changes import ConfigChange, plan_change
 from tiltframe.model.tables import TableSpec
 from tiltframe.store.frames import fetch_all, typed_frame
-from tiltframe.store.layout import AGG_COUNT, SHARD_ID, AggregationLayout
 from tiltframe.store.mysql import KEY_HASH, key_hash_sql
 from tiltframe.store.pandas_merges import merge_rows
 from tiltframe.store.table_rebuilds import rebuild_table

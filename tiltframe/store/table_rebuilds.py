@@ -8,8 +8,8 @@ from collections.abc import Callable
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from tiltframe.aggregates.layout import SHARD_ID, AggregationLayout
 from tiltframe.store import mysql
-from tiltframe.store.layout import SHARD_ID, AggregationLayout
 
 
 def primary_key(conn: Connection, table: str) -> list[str]:

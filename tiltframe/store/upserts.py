@@ -22,11 +22,11 @@ import pyarrow.compute as pc
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from tiltframe.aggregates.layout import AGG_TIMESTAMP, SHARD_ID, AggregationLayout
+from tiltframe.aggregates.sketches.stored import MERGE, TO_STORED
 from tiltframe.errors import StoreError
-from tiltframe.functions.sketches import MERGE, TO_STORED
 from tiltframe.store import mysql
 from tiltframe.store.frames import ARROW_TYPES, fetch_all, typed_frame
-from tiltframe.store.layout import AGG_TIMESTAMP, SHARD_ID, AggregationLayout
 from tiltframe.store.merges import upsert_statement
 
 #: Rows per multi-row upsert statement, and rows turned into Python objects at a time (bounds memory).

@@ -20,10 +20,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from tiltframe.functions.states import Merge
+from tiltframe.aggregates.layout import AGG_COUNT, AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout
+from tiltframe.aggregates.targets.in_sql import GROUP_MERGE, SqlOps
 from tiltframe.model.durations import Granularity
-from tiltframe.store.layout import AGG_COUNT, AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout
-from tiltframe.store.merges import SqlOps
 from tiltframe.store.mysql import sa_mysql
 from tiltframe.timeutil.columns import AGG_TIME
 
@@ -31,9 +30,6 @@ __all__ = ["VIEW_SUFFIX", "agg_time_sql", "replace_view", "view_name", "view_sel
 
 #: Suffix of the view of final values beside each table (``TradeAggregation_DAYS_FINAL``).
 VIEW_SUFFIX = "_FINAL"
-
-_SQL_MERGE = {Merge.SUM: sa.func.sum, Merge.MIN: sa.func.min, Merge.MAX: sa.func.max}
-
 
 def view_name(layout: AggregationLayout, g: Granularity) -> str:
     return layout.table_name(g) + VIEW_SUFFIX
@@ -106,7 +102,7 @@ def _merged_in_sql(layout: AggregationLayout, table: sa.Table) -> sa.Subquery:
     c = table.c
     keys = [c[k] for k in layout.key_names]
     states = [s for group in layout.state_groups if group[0].function.combine is None
-              and all(s.merge in _SQL_MERGE for s in group) for s in group]
-    return (sa.select(*keys, *(_SQL_MERGE[s.merge](c[s.name]).label(s.name) for s in states),
+              and all(s.merge in GROUP_MERGE for s in group) for s in group]
+    return (sa.select(*keys, *(GROUP_MERGE[s.merge](c[s.name]).label(s.name) for s in states),
                       sa.func.max(c[AGG_EVENT_TIMESTAMP]).label(AGG_EVENT_TIMESTAMP))
             .group_by(*keys).subquery("merged"))

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from tiltframe.aggregates import layout
 from tiltframe.errors import DefinitionError
 from tiltframe.lang import builder as b
 from tiltframe.lang import parse_app
 from tiltframe.lang.checks.names import INTERNAL_PREFIXES, internal
-from tiltframe.store import layout
 
 ROOT = Path(__file__).resolve().parents[3]
 STREAM = "define stream S (sym string, v double, ts long);\n"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.errors import DefinitionError
 from tiltframe.lang import parse_app
-from tiltframe.store.layout import AggregationLayout
 
 S = "@eventTime('ts') define stream S (symbol string, price double, volume int, ts long);\n"
 

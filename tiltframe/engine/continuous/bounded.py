@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from tiltframe.aggregates.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP
 from tiltframe.engine.continuous.columns import (
     CLOSE,
     DIRTY,
@@ -35,7 +36,6 @@ from tiltframe.engine.continuous.columns import (
     is_empty,
 )
 from tiltframe.retrieval.pandas_states import TS, build_states
-from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP
 
 #: The order of flags at one event time (starting events first, ending ones last), and back: the same
 #: permutation, since it swaps 0 and 1, and 2 and 3.

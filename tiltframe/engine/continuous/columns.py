@@ -11,13 +11,13 @@ import pandas as pd
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.engine.event_time import event_time_ms
 from tiltframe.engine.events import SPARK_TYPES
 from tiltframe.engine.expressions import to_column
 from tiltframe.model.continuous import EMIT_VERSION, ContinuousQuery, Emit, EmitPolicy, Window
 from tiltframe.model.expressions import Attr
 from tiltframe.model.streams import StreamDef
-from tiltframe.store.layout import AggregationLayout
 
 # Input columns besides keys and aggregate arguments (PySpark renames pandas columns that start with "_").
 KIND = "tf_kind"  # "e" an event, "t" a clock tick

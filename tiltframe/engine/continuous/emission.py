@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tiltframe.aggregates.layout import AGG_COUNT, AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP
 from tiltframe.engine.continuous.columns import (
     CLOSE,
     DELTA,
@@ -41,7 +42,6 @@ from tiltframe.model.continuous import (
     WindowKind,
 )
 from tiltframe.retrieval.evaluate import evaluate, holds
-from tiltframe.store.layout import AGG_COUNT, AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP
 from tiltframe.store.pandas_merges import finalize
 
 

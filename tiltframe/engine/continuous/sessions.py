@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from tiltframe.aggregates.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP
 from tiltframe.engine.continuous.bounded import BoundedSessions
 from tiltframe.engine.continuous.columns import (
     DIRTY,
@@ -24,7 +25,6 @@ from tiltframe.engine.continuous.columns import (
 )
 from tiltframe.model.continuous import WindowKind
 from tiltframe.retrieval.pandas_states import TS, build_states
-from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP
 
 
 class Sessions(BoundedSessions):

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tiltframe.aggregates.layout import AGG_COUNT, AGG_TIMESTAMP
 from tiltframe.engine.continuous.columns import (
     BOOK,
     DELTA,
@@ -37,7 +38,6 @@ from tiltframe.engine.continuous.sessions import Sessions
 from tiltframe.engine.continuous.tilt import Tilt
 from tiltframe.model.continuous import EmitPolicy, WindowKind
 from tiltframe.retrieval.pandas_states import SEQ, TS, build_states
-from tiltframe.store.layout import AGG_COUNT, AGG_TIMESTAMP
 from tiltframe.store.pandas_merges import merge_rows
 
 

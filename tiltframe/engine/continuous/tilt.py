@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tiltframe.aggregates.layout import AGG_TIMESTAMP
 from tiltframe.engine.continuous.columns import ROW, WE, WS, StepParts, is_empty
 from tiltframe.model.continuous import TILT_SIZE
 from tiltframe.retrieval.pandas_states import SEQ, TS, build_states
-from tiltframe.store.layout import AGG_TIMESTAMP
 from tiltframe.store.pandas_merges import merge_rows
 
 LEVEL = "_level"

@@ -27,7 +27,7 @@ from typing import Any
 
 import pandas as pd
 
-from tiltframe.functions.trickle_stats import STATES, State
+from tiltframe.aggregates.trickle_stats import STATES, State
 from tiltframe.functions.trickle_times import text_times_ms
 from tiltframe.functions.trickle_values import Scope, TrickleRuntimeError, evaluate, is_number, type_name
 from tiltframe.lang.checks.trickle import aggregate_calls, nodes_in

@@ -14,8 +14,8 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from tiltframe.aggregates.registry import get, is_aggregate
 from tiltframe.errors import DefinitionError
-from tiltframe.functions.registry import get, is_aggregate
 from tiltframe.lang.checks.continuous import validate_continuous
 from tiltframe.lang.checks.names import validate_names
 from tiltframe.lang.checks.retrieval import output_stream, validate_query
@@ -201,7 +201,7 @@ def _validate_retention(agg: AggregationSpec) -> None:
 
 
 def _validate_item(agg: AggregationSpec, stream: StreamDef, item: object) -> None:
-    from tiltframe.store.layout import expression_type
+    from tiltframe.aggregates.layout import expression_type
 
     if isinstance(item, KeyItem):
         stream.attribute(item.name, item.pos)

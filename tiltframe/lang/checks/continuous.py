@@ -28,9 +28,10 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from tiltframe.aggregates import registry
+from tiltframe.aggregates.registry import AggregateFunction
 from tiltframe.errors import DefinitionError, unknown
-from tiltframe.functions import registry, scalars
-from tiltframe.functions.registry import AggregateFunction
+from tiltframe.functions import scalars
 from tiltframe.lang.checks.emit import DEFAULT_PERIODIC_MS, validate_emit
 from tiltframe.lang.checks.windows import partition_keys, validate_window
 from tiltframe.model.aggregations import AggregateItem
@@ -145,7 +146,7 @@ def output_scope(query: ContinuousQuery, stream: StreamDef) -> StreamDef:
     """The columns an output expression of a validated ``query`` reads, with their types: the keys,
     ``window_start``/``window_end`` (epoch ms) and each finalized aggregate (``_agg<i>``, or one column
     per quantile)."""
-    from tiltframe.store.layout import expression_type  # the store builds on the spec
+    from tiltframe.aggregates.layout import expression_type  # the store builds on the spec
 
     columns = {k: stream.attribute(k).type for k in query.keys}
     columns.update(dict.fromkeys(WINDOW_COLUMNS, AttrType.LONG))
@@ -218,7 +219,7 @@ class _Checker:
 
     def typed(self, query: ContinuousQuery) -> None:
         """Every output typed (a function given arguments it cannot take is refused here, at its place)."""
-        from tiltframe.store.layout import expression_type  # the store builds on the spec
+        from tiltframe.aggregates.layout import expression_type  # the store builds on the spec
 
         scope = output_scope(query, self.stream)
         for _, expr in query.outputs:
@@ -344,7 +345,7 @@ class _Checker:
         except DefinitionError as exc:
             raise _fail(exc.message, call.args[1].pos if len(call.args) > 1 else call.pos) from None
         if arg is not None:
-            from tiltframe.store.layout import expression_type  # the store builds on the spec
+            from tiltframe.aggregates.layout import expression_type  # the store builds on the spec
 
             try:
                 fn.check_arg(expression_type(arg, self.stream), where=clause)
@@ -405,7 +406,7 @@ class _Checker:
     def condition(self, expr: Expr, clause: str, scope: StreamDef | None = None) -> None:
         """A true/false expression whose arithmetic is typed (comparisons do not type their operands), over
         the stream's attributes or another ``scope``."""
-        from tiltframe.store.layout import expression_type  # the store builds on the spec
+        from tiltframe.aggregates.layout import expression_type  # the store builds on the spec
 
         def typed(e: Expr) -> AttrType:
             if isinstance(e, Binary):

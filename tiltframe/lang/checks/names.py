@@ -23,8 +23,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from tiltframe.aggregates.registry import get
 from tiltframe.errors import DefinitionError
-from tiltframe.functions.registry import get
 from tiltframe.model.aggregations import AggregateItem, AggregationSpec, ExpressionItem
 from tiltframe.model.app import AppSpec
 from tiltframe.model.durations import Granularity
@@ -129,7 +129,7 @@ def _key(agg: AggregationSpec, key: str) -> _Name:
 
 def _columns(agg: AggregationSpec) -> list[_Name]:
     """Every column of the tables of ``agg``, in table order, tiltframe's own first."""
-    from tiltframe.store.layout import FIXED_COLUMNS
+    from tiltframe.aggregates.layout import FIXED_COLUMNS
 
     cols = [_Name(c, f"tiltframe's own column {c}", None, "") for c in FIXED_COLUMNS]
     cols += [_key(agg, key) for key in agg.group_by]
@@ -173,7 +173,7 @@ def _column_names(agg: AggregationSpec) -> None:
 
 def _output_names(agg: AggregationSpec) -> None:
     """The columns a retrieval gives back (keys, each aggregate's outputs, values): no case-only twins."""
-    from tiltframe.store.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP
+    from tiltframe.aggregates.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP
     from tiltframe.timeutil import AGG_TIME
 
     outs = [_Name(c, f"tiltframe's own column {c}", None, "") for c in (AGG_TIMESTAMP, AGG_TIME, AGG_EVENT_TIMESTAMP)]
@@ -213,7 +213,7 @@ def _every(g: Granularity) -> str:
 
 
 def _limit() -> int:
-    from tiltframe.store.layout import MAX_IDENTIFIER_BYTES
+    from tiltframe.aggregates.layout import MAX_IDENTIFIER_BYTES
 
     return MAX_IDENTIFIER_BYTES
 
@@ -227,7 +227,7 @@ def _order(item: tuple[int, AggregationSpec]) -> tuple[int, int, int, int]:
 def _table_names(aggregations: Iterable[AggregationSpec]) -> None:
     """Each table and view name belongs to one aggregation (case-insensitively), is not one of the store's
     bookkeeping tables, and fits in every store."""
-    from tiltframe.store.layout import ASIDE_SUFFIX, BOOKKEEPING_TABLES, VIEW_SUFFIX, table_name
+    from tiltframe.aggregates.layout import ASIDE_SUFFIX, BOOKKEEPING_TABLES, VIEW_SUFFIX, table_name
 
     owners = {t.lower(): f"the store's bookkeeping table {t}" for t in BOOKKEEPING_TABLES}
     for _, agg in sorted(enumerate(aggregations), key=_order):

@@ -16,8 +16,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from tiltframe.aggregates import registry
 from tiltframe.errors import DefinitionError, QueryError, unknown
-from tiltframe.functions import registry
 from tiltframe.model.app import AppSpec
 from tiltframe.model.durations import parse_per
 from tiltframe.model.expressions import (
@@ -85,7 +85,7 @@ class _Scope:
     and order by) the selected columns."""
 
     def __init__(self, app: AppSpec, q: RetrievalQuery) -> None:
-        from tiltframe.store.layout import AggregationLayout
+        from tiltframe.aggregates.layout import AggregationLayout
         from tiltframe.timeutil import AGG_TIME
 
         self.q = q
@@ -364,8 +364,8 @@ def output_stream(app: AppSpec, q: RetrievalQuery) -> StreamDef | None:
     """The rows a validated join inserts into its output stream, as a stream a stream query can read
     (``from tempStream select ... insert into ...``, as Siddhi apps chain them); None when the join selects
     no columns by name (every attribute) or inserts nowhere."""
-    from tiltframe.functions import registry
-    from tiltframe.store.layout import expression_type
+    from tiltframe.aggregates import registry
+    from tiltframe.aggregates.layout import expression_type
 
     if q.insert_into is None or q.select is None:
         return None

@@ -13,8 +13,9 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
+from tiltframe.aggregates import registry
 from tiltframe.errors import DefinitionError, unknown
-from tiltframe.functions import registry, scalars
+from tiltframe.functions import scalars
 from tiltframe.model.app import AppSpec
 from tiltframe.model.expressions import Attr, Binary, Call, Expr, ListLiteral, Pos, Unary
 from tiltframe.model.queries import OutputItem, StreamQuery
@@ -157,7 +158,7 @@ def _plain(expr: Expr, source: StreamDef, where: str) -> Expr:
 
 def _type(expr: Expr, stream: StreamDef) -> AttrType:
     """The type of ``expr``, its arithmetic checked all the way down (comparisons do not type operands)."""
-    from tiltframe.store.layout import expression_type  # the store builds on the spec
+    from tiltframe.aggregates.layout import expression_type  # the store builds on the spec
 
     if isinstance(expr, Binary):
         _type(expr.left, stream), _type(expr.right, stream)

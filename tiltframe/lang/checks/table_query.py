@@ -23,9 +23,10 @@ import dataclasses
 from collections.abc import Callable
 from typing import NoReturn
 
+from tiltframe.aggregates import registry
+from tiltframe.aggregates.measures import aggregate_of, measure_types, output_names
 from tiltframe.errors import DefinitionError, unknown
-from tiltframe.functions import registry, scalars
-from tiltframe.functions.measures import aggregate_of, measure_types, output_names
+from tiltframe.functions import scalars
 from tiltframe.lang.checks.continuous import aggregate_function
 from tiltframe.model.aggregations import AggregateItem
 from tiltframe.model.app import AppSpec
@@ -171,7 +172,7 @@ class _Checker:
 
     @staticmethod
     def typed(expr: Expr, scope: StreamDef) -> AttrType:
-        from tiltframe.store.layout import expression_type  # the store builds on the spec
+        from tiltframe.aggregates.layout import expression_type  # the store builds on the spec
 
         return expression_type(expr, scope)
 

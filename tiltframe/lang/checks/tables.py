@@ -13,9 +13,9 @@ import re
 from collections.abc import Sequence
 from typing import NoReturn
 
+from tiltframe.aggregates import registry
+from tiltframe.aggregates.measures import output_names
 from tiltframe.errors import DefinitionError
-from tiltframe.functions import registry
-from tiltframe.functions.measures import output_names
 from tiltframe.lang.checks.app import validate_app
 from tiltframe.model.app import AppSpec
 from tiltframe.model.expressions import Pos

@@ -31,10 +31,10 @@ import tiltframe as tf
 from tests.oracle import DUCK_UNITS, open_pipeline
 from tests.retrieval.empty_sketches import EMPTY as EMPTY_SKETCHES
 from tests.servers import app_with_store, fresh_database
-from tiltframe.functions import registry
-from tiltframe.functions.registry import AggregateFunction
-from tiltframe.functions.sketches import BUILD, MERGE, dds_quantiles, hdr_quantiles, hll_estimate, kll_quantiles
-from tiltframe.functions.states import Merge
+from tiltframe.aggregates import registry
+from tiltframe.aggregates.registry import AggregateFunction
+from tiltframe.aggregates.sketches.stored import BUILD, MERGE, dds_quantiles, hdr_quantiles, hll_estimate, kll_quantiles
+from tiltframe.aggregates.states import Merge
 
 #: The documented result of a bucket with no value, where it is not NULL (docs/functions.md).
 EMPTY = {"count": 0, "distinctCount": 0}

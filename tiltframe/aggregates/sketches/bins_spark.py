@@ -1,8 +1,9 @@
 """Histogram bins counted and merged in Spark SQL with built-in functions only (no Python UDF).
 
-The histogram sketches (:mod:`~tiltframe.functions.ddsketch_spark`, :mod:`~tiltframe.functions.hdr_spark`)
-differ only in how a value finds its bin index; both count a group's indices as a ``map<int,bigint>`` and
-merge states by summing counts of equal indices, which is what this module does once.
+The histogram sketches (:mod:`~tiltframe.aggregates.sketches.ddsketch_spark`,
+:mod:`~tiltframe.aggregates.sketches.hdr_spark`) differ only in how a value finds its bin index; both count
+a group's indices as a ``map<int,bigint>`` and merge states by summing counts of equal indices, which is
+what this module does once.
 
 An intermediate array is bound once with :func:`let` (a one-element ``transform``) because Spark neither
 eliminates common subexpressions inside higher-order functions nor caches a column referenced from a

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from tiltframe.aggregates.registry import AggregateFunction, Ops, State, get
+from tiltframe.aggregates.states import Merge
 from tiltframe.functions import scalars
-from tiltframe.functions.registry import AggregateFunction, Ops, State, get
-from tiltframe.functions.states import Merge
 from tiltframe.model.aggregations import AggregateItem, AggregationSpec
 from tiltframe.model.app import AppSpec
 from tiltframe.model.durations import Granularity

@@ -7,10 +7,10 @@ import pytest
 import sqlalchemy as sa
 
 import tiltframe as tf
+from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.errors import DefinitionError
 from tiltframe.lang import builder as b
 from tiltframe.lang import parse_app
-from tiltframe.store.layout import AggregationLayout
 from tiltframe.store.sql import SqlStore
 
 STREAM = "define stream S (k string, v double, n long, ts long);\n"
@@ -84,7 +84,7 @@ def test_one_quantile_is_one_output_column() -> None:
     import datasketches as ds
     import pandas as pd
 
-    from tiltframe.store.pandas_merges import PandasOps
+    from tiltframe.aggregates.targets.in_pandas import PandasOps
 
     sketch = ds.kll_doubles_sketch(200)
     for x in (1.0, 2.0, 3.0):

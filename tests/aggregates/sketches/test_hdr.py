@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from tiltframe.functions import hdr
-from tiltframe.functions import hdr_spark as hs
+from tiltframe.aggregates.sketches import hdr
+from tiltframe.aggregates.sketches import hdr_spark as hs
 
 HIGHEST = 2**63 - 1
 QS = (0.0, 0.001, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 0.999, 1.0)

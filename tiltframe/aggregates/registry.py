@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Protocol
 
+from tiltframe.aggregates.sketches import hdr, stored
+from tiltframe.aggregates.states import Build, Merge
 from tiltframe.errors import DefinitionError, unknown
-from tiltframe.functions import hdr, sketches
-from tiltframe.functions.states import Build, Merge
 from tiltframe.model.streams import AttrType
 
 
@@ -376,7 +376,7 @@ def _sketch_quantiles(suffix: str, reader: str) -> Callable[[StateValues, Ops, M
     """One output per quantile, from a single read of each row's sketch."""
 
     def finalize(s: StateValues, ops: Ops, settings: Mapping[str, Any]) -> tuple[Any, ...]:
-        read, qs = getattr(sketches, reader), settings["quantiles"]
+        read, qs = getattr(stored, reader), settings["quantiles"]
         estimates = ops.apply(lambda b: read(b, qs), s[suffix])
         return tuple(ops.apply(operator.itemgetter(i), estimates) for i in range(len(qs)))
 
@@ -397,7 +397,7 @@ def _quantile_sketch(
 
 def _hll_estimate(s: StateValues, ops: Ops, _: Mapping[str, Any]) -> Any:
     """The estimate, 0 where the bucket has no value (a count, as SQL's COUNT(DISTINCT) and count())."""
-    return ops.coalesce(ops.apply(sketches.hll_estimate, s["HLL"]), 0)
+    return ops.coalesce(ops.apply(stored.hll_estimate, s["HLL"]), 0)
 
 
 register(

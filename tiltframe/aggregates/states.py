@@ -28,8 +28,8 @@ class Build(enum.Enum):
     EARLIEST = "earliest"
     LATEST = "latest"
     #: Apache DataSketches HLL sketch (Spark's ``hll_sketch_agg``), KLL doubles sketch
-    #: (``kll_sketch_agg_double``), tiltframe's DDSketch (``tiltframe.functions.ddsketch``) and HDR
-    #: histogram (``tiltframe.functions.hdr``).
+    #: (``kll_sketch_agg_double``), tiltframe's DDSketch (``tiltframe.aggregates.sketches.ddsketch``) and HDR
+    #: histogram (``tiltframe.aggregates.sketches.hdr``).
     HLL = "hll"
     KLL = "kll"
     DDS = "dds"

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from tiltframe.functions import hdr
+from tiltframe.aggregates.sketches import hdr
 from tiltframe.functions.trickle_values import TrickleRuntimeError, is_number, type_name
 
 
@@ -262,7 +262,8 @@ class Hdr(State):
 
     name = "aggr::stats::hdr"
     numeric = True
-    #: Tremor's histogram: two significant figures over the whole long range (``tiltframe.functions.hdr``'s shape).
+    #: Tremor's histogram: two significant figures over the whole long range
+    #: (``tiltframe.aggregates.sketches.hdr``'s shape).
     DIGITS = hdr.DEFAULT_DIGITS
     HIGHEST = hdr.HIGHEST
 

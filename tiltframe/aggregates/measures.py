@@ -6,7 +6,7 @@ columns and types a function gives are asked here.
 
 from __future__ import annotations
 
-from tiltframe.functions import registry
+from tiltframe.aggregates import registry
 from tiltframe.model.streams import AttrType
 from tiltframe.model.tables import Measure, TableSpec
 

@@ -24,8 +24,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType
 
-from tiltframe.functions import ddsketch as dd
-from tiltframe.functions import ddsketch_spark as dds
+from tiltframe.aggregates.sketches import ddsketch as dd
+from tiltframe.aggregates.sketches import ddsketch_spark as dds
 
 ALPHAS = (0.01, 0.05)
 QS = (0.0, 0.001, 0.01, 0.05, 0.1, 0.25, 0.3, 0.5, 0.7, 0.75, 0.9, 0.95, 0.99, 0.999, 1.0)

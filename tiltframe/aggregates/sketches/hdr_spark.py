@@ -2,7 +2,7 @@
 
 They are in the batch format (JSON; built-in functions cannot write HdrHistogram's encoding), which the
 store turns into the stored one.  The bins, both formats and the Python side are
-:mod:`tiltframe.functions.hdr`'s; this module is apart so that reading a state needs no Spark.
+:mod:`tiltframe.aggregates.sketches.hdr`'s; this module is apart so that reading a state needs no Spark.
 """
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from tiltframe.functions.bins_spark import counts, merge_counts, merge_states
-from tiltframe.functions.hdr import HIGHEST, STATE_SCHEMA, shape
+from tiltframe.aggregates.sketches.bins_spark import counts, merge_counts, merge_states
+from tiltframe.aggregates.sketches.hdr import HIGHEST, STATE_SCHEMA, shape
 
 
 def whole(arg: Column, integral: bool) -> Column:
-    """The value an HDR histogram counts, as a long (module :mod:`~tiltframe.functions.hdr`'s "Values"):
+    """The value an HDR histogram counts, as a long (module :mod:`~tiltframe.aggregates.sketches.hdr`'s "Values"):
     null for a null, negative, NaN or infinite value.  Integral arguments are taken as longs (a double
     would round those above 2**53); others are truncated toward zero, 2**63 and above clamped."""
     if integral:

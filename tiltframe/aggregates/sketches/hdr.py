@@ -34,7 +34,7 @@ Stored format.  A stored state is the HdrHistogram libraries' compressed V2 enco
 a state straight out of the store.  The same bins always give the same bytes.  A null state means "no
 values".
 
-Batch format.  Inside a batch, Spark's ``build`` and ``merge_agg`` (:mod:`tiltframe.functions.hdr_spark`,
+Batch format.  Inside a batch, Spark's ``build`` and ``merge_agg`` (:mod:`tiltframe.aggregates.sketches.hdr_spark`,
 made of built-in functions, which cannot write the encoding) carry a state as UTF-8 JSON::
 
     {"digits":2,"counts":{"0":3,"1337":2}}

@@ -3,7 +3,7 @@
 HLL and KLL states are the Apache DataSketches binaries Spark's ``hll_sketch_agg`` and
 ``kll_sketch_agg_double`` write (the ``datasketches`` package reads and merges them, no Spark needed);
 DDSketch states are the DDSketch libraries' protobuf message and HDR histograms HdrHistogram's compressed
-encoding, each made from the JSON Spark's batches carry (``tiltframe.functions.ddsketch``, ``.hdr``).
+encoding, each made from the JSON Spark's batches carry (``tiltframe.aggregates.sketches.ddsketch``, ``.hdr``).
 The store merges states of buckets it already holds with these functions, and retrieval merges and reads
 them.
 
@@ -22,8 +22,8 @@ from typing import Any
 import datasketches as ds
 import numpy as np
 
-from tiltframe.functions import ddsketch, hdr
-from tiltframe.functions.states import Merge
+from tiltframe.aggregates.sketches import ddsketch, hdr
+from tiltframe.aggregates.states import Merge
 
 Binary = bytes | None
 

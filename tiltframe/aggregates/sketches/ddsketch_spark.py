@@ -2,7 +2,7 @@
 
 They are in the batch format (JSON; built-in functions cannot write protobuf), which the store turns into
 the stored one.  Both formats, the binning and the Python side (merge, quantiles) are
-:mod:`tiltframe.functions.ddsketch`'s; this module is apart so that reading a state needs no Spark.
+:mod:`tiltframe.aggregates.sketches.ddsketch`'s; this module is apart so that reading a state needs no Spark.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import math
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from tiltframe.functions.bins_spark import counts, merge_counts, merge_states
-from tiltframe.functions.ddsketch import STATE_SCHEMA, ZERO_THRESHOLD, _check_alpha, _gamma
+from tiltframe.aggregates.sketches.bins_spark import counts, merge_counts, merge_states
+from tiltframe.aggregates.sketches.ddsketch import STATE_SCHEMA, ZERO_THRESHOLD, _check_alpha, _gamma
 
 
 def _encode(alpha: Column, zero: Column, pos: Column, neg: Column) -> Column:

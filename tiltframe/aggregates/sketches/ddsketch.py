@@ -49,11 +49,11 @@ as a decimal integer string, mapped to its count; keys ascending).  The store tu
 the stored format before it writes it (``store.upserts.merge_sketches``).  Stores written before the
 protobuf format hold JSON states: every function here reads both, and ``tiltframe migrate`` converts them.
 
-Spark side (:mod:`tiltframe.functions.ddsketch_spark`, apart so that reading a state needs no Spark).
+Spark side (:mod:`tiltframe.aggregates.sketches.ddsketch_spark`, apart so that reading a state needs no Spark).
 Its ``build`` and ``merge_agg`` are ordinary aggregate Column expressions made of
 built-in functions only (no Python UDF), so they run in the JVM, mix with other aggregates in one
 ``agg(...)`` call and work under ``spark.sql.ansi.enabled``.  Both sort an array per group and turn runs of
-equal bin indices into counts with O(n log n) array functions (:mod:`tiltframe.functions.bins_spark`).
+equal bin indices into counts with O(n log n) array functions (:mod:`tiltframe.aggregates.sketches.bins_spark`).
 """
 
 from __future__ import annotations

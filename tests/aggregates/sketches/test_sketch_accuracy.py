@@ -15,8 +15,8 @@ from pyspark.sql import functions as F
 import tiltframe as tf
 from tests.oracle import run_batches
 from tests.servers import app_with_store, fresh_database
-from tiltframe.functions import ddsketch, ddsketch_spark, hdr, hdr_spark
-from tiltframe.functions.sketches import hll_estimate, kll_quantiles
+from tiltframe.aggregates.sketches import ddsketch, ddsketch_spark, hdr, hdr_spark
+from tiltframe.aggregates.sketches.stored import hll_estimate, kll_quantiles
 
 QUANTILES = (0.5, 0.9, 0.99)
 ALPHA = 0.02
