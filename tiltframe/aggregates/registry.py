@@ -2,10 +2,9 @@
 
 An aggregate is a partial state (one or more columns), a way to build each state column from events, a
 merge rule for two partial states, and a finalize step.  Builds and merges are named *primitives*
-(``sum``, ``min``, ``max``, earliest/latest event, sketch unions, ...): the Spark engine, the store's
-upsert and the retrieval merge each translate a primitive once (``tiltframe.engine.partials``,
-``tiltframe.store.merges``, ``tiltframe.store.pandas_merges``), so the math of a function is written here and
-only here.
+(``sum``, ``min``, ``max``, earliest/latest event, sketch unions, ...; ``aggregates/states.py``): each target
+translates every primitive once, in a table keyed by it (``aggregates/targets/``: Spark, SQL, pandas), so
+the math of a function is written here and only here.
 
 Finalize and ``combine`` functions (the pairwise merge of states that merge together, such as Chan's
 formula for variance) use only operators and the small ``Ops`` interface, so the same function runs on
