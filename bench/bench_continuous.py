@@ -268,8 +268,8 @@ class TiltframeSide:
                  files_per_trigger: int | None) -> None:
         import tiltframe as tf
         from tiltframe.engine.continuous import ContinuousRun
+        from tiltframe.engine.inputs.sources import FileInput, read_stream
         from tiltframe.engine.sinks import CallbackSink
-        from tiltframe.engine.sources import FileInput, read_stream
 
         app = tf.load_app(f"{APP}@info(name='{case.name}')\n{case.sql};\n")
         events = read_stream(spark, FileInput(str(folder), "parquet", files_per_trigger), app.stream(STREAM))
@@ -600,7 +600,7 @@ def main() -> None:
     if (args.duration * 1000) % args.file_interval_ms:
         parser.error("--duration must be a whole number of --file-interval-ms")
 
-    from tiltframe.engine.session import get_session
+    from tiltframe.engine.spark.session import get_session
 
     spark = get_session(app_name="bench_continuous")
     work = args.cache / "continuous-run"

@@ -133,7 +133,7 @@ def pipeline(spark, parquet_dir: Path, data_dir: Path, files_per_batch: int | No
              on_batch=None) -> dict:
     import tiltframe as tf
     from tiltframe.aggregates.layout import AggregationLayout
-    from tiltframe.engine.sources import FileInput
+    from tiltframe.engine.inputs.sources import FileInput
     from tiltframe.model.durations import Granularity, Unit
     from tiltframe.store import store_location
     from tiltframe.store.registry import StoreRegistry
@@ -187,7 +187,7 @@ def checked_pipeline(spark, parquet_dir: Path, files_per_batch: int | None, *, t
 def verified(spark, parquet_dir: Path, data_dir: Path) -> float:
     """Seconds ``tf.verify`` takes over the store of the pipeline's last run; it must find no difference."""
     import tiltframe as tf
-    from tiltframe.engine.sources import FileInput
+    from tiltframe.engine.inputs.sources import FileInput
 
     app = tf.load_app(APP)
     t0 = time.perf_counter()
@@ -233,7 +233,7 @@ def main() -> None:
     settings: list[int | None] = [n or None for n in dict.fromkeys(args.files_per_batch)]
 
     from tests.servers import database_beside
-    from tiltframe.engine.session import get_session
+    from tiltframe.engine.spark.session import get_session
 
     spark = get_session("local[*]")
     for name in args.workload:

@@ -58,7 +58,7 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=ROOT / ".bench-data")
     args = parser.parse_args()
 
-    from tiltframe.engine.session import get_session
+    from tiltframe.engine.spark.session import get_session
 
     spark = get_session("local[*]")
     in_order = generate("W1-in-order", args.events, args.cache, W1_IN_ORDER)

@@ -98,7 +98,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="also print the growths as one JSON line")
     args = parser.parse_args()
 
-    from tiltframe.engine.session import get_session
+    from tiltframe.engine.spark.session import get_session
 
     print(f"writing the stream ({args.events:,} events) into {args.cache}", flush=True)
     meta = write_stream(args.events, args.cache / f"memory-{args.events}")
@@ -120,7 +120,7 @@ def main() -> None:
         if n % args.gc_every == 0 or abs(n - batches_in_tenth) <= SPAN or n > total_batches - 2 * SPAN - 1:
             # Python's garbage first: Py4J's proxies are in reference cycles, and the JVM objects they hold
             # (finished batches' plans) wait for Python's cyclic collector, which the pipeline runs at most
-            # every 10 s (tiltframe/engine/py4j_cycles.py). What is left is what the driver keeps.
+            # every 10 s (tiltframe/engine/spark/py4j_cycles.py). What is left is what the driver keeps.
             gc.collect()
             jvm.java.lang.System.gc()
             runtime = jvm.java.lang.Runtime.getRuntime()

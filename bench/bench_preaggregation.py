@@ -132,7 +132,7 @@ def main() -> None:
 
     import tiltframe as tf
     from tests.servers import database_beside
-    from tiltframe.engine.session import get_session
+    from tiltframe.engine.spark.session import get_session
     from tiltframe.store.urls import store_target
 
     parquet = generate("W2", args.events, args.cache) / "parquet"

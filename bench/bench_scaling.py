@@ -332,7 +332,7 @@ def thread_cpu() -> Iterator[dict[str, float]]:
     plan, receiving the Arrow rows, splitting the levels) and in the store's write (for SQLite all of the
     store's work; for a server, the client's share).  CPU time, unlike wall time, does not grow with the
     load other work puts on a shared machine."""
-    from tiltframe.engine.pipeline import AggregationPipeline
+    from tiltframe.engine.rollup.pipeline import AggregationPipeline
     from tiltframe.store.sql import SqlStore
 
     clocks = {"aggregate": 0.0, "write_batch": 0.0}
@@ -522,7 +522,7 @@ def main() -> None:
                          "(start the test servers with: eval \"$(bash scripts/services.sh)\")")
 
     from tests.servers import database_beside
-    from tiltframe.engine.session import get_session
+    from tiltframe.engine.spark.session import get_session
 
     base = workload.Workload(args.events, args.keys, args.span_seconds, disorder_pct=args.disorder_pct,
                              max_lateness_ms=2000 if args.disorder_pct else 0, seed=args.seed, zipf_s=args.zipf_s)

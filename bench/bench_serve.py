@@ -105,8 +105,8 @@ def generate(folder: Path, events: int, keys: int, seed: int) -> None:
 def build(app_text: str, parquet: Path, data_dir: Path) -> tuple[Any, float]:
     """The pipeline's run over every file in one micro-batch: its totals and seconds."""
     import tiltframe as tf
-    from tiltframe.engine.session import get_session
-    from tiltframe.engine.sources import FileInput
+    from tiltframe.engine.inputs.sources import FileInput
+    from tiltframe.engine.spark.session import get_session
 
     spark = get_session("local[*]")
     t0 = time.perf_counter()

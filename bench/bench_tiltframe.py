@@ -64,7 +64,7 @@ from bench_core import ROOT, generate
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from tiltframe.engine.reports import PipelineTotals
+    from tiltframe.engine.rollup.reports import PipelineTotals
 
 #: Level name in ``per`` -> bucket length in ms.
 LEVELS = {"10 sec": 10_000, "1 min": 60_000, "10 min": 600_000, "1 hour": 3_600_000}
@@ -106,7 +106,7 @@ def session() -> SparkSession:
     """tiltframe's local session (``get_session``'s settings) with the driver UI on, whose REST API serves
     the stage metrics; executor memory sampled every 50 ms (the aggregates here are object hash
     aggregates, which report no peak execution memory of their own); enough stages kept for big runs."""
-    from tiltframe.engine import session as tf_session
+    from tiltframe.engine.spark import session as tf_session
 
     saved, retention = dict(tf_session.DEFAULT_CONF), dict(tf_session.UI_RETENTION)
     tf_session.DEFAULT_CONF.update({"spark.ui.enabled": "true", "spark.executor.metrics.pollingInterval": "50ms",
@@ -233,7 +233,7 @@ def run_setup(spark: SparkSession, metrics: StageMetrics | None, apps: list[str]
     ``data_dir``; the levels are then read back with the aggregations of all of them."""
     import tiltframe as tf
     from tiltframe.aggregates.layout import AggregationLayout
-    from tiltframe.engine.sources import FileInput
+    from tiltframe.engine.inputs.sources import FileInput
     from tiltframe.model.durations import Granularity
     from tiltframe.store import store_location
 

@@ -52,12 +52,12 @@ import bench_core  # noqa: E402  (bench/ on the path above)
 
 #: Driver-side parts: (label, module path suffix, function name); cumulative seconds of each.
 DRIVER_PARTS = (
-    ("the batch on the driver", "engine/pipeline.py", "process"),
-    ("  building the plan: events typed", "engine/events.py", "type_events"),
-    ("  building the plan: the levels", "engine/partials.py", "__call__"),
+    ("the batch on the driver", "engine/rollup/pipeline.py", "process"),
+    ("  building the plan: events typed", "engine/events/typed.py", "type_events"),
+    ("  building the plan: the levels", "engine/rollup/partials.py", "__call__"),
     ("  Spark job to Arrow (toArrow)", "pyspark/sql/pandas/conversion.py", "_collect_as_arrow"),
     ("    waiting for its first batch", "pyarrow/ipc.py", "open_stream"),
-    ("  levels split on the driver (Arrow)", "engine/pipeline.py", "<dictcomp>"),
+    ("  levels split on the driver (Arrow)", "engine/rollup/pipeline.py", "<dictcomp>"),
     ("  store: the whole write", "store/sql_writes.py", "write_batch"),
     ("    rows in the store's order (cast, sort)", "store/upserts.py", "prepare_rows"),
     ("    merge statements", "store/upserts.py", "upsert_rows"),
@@ -71,7 +71,7 @@ DRIVER_PARTS = (
 @contextmanager
 def profiled_batches() -> Iterator[list[pstats.Stats]]:
     """Profile every ``AggregationPipeline.process`` call (on Spark's callback thread) while active."""
-    from tiltframe.engine import pipeline
+    from tiltframe.engine.rollup import pipeline
 
     original = pipeline.AggregationPipeline.process
     stats: list[pstats.Stats] = []
@@ -187,7 +187,7 @@ def main() -> None:
     from pyspark.sql import SparkSession
 
     from tests.servers import database_beside
-    from tiltframe.engine.session import tiltframe_defaults
+    from tiltframe.engine.spark.session import tiltframe_defaults
 
     options = None
     if args.events_per_file:

@@ -55,11 +55,11 @@ if ((WITH_BROWSER)); then
     install_browser
 fi
 
-# The class archive of Spark's JVM (tiltframe/engine/class_archive.py): every later Spark start maps the
+# The class archive of Spark's JVM (tiltframe/engine/spark/class_archive.py): every later Spark start maps the
 # classes a run loads instead of loading them again.  Made once (about a minute); a run without it works.
 class_archive() {
     command -v java >/dev/null 2>&1 || [[ -n "${JAVA_HOME:-}" ]] || return 0
-    "$VENV/bin/python" -m tiltframe.engine.class_archive --if-missing ||
+    "$VENV/bin/python" -m tiltframe.engine.spark.class_archive --if-missing ||
         echo "setup: warning: no class archive for Spark's JVM (Spark starts without it)" >&2
 }
 

@@ -25,7 +25,7 @@ os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--conf spark.sql.codegen.wholeStag
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
-    from tiltframe.engine.session import get_session
+    from tiltframe.engine.spark.session import get_session
 
     submit_args = os.environ["PYSPARK_SUBMIT_ARGS"]
     os.environ["PYSPARK_SUBMIT_ARGS"] = submit_args.replace(SHORT_LIVED, "")

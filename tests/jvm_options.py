@@ -8,7 +8,7 @@ micro-batches ran 25% longer without C2).  Results never depend on the compiler.
 """
 from __future__ import annotations
 
-from tiltframe.engine import class_archive, jvm_launch
+from tiltframe.engine.spark import class_archive, jvm_launch
 
 SHORT_LIVED_JVM = jvm_launch.C1_ONLY  # what tiltframe gives a short run's JVM itself
 #: The same, in ``$PYSPARK_SUBMIT_ARGS`` (tests/conftest.py gives it to the processes tests start).

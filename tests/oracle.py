@@ -12,8 +12,8 @@ import pandas as pd
 
 import tiltframe as tf
 from tiltframe.aggregates.layout import AggregationLayout
-from tiltframe.engine.pipeline import AggregationPipeline
-from tiltframe.engine.reports import PipelineTotals
+from tiltframe.engine.rollup.pipeline import AggregationPipeline
+from tiltframe.engine.rollup.reports import PipelineTotals
 from tiltframe.model.app import AppSpec
 from tiltframe.store.registry import StoreRegistry
 
@@ -69,7 +69,7 @@ def run_batches(
 ) -> tuple[AppSpec, PipelineTotals]:
     """Feed ``events`` through the per-batch pipeline in the given micro-batches (arrival order: a
     DataFrame made from pandas keeps its rows in partition order); ``small``: whether each batch is small
-    (ordered in one partition, ``engine.arrival``; None: by Spark's estimate, which says small here)."""
+    (ordered in one partition, ``engine.events.arrival``; None: by Spark's estimate, which says small here)."""
     app, stores, pipeline = open_pipeline(tmp, "test-pipeline", app_text)
     bounds = [0, *sorted(set(cuts)), len(events)]
     for batch_id, (lo, hi) in enumerate(itertools.pairwise(bounds)):

@@ -81,8 +81,9 @@ def app_with_store(app_text: str, jdbc_url: str | None, password_env: str | None
 
 
 def staged_batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The ids of the batches pipelines stage from now on (``engine.staged_writes.stage``), noted as they come."""
-    import tiltframe.engine.pipeline as pipeline_module
+    """The ids of the batches pipelines stage from now on (``engine.rollup.staged_writes.stage``), noted as
+    they come."""
+    import tiltframe.engine.rollup.pipeline as pipeline_module
 
     noted: list[int] = []
     stage = pipeline_module.stage

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.oracle import open_pipeline
-from tiltframe.engine.session import tiltframe_defaults
-from tiltframe.engine.sources import MAX_BYTES_ENV, FileInput
-from tiltframe.engine.staged_writes import STAGED_WRITES_ENV
+from tiltframe.engine.inputs.sources import MAX_BYTES_ENV, FileInput
+from tiltframe.engine.rollup.staged_writes import STAGED_WRITES_ENV
+from tiltframe.engine.spark.session import tiltframe_defaults
 from tiltframe.env_values import env_choice, env_int, env_memory, env_seconds, env_switch
 from tiltframe.errors import UsageError
 from tiltframe.store.retries import RETRY_SECONDS_ENV, retry_seconds

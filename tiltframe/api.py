@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
 
-    from tiltframe.engine.file_manifest import ChangedFile
-    from tiltframe.engine.reports import BatchReport, PipelineTotals
+    from tiltframe.engine.inputs.file_manifest import ChangedFile
+    from tiltframe.engine.rollup.reports import BatchReport, PipelineTotals
     from tiltframe.engine.runner import InputLike, Run, RunResult
     from tiltframe.engine.sinks import Sink
     from tiltframe.engine.trickle.spark_run import TrickleRun
@@ -81,8 +81,8 @@ def start_trickle(
     ``<data_dir>/trickle/``, and to ``outputs["err"]`` if given.  Exactly-once through Spark's checkpoint,
     under ``checkpoint_dir`` as for :func:`start`.  An event's ingest time is its file's modification time.
     """
-    from tiltframe.engine.filesystems import checkpoint_root
-    from tiltframe.engine.session import get_session
+    from tiltframe.engine.inputs.filesystems import checkpoint_root
+    from tiltframe.engine.spark.session import get_session
     from tiltframe.engine.trickle.spark_run import start_trickle_run
 
     directory = Path(data_dir) if data_dir is not None else default_data_dir()
@@ -154,8 +154,8 @@ def start(
     if not trigger_seconds > 0:
         msg = f"trigger_seconds must be more than 0, not {trigger_seconds}"
         raise UsageError(msg)
+    from tiltframe.engine.rollup.shards import Deployment
     from tiltframe.engine.runner import Run
-    from tiltframe.engine.shards import Deployment
 
     run_ = Run(
         app,
@@ -227,8 +227,8 @@ def insert(
     """Insert rows (a Spark or pandas DataFrame, or a CSV / JSON Lines / Parquet file or folder) into a
     pre-aggregated table; ``preaggregate=False`` stores each row as it is (EventQL's INSERT_NOPREAGGR).
     Queries answer the same either way."""
-    from tiltframe.engine.inserts import insert_rows
-    from tiltframe.engine.session import get_session
+    from tiltframe.engine.lifecycle.inserts import insert_rows
+    from tiltframe.engine.spark.session import get_session
 
     return insert_rows(app, table, rows, data_dir=data_dir or default_data_dir(), spark=spark or get_session(),
                        preaggregate=preaggregate)
@@ -237,8 +237,8 @@ def insert(
 def parse_records(app: AppSpec, stream: str, df: DataFrame, **options: Any) -> DataFrame:
     """``df``'s column of JSON or CSV text (Kafka's ``value``, ...) as rows of ``stream``, for ``run`` /
     ``start`` to type and reject like file rows; ``options`` as in
-    :func:`tiltframe.engine.text_sources.parse_records` (docs/kafka.md)."""
-    from tiltframe.engine.text_sources import parse_records as parse
+    :func:`tiltframe.engine.inputs.text_sources.parse_records` (docs/kafka.md)."""
+    from tiltframe.engine.inputs.text_sources import parse_records as parse
 
     return parse(df, app.stream(app.input_stream(stream)), **options)
 
@@ -313,7 +313,7 @@ def query(
     finally:
         stores.close()
     if as_spark:
-        from tiltframe.engine.session import get_session
+        from tiltframe.engine.spark.session import get_session
 
         return (spark or get_session()).createDataFrame(result)
     return result
@@ -346,15 +346,15 @@ def changed_files(
     the one named): what was read of each and what is there now (docs/bad-input.md).  Checkpoints on a
     Hadoop file system are read through Spark (a local session starts when none runs)."""
     from tiltframe.aggregates.layout import AggregationLayout
-    from tiltframe.engine.file_manifest import FileManifest
-    from tiltframe.engine.filesystems import check_checkpoint_root, checkpoint_root
-    from tiltframe.engine.hadoop_paths import HadoopPath
-    from tiltframe.engine.markers import checkpoint_dir as folder_of
+    from tiltframe.engine.inputs.file_manifest import FileManifest
+    from tiltframe.engine.inputs.filesystems import check_checkpoint_root, checkpoint_root
+    from tiltframe.engine.inputs.hadoop_paths import HadoopPath
+    from tiltframe.engine.rollup.markers import checkpoint_dir as folder_of
 
     root = Path(data_dir or default_data_dir())
     checkpoints = checkpoint_root(checkpoint_dir, root)
     if isinstance(checkpoints, HadoopPath):
-        from tiltframe.engine.session import get_session
+        from tiltframe.engine.spark.session import get_session
 
         get_session()
         check_checkpoint_root(checkpoints)

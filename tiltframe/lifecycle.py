@@ -19,10 +19,10 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from tiltframe.aggregates.layout import AggregationLayout
-    from tiltframe.engine.hadoop_paths import Location
-    from tiltframe.engine.range_rebuilds import RangeRebuild
-    from tiltframe.engine.sources import FileInput
-    from tiltframe.engine.verification import Verification
+    from tiltframe.engine.inputs.hadoop_paths import Location
+    from tiltframe.engine.inputs.sources import FileInput
+    from tiltframe.engine.lifecycle.range_rebuilds import RangeRebuild
+    from tiltframe.engine.lifecycle.verification import Verification
     from tiltframe.store.base import Store
     from tiltframe.store.definitions import DefinitionPlan
 
@@ -56,7 +56,7 @@ def migrate(
       DDSketch libraries' protobuf); readers take both, so this only makes them readable by other tools.
     """
     from tiltframe.aggregates.layout import AggregationLayout
-    from tiltframe.engine.shards import Deployment, claim_shard
+    from tiltframe.engine.rollup.shards import Deployment, claim_shard
     from tiltframe.store.definitions import backfill_hint
     from tiltframe.store.raw_rows import unfolded_raw_rows
 
@@ -93,8 +93,8 @@ def migrate(
             if layout.table is not None:
                 changes += store.ensure_schema(layout)
                 if unfolded_raw_rows(store, layout.table, layout):
-                    from tiltframe.engine.inserts import fold_raw_rows
-                    from tiltframe.engine.session import get_session
+                    from tiltframe.engine.lifecycle.inserts import fold_raw_rows
+                    from tiltframe.engine.spark.session import get_session
 
                     stats = fold_raw_rows(get_session(), layout.table, layout, store)
                     if stats is not None:
@@ -119,10 +119,10 @@ def _carry_checkpoint(layout: AggregationLayout, store: Store, directory: Path,
                       checkpoint_dir: str | Path | None) -> None:
     """The checkpoint of the definition a migration changed from goes on as this one's now (else at the
     pipeline's next start, for checkpoints on a Hadoop file system, which need Spark)."""
-    from tiltframe.engine.filesystems import checkpoint_root
-    from tiltframe.engine.hadoop_paths import HadoopPath
-    from tiltframe.engine.identity import carry_checkpoint
-    from tiltframe.engine.markers import checkpoint_dir as folder_of
+    from tiltframe.engine.inputs.filesystems import checkpoint_root
+    from tiltframe.engine.inputs.hadoop_paths import HadoopPath
+    from tiltframe.engine.rollup.identity import carry_checkpoint
+    from tiltframe.engine.rollup.markers import checkpoint_dir as folder_of
 
     root = checkpoint_root(checkpoint_dir, directory)
     if not isinstance(root, HadoopPath):
@@ -149,8 +149,8 @@ def _rebuilt(change: DefinitionPlan | None, layout: AggregationLayout) -> bool:
 def _swap(app: AppSpec, layout: AggregationLayout, store: Store, inputs: Mapping[str, str | Path | FileInput],
           directory: str | Path, checkpoint_dir: str | Path | None, spark: SparkSession | None) -> list[str]:
     """Rebuild ``layout``'s rollup from ``inputs`` as the files its running pipeline committed, beside the
-    stored one, and swap it in (``engine.rollup_swaps``); what was done, in words."""
-    from tiltframe.engine.rollup_swaps import swap_rollup
+    stored one, and swap it in (``engine.lifecycle.rollup_swaps``); what was done, in words."""
+    from tiltframe.engine.lifecycle.rollup_swaps import swap_rollup
 
     with contextlib.closing(_recomputations(app, inputs, directory, None, layout.name, checkpoint_dir,
                                             spark)) as found:
@@ -162,7 +162,7 @@ def _swap(app: AppSpec, layout: AggregationLayout, store: Store, inputs: Mapping
 def _backfill(app: AppSpec, layout: AggregationLayout, store: Store, inputs: Mapping[str, str | Path | FileInput],
               directory: str | Path, checkpoint_dir: str | Path | None, spark: SparkSession | None) -> list[str]:
     """Give the measures a migration added their history from ``inputs``; what was done, in words."""
-    from tiltframe.engine.range_rebuilds import rebuild_range
+    from tiltframe.engine.lifecycle.range_rebuilds import rebuild_range
 
     incomplete = store.complete_from(layout)
     with contextlib.closing(_recomputations(app, inputs, directory, None, layout.name, checkpoint_dir,
@@ -284,7 +284,7 @@ def verify(
     store, bucket by bucket and key by key (docs/lifecycle.md).  ``within``: only the buckets that start in
     that range (any ``within`` form: ``"2024-01-**"``, ``"last 1 day"``, ISO times, epoch ms; the end may be
     None for one period)."""
-    from tiltframe.engine.verification import verify as check
+    from tiltframe.engine.lifecycle.verification import verify as check
 
     return {t.layout.name: check(t.spark, app, t.layout, t.store, t.source, t.checkpoint, t.span)
             for t in _recomputations(app, inputs, data_dir, within, aggregation, checkpoint_dir, spark)}
@@ -303,7 +303,7 @@ def rebuild(
     """Recompute the range ``within`` of each aggregation fed by ``inputs`` (or the one named) from the
     inputs as they are now (after a source was corrected) and replace the stored buckets of every level
     that overlap it, atomically and exactly once with respect to a running pipeline (docs/lifecycle.md)."""
-    from tiltframe.engine.range_rebuilds import rebuild_range
+    from tiltframe.engine.lifecycle.range_rebuilds import rebuild_range
 
     return {t.layout.name: rebuild_range(t.spark, app, t.layout, t.store, t.source, t.checkpoint, t.span)
             for t in _recomputations(app, inputs, data_dir, within, aggregation, checkpoint_dir, spark)}
@@ -329,11 +329,11 @@ def _recomputations(
 ) -> Iterator[_Recomputed]:
     """Per aggregation fed by ``inputs`` (or the one named): what a recomputation from them needs."""
     from tiltframe.aggregates.layout import AggregationLayout
-    from tiltframe.engine.filesystems import checkpoint_root
-    from tiltframe.engine.identity import going_on_from
-    from tiltframe.engine.markers import checkpoint_dir as folder_of
-    from tiltframe.engine.session import get_session
-    from tiltframe.engine.sources import FileInput
+    from tiltframe.engine.inputs.filesystems import checkpoint_root
+    from tiltframe.engine.inputs.sources import FileInput
+    from tiltframe.engine.rollup.identity import going_on_from
+    from tiltframe.engine.rollup.markers import checkpoint_dir as folder_of
+    from tiltframe.engine.spark.session import get_session
     from tiltframe.timeutil.ranges import within_range
 
     directory = Path(data_dir or default_data_dir())

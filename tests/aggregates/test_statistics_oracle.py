@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tiltframe as tf
-import tiltframe.engine.pipeline as pipeline_module
+import tiltframe.engine.rollup.pipeline as pipeline_module
 from tests.oracle import DUCK_UNITS, run_batches
 from tests.servers import app_with_store, fresh_database, staged_batches
-from tiltframe.engine.staged_writes import STAGED_WRITES_ENV
+from tiltframe.engine.rollup.staged_writes import STAGED_WRITES_ENV
 
 APP = """
 define stream TradeStream (symbol string, price double, quantity long, ts long);

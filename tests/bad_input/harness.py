@@ -20,7 +20,7 @@ import pytest
 import tiltframe as tf
 from tests.servers import app_with_store, fresh_database
 from tiltframe.aggregates.layout import AggregationLayout
-from tiltframe.engine.reports import PipelineTotals
+from tiltframe.engine.rollup.reports import PipelineTotals
 from tiltframe.model.app import AppSpec
 from tiltframe.model.durations import Granularity, Unit
 from tiltframe.store.base import AggregationInfo

@@ -168,10 +168,10 @@ def test_files_in_subfolders_that_are_not_read_are_named(spark, tmp_path: Path, 
     (inbox / "archive" / "2023" / "old.csv").write_text(csv_lines([("x", 4.0)], 2))
     (inbox / "archive" / "2023" / "older.CSV").write_text(csv_lines([("x", 8.0)], 3))
     (inbox / "archive" / "notes.json").write_text("{}\n")  # another format: not the stream's files
-    with caplog.at_level("WARNING", logger="tiltframe.engine.sources"):
+    with caplog.at_level("WARNING", logger="tiltframe.engine.inputs.sources"):
         out = run(spark, APP, {"S": inbox}, tmp_path / "data")
     assert totals(out) == oracle([("x", 1.0)])
-    (said,) = [r.getMessage() for r in caplog.records if r.name == "tiltframe.engine.sources"]
+    (said,) = [r.getMessage() for r in caplog.records if r.name == "tiltframe.engine.inputs.sources"]
     assert f"2 csv files in its subfolders ('{inbox / 'archive' / '2023'}') are not read" in said
     assert "Give each folder its own input, or move the files into" in said
 
@@ -183,10 +183,10 @@ def test_partition_folders_are_read_with_every_file_below_them(spark, tmp_path: 
     (inbox / "date=2024-01-05" / "plain").mkdir(parents=True)
     (inbox / "date=2024-01-05" / "p.csv").write_text(csv_lines([("x", 2.0)], 1))
     (inbox / "date=2024-01-05" / "plain" / "q.csv").write_text(csv_lines([("x", 8.0)], 3))
-    with caplog.at_level("WARNING", logger="tiltframe.engine.sources"):
+    with caplog.at_level("WARNING", logger="tiltframe.engine.inputs.sources"):
         out = run(spark, APP, {"S": inbox}, tmp_path / "data")
     assert totals(out) == oracle([("x", 2.0), ("x", 8.0)])
-    assert not [r for r in caplog.records if r.name == "tiltframe.engine.sources"]
+    assert not [r for r in caplog.records if r.name == "tiltframe.engine.inputs.sources"]
 
 
 def refused_run(tmp_path: Path, inbox: Path) -> str:

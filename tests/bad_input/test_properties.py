@@ -53,7 +53,7 @@ from tests.bad_input.generated import (
 )
 from tests.bad_input.harness import STORES, Outcome, run, store_url
 from tests.servers import SERVERS
-from tiltframe.engine.reports import PipelineTotals
+from tiltframe.engine.rollup.reports import PipelineTotals
 from tiltframe.model.durations import Unit
 
 pytestmark = pytest.mark.slow

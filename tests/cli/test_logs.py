@@ -80,5 +80,5 @@ def test_a_default_run_prints_no_spark_log_line(tmp_path: Path) -> None:
     assert "events read" in done.stdout
     spark_log = (tmp_path / "data" / "logs" / "spark.log").read_text(encoding="utf-8")
     assert "=== tiltframe: Spark starts" in spark_log and "log4j" in spark_log
-    # Files of a few hundred bytes, read once: the JVM compiles with C1 alone (tiltframe.engine.jvm_launch).
+    # Files of a few hundred bytes, read once: the JVM compiles with C1 alone (tiltframe.engine.spark.jvm_launch).
     assert "; C1 compiler alone (a short run)\n" in spark_log

@@ -16,7 +16,7 @@ How a block is checked follows from its fence's language:
   as a new process (``python -m tiltframe``, this checkout's code) in the page's working directory and
   must exit 0.  Every other command is listed in ``SKIPPED`` with its reason; a listed command that no page
   has any more fails too, so the list stays the docs' own.
-- ``toml``: a config file, read by ``tiltframe.engine.shards.load_deployment``.
+- ``toml``: a config file, read by ``tiltframe.engine.rollup.shards.load_deployment``.
 
 Where the language is not enough, an HTML comment on the line just before the fence (GitHub does not show
 it) says how the block is checked: ``<!-- docs-test: KIND [ARGS] [(REASON)] -->``.
@@ -100,7 +100,7 @@ SKIPPED_BY_REASON: dict[str, list[tuple[str, str]]] = {
     "example through the command": [
         ("README.md", "tiltframe run metrics.trickle --input in=data/metrics/ --output out=out/"),
     ],
-    "starts Spark in a new process (15 s) to recompute from the inputs; tests/engine/test_verification.py "
+    "starts Spark in a new process (15 s) to recompute from the inputs; tests/engine/lifecycle/test_verification.py "
     "and test_range_rebuilds.py run both commands on real stores": [
         ("README.md", "tiltframe verify app.siddhi --input TradeStream=data/trades/"),
         ("README.md", 'tiltframe rebuild app.siddhi --input TradeStream=data/trades/ --within "2024-01-02"'),
@@ -460,7 +460,7 @@ def test_refused_blocks_are_refused_with_the_message_shown(block: Block) -> None
 
 @pytest.mark.parametrize("block", [b for b in BLOCKS if kind_of(b) == "toml"], ids=lambda b: b.id)
 def test_config_files_are_read(block: Block, tmp_path: Path) -> None:
-    from tiltframe.engine.shards import load_deployment
+    from tiltframe.engine.rollup.shards import load_deployment
 
     path = tmp_path / "tiltframe.toml"
     path.write_text(block.text, encoding="utf-8")

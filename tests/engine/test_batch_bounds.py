@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import tiltframe as tf
-from tiltframe.engine.sources import MAX_BYTES_ENV
+from tiltframe.engine.inputs.sources import MAX_BYTES_ENV
 
 APP = """
 define stream S (k string, n long, ts long);

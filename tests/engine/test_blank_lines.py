@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from tests.bad_input.harness import run
-from tiltframe.engine.file_reads import read_files
+from tiltframe.engine.inputs.file_reads import read_files
 from tiltframe.lang.parser import parse_app
 
 APP = """

@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 
 from tests.engine.continuous_sim import plain
 from tiltframe.engine.continuous import ContinuousRun
+from tiltframe.engine.inputs.sources import FileInput, read_stream
 from tiltframe.engine.sinks import CallbackSink
-from tiltframe.engine.sources import FileInput, read_stream
 from tiltframe.lang import parse_app
 
 pytestmark = pytest.mark.slow

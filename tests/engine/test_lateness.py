@@ -13,7 +13,7 @@ import pytest
 
 import tiltframe as tf
 from tiltframe.aggregates.layout import AggregationLayout
-from tiltframe.engine.sources import FileInput
+from tiltframe.engine.inputs.sources import FileInput
 from tiltframe.model.app import AppSpec
 from tiltframe.model.durations import Granularity, Unit
 from tiltframe.store.registry import StoreRegistry

@@ -15,7 +15,7 @@ import pytest
 import tiltframe as tf
 from tests.engine.rollups import APP, HOUR, MEASURES, T0, ZONE, ZONED, check, deliver, trades, wait
 from tests.servers import app_with_store, fresh_database
-from tiltframe.engine.reports import BatchReport
+from tiltframe.engine.rollup.reports import BatchReport
 from tiltframe.errors import TiltframeError
 
 A = APP

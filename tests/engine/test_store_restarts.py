@@ -22,7 +22,7 @@ import tiltframe as tf
 from tests.oracle import APP, rollup
 from tests.private_servers import PrivateServer, private_server
 from tests.servers import app_with_store
-from tiltframe.engine.reports import BatchReport
+from tiltframe.engine.rollup.reports import BatchReport
 from tiltframe.errors import TiltframeError
 from tiltframe.model.aggregations import StoreSpec
 from tiltframe.store.retries import RETRY_SECONDS_ENV

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 import tiltframe as tf
 from tiltframe.cli.app import app as cli
-from tiltframe.engine.reports import BatchReport
+from tiltframe.engine.rollup.reports import BatchReport
 from tiltframe.errors import UsageError
 
 pytestmark = pytest.mark.slow

@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 import tiltframe as tf
-from tiltframe.engine.session import DEFAULT_CONF, UI_RETENTION, get_session, tiltframe_defaults
-from tiltframe.engine.spark_settings import fill, read_properties, submit_args
+from tiltframe.engine.spark.session import DEFAULT_CONF, UI_RETENTION, get_session, tiltframe_defaults
+from tiltframe.engine.spark.spark_settings import fill, read_properties, submit_args
 
 APP = """
 define stream Trades (symbol string, quantity long, ts long, at string);
@@ -120,7 +120,7 @@ def test_the_ui_keeps_little_of_finished_work_only_while_it_is_off() -> None:
 NEW_SESSION = """
 import json, sys
 from pathlib import Path
-from tiltframe.engine.session import get_session
+from tiltframe.engine.spark.session import get_session
 spark = get_session(log_file=Path(sys.argv[1]))
 keys = ["spark.sql.session.timeZone", "spark.sql.shuffle.partitions", "spark.sql.adaptive.enabled",
         "spark.ui.enabled", "spark.driver.memory", "spark.sql.ui.retainedExecutions", "spark.ui.retainedJobs"]

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 import tiltframe as tf
-from tiltframe.engine.buckets import bucket_start
+from tiltframe.engine.events.buckets import bucket_start
 from tiltframe.errors import DefinitionError
 from tiltframe.model.durations import Granularity, Unit, unit_range
 

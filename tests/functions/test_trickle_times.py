@@ -1,5 +1,5 @@
 """Text times read in pandas (``functions.trickle_times``, a trickle window's script) as Spark reads an event
-time (``engine.events.type_events``): the same instants, the same texts refused, with the same reasons,
+time (``engine.events.typed.type_events``): the same instants, the same texts refused, with the same reasons,
 over texts made to sit on every edge of the forms (offsets, fractions, impossible dates, spaces, signs,
 numbers past a long, years 0000 and 10000)."""
 
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tiltframe.engine.events import EVENT_TS, REASON, type_events
+from tiltframe.engine.events.typed import EVENT_TS, REASON, type_events
 from tiltframe.functions.trickle_times import days_from_civil, text_times_ms
 from tiltframe.lang import parse_app
 from tiltframe.timeutil.parse import FORMATS

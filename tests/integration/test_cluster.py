@@ -64,7 +64,7 @@ def test_cluster_run_equals_local_run_and_oracle(cluster: Cluster, tmp_path: Pat
     (log,) = [p for p in events_log.iterdir() if not p.name.startswith(".")]
     said = re.findall(r'"spark\.sql\.shuffle\.partitions":"(\d+)"', log.read_text())
     # The shared session's executions keep the submitted value; the micro-batches of small files run in a
-    # clone with one partition and no adaptive execution (engine/batch_sessions.py).
+    # clone with one partition and no adaptive execution (engine/inputs/batch_sessions.py).
     assert "3" in said and set(said) <= {"3", "1"}, f"the submitted shuffle partitions were not kept: {said}"
     run_cli("local[2]", tmp_path, "local", str(tmp_path / "in"))
     on_cluster, local = answers(tmp_path, "on-cluster"), answers(tmp_path, "local")

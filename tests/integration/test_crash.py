@@ -36,8 +36,8 @@ from tests.integration.crashkit import (
 )
 from tests.oracle import APP, check_against_oracle
 from tests.servers import app_with_store, fresh_database
-from tiltframe.engine.batch_sessions import SMALL_BATCH_ENV
-from tiltframe.engine.staged_writes import STAGED_WRITES_ENV
+from tiltframe.engine.inputs.batch_sessions import SMALL_BATCH_ENV
+from tiltframe.engine.rollup.staged_writes import STAGED_WRITES_ENV
 
 MODES = ("at-progress", "random-delay", "in-store-transaction")
 #: Kills per store: each mode once (three times over the three stores) keeps CI short;

@@ -1,5 +1,5 @@
 """The bucket starts retrieval computes for the edges of a range are the ones the engine gives events: the
-same instants through ``engine.buckets.bucket_start`` (Spark) and ``model.bucket_bounds`` (Python),
+same instants through ``engine.events.buckets.bucket_start`` (Spark) and ``model.bucket_bounds`` (Python),
 over zones with daylight saving, half-hour changes, fixed offsets and GMT, near their clock changes."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from pyspark.sql import functions as F
 
-from tiltframe.engine.buckets import bucket_start as spark_bucket_start
+from tiltframe.engine.events.buckets import bucket_start as spark_bucket_start
 from tiltframe.model.bucket_bounds import bucket_end, bucket_start
 from tiltframe.model.durations import Granularity, Unit
 

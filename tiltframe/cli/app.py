@@ -132,8 +132,8 @@ def inspect(
         directory = resolve_data_dir(data_dir)
         infos = api.inspect(spec, aggregation, data_dir=directory)
         rejected = {agg.name: api.rejected(spec, agg.name, data_dir=directory, limit=rejected_rows) for agg in aggs}
-        from tiltframe.engine.filesystems import checkpoint_root
-        from tiltframe.engine.hadoop_paths import HadoopPath
+        from tiltframe.engine.inputs.filesystems import checkpoint_root
+        from tiltframe.engine.inputs.hadoop_paths import HadoopPath
 
         if isinstance(checkpoint_root(checkpoint_dir, directory), HadoopPath):  # read through Spark
             logs.start_spark(None, directory)
@@ -266,7 +266,7 @@ def migrate(
     shard gain a SHARD_ID key column, their rows becoming this deployment's shard's; a pre-aggregated table
     follows its changed definition; sketch states stored in an older format are rewritten in the current
     one.  Safe to run again."""
-    from tiltframe.engine.shards import load_deployment
+    from tiltframe.engine.rollup.shards import load_deployment
 
     with handle_errors():
         spec = api.load_app(app_file)

@@ -313,8 +313,8 @@ def run_demo(
             "processed, so this run skips them and the store keeps its rollups — exactly once)"
         )
 
-    from tiltframe.engine.session import get_session
-    from tiltframe.engine.sources import FileInput
+    from tiltframe.engine.inputs.sources import FileInput
+    from tiltframe.engine.spark.session import get_session
 
     err.print(f"starting Spark ({master or 'default master'}) ...", style="dim")
     spark = get_session(master)

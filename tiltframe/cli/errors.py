@@ -49,7 +49,7 @@ def _details(hint: str) -> None:
 def failure_line(exc: BaseException) -> str:
     """The one line a runtime failure is said in: a tiltframe error's first line, a Spark failure's root
     cause with the query and batch, or an unexpected exception's type and message."""
-    from tiltframe.engine.failures import describe_failure
+    from tiltframe.engine.spark.failures import describe_failure
 
     return describe_failure(exc)
 

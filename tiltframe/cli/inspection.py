@@ -20,7 +20,7 @@ from tiltframe.timeutil.parse import format_ts
 if TYPE_CHECKING:
     import pandas as pd
 
-    from tiltframe.engine.file_manifest import ChangedFile
+    from tiltframe.engine.inputs.file_manifest import ChangedFile
     from tiltframe.model.aggregations import AggregationSpec
     from tiltframe.model.app import AppSpec
     from tiltframe.store.base import AggregationInfo, SkippedValues

@@ -104,8 +104,8 @@ def _to_spark_log(path: Path) -> None:
 def start_spark(master: str | None, data_dir: Path, *, short_lived: bool = False) -> SparkSession:
     """The Spark session of a command: a new one keeps its log in the data directory unless
     ``--verbose`` (an active session, as under spark-submit, is used as it is); ``short_lived``: its JVM
-    compiles with C1 alone (``tiltframe.engine.jvm_launch``)."""
-    from tiltframe.engine.session import get_session
+    compiles with C1 alone (``tiltframe.engine.spark.jvm_launch``)."""
+    from tiltframe.engine.spark.session import get_session
 
     if settings.verbose or settings.debug:
         return get_session(master, log_level="WARN", short_lived=short_lived)

@@ -118,7 +118,7 @@ def check_name(option: str, kind: str, name: str | None, choices: list[str]) -> 
 
 def check_config_file(config: Path | None) -> None:
     """A config file that is a directory or not UTF-8 is a usage error (the rest is checked on reading)."""
-    from tiltframe.engine.shards import CONFIG_ENV
+    from tiltframe.engine.rollup.shards import CONFIG_ENV
 
     raw = config if config is not None else os.environ.get(CONFIG_ENV) or None
     if raw is None:
@@ -175,8 +175,8 @@ def checkpoint_location(spec: AppSpec, agg: AggregationSpec, data_dir: Path, che
     """The checkpoint directory of an aggregation's streaming query (as the runner names it; ``checkpoints``:
     ``--checkpoint-dir``)."""
     from tiltframe.aggregates.layout import AggregationLayout
-    from tiltframe.engine.filesystems import checkpoint_root
-    from tiltframe.engine.markers import checkpoint_dir
+    from tiltframe.engine.inputs.filesystems import checkpoint_root
+    from tiltframe.engine.rollup.markers import checkpoint_dir
 
     return checkpoint_dir(data_dir, AggregationLayout.of(spec, agg.name), checkpoint_root(checkpoints, data_dir))
 
@@ -209,7 +209,7 @@ def check_run_options(
                 raise UsageError(msg)
             msg = f"--output: {unknown('output stream', name, out_names)}"
             raise UsageError(msg)
-    from tiltframe.engine.filesystems import local_path
+    from tiltframe.engine.inputs.filesystems import local_path
 
     for name, path in inputs.items():
         local = local_path(path)  # other schemes are checked through Spark's file systems once it runs

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tiltframe.cli import logs
-from tiltframe.engine.reports import BatchReport, PipelineTotals
+from tiltframe.engine.rollup.reports import BatchReport, PipelineTotals
 from tiltframe.timeutil.parse import format_ts
 
 

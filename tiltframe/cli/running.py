@@ -201,12 +201,12 @@ def run(
         formats = pairs(input_format, "--input-format")
         outputs = pairs(output, "--output")
         check_run_options(spec, inputs, formats, outputs)
-        from tiltframe.engine.shards import load_deployment
+        from tiltframe.engine.rollup.shards import load_deployment
 
         check_config_file(config)
         deployment = load_deployment(shard_id, config)
         directory = resolve_data_dir(data_dir)
-        from tiltframe.engine.filesystems import checkpoint_root
+        from tiltframe.engine.inputs.filesystems import checkpoint_root
 
         checkpoint_root(checkpoint_dir, directory)  # a location that cannot work fails before Spark starts
         if not inputs:
@@ -217,9 +217,9 @@ def run(
             if root not in fed and inputs:
                 err.print(f"note: stream {root} has no --input; aggregation {agg.name} receives no events")
 
-        from tiltframe.engine.jvm_launch import is_short_run
+        from tiltframe.engine.inputs.sources import FileInput
         from tiltframe.engine.sinks import sink_for
-        from tiltframe.engine.sources import FileInput
+        from tiltframe.engine.spark.jvm_launch import is_short_run
 
         file_inputs = {
             name: FileInput(

@@ -13,7 +13,7 @@ from tiltframe.cli import logs
 from tiltframe.cli.interrupts import wait_interruptibly
 from tiltframe.cli.options import pairs, resolve_data_dir
 from tiltframe.cli.output import stderr_console
-from tiltframe.engine.jvm_launch import is_short_run
+from tiltframe.engine.spark.jvm_launch import is_short_run
 from tiltframe.errors import UsageError
 from tiltframe.model.trickle import INPUT_PORT
 

@@ -21,8 +21,8 @@ from tiltframe.errors import UsageError
 from tiltframe.timeutil.parse import format_ts
 
 if TYPE_CHECKING:
-    from tiltframe.engine.range_rebuilds import RangeRebuild
-    from tiltframe.engine.verification import Verification
+    from tiltframe.engine.lifecycle.range_rebuilds import RangeRebuild
+    from tiltframe.engine.lifecycle.verification import Verification
 
 #: Differences printed per aggregation (all are counted).
 SHOWN = 50

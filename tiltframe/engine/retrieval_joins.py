@@ -28,8 +28,8 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from tiltframe.aggregates.layout import AggregationLayout
-from tiltframe.engine.events import FIELD, RAW, REASON, VALUE, type_events
-from tiltframe.engine.hadoop_paths import Location
+from tiltframe.engine.events.typed import FIELD, RAW, REASON, VALUE, type_events
+from tiltframe.engine.inputs.hadoop_paths import Location
 from tiltframe.errors import QueryError
 from tiltframe.model.app import AppSpec
 from tiltframe.model.expressions import attributes_of

@@ -24,21 +24,21 @@ from pyspark.sql.streaming import StreamingQuery
 from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.engine.continuous import ContinuousRun, ContinuousTotals
 from tiltframe.engine.continuous.query import checkpoint_location, query_dir
-from tiltframe.engine.derived import derive
-from tiltframe.engine.failures import BatchFailed, describe_failure, said_where
-from tiltframe.engine.file_batches import BAD_FILE_POLICIES, FileBatches
-from tiltframe.engine.file_manifest import ChangedFile
-from tiltframe.engine.filesystems import check_checkpoint_root, checkpoint_root
-from tiltframe.engine.hadoop_paths import Location
-from tiltframe.engine.identity import open_pipeline
-from tiltframe.engine.markers import checkpoint_dir
-from tiltframe.engine.pipeline import AggregationPipeline
-from tiltframe.engine.reports import BatchReport, PipelineTotals
+from tiltframe.engine.events.derived import derive
+from tiltframe.engine.inputs.file_batches import BAD_FILE_POLICIES, FileBatches
+from tiltframe.engine.inputs.file_manifest import ChangedFile
+from tiltframe.engine.inputs.filesystems import check_checkpoint_root, checkpoint_root
+from tiltframe.engine.inputs.hadoop_paths import Location
+from tiltframe.engine.inputs.sources import FileInput, list_stream, read_stream
 from tiltframe.engine.retrieval_joins import RequestTotals, RetrievalJoin
-from tiltframe.engine.session import get_session
-from tiltframe.engine.shards import Deployment, claim_shard
+from tiltframe.engine.rollup.identity import open_pipeline
+from tiltframe.engine.rollup.markers import checkpoint_dir
+from tiltframe.engine.rollup.pipeline import AggregationPipeline
+from tiltframe.engine.rollup.reports import BatchReport, PipelineTotals
+from tiltframe.engine.rollup.shards import Deployment, claim_shard
 from tiltframe.engine.sinks import ConsoleSink, Sink
-from tiltframe.engine.sources import FileInput, list_stream, read_stream
+from tiltframe.engine.spark.failures import BatchFailed, describe_failure, said_where
+from tiltframe.engine.spark.session import get_session
 from tiltframe.engine.stream_queries import StreamRows, StreamTotals, apply_stream_query, consumed_streams
 from tiltframe.errors import UsageError, unknown
 from tiltframe.lang.checks.app import check_runnable

@@ -4,7 +4,7 @@ reads, or that the caller asked for by name: each micro-batch's rows of ``T`` go
 A stream query over a retrieval join's output (``from tempStream select ...``) runs on the driver, where
 the join's rows are made (:func:`apply_stream_query`).
 
-The rows are made in Spark (``engine.derived``) and pass through the driver to the sink, as every sink takes
+The rows are made in Spark (``engine.events.derived``) and pass through the driver to the sink, as every sink takes
 them; a row that cannot be an event of ``T`` (a value of the input that is no number, ...) is counted and
 written with its reason to ``<data dir>/streams/<T>/rejected/``, never dropped silently.
 """
@@ -18,8 +18,8 @@ from pathlib import Path
 import pandas as pd
 from pyspark.sql import DataFrame
 
-from tiltframe.engine.derived import derive
-from tiltframe.engine.events import FIELD, RAW, REASON, VALUE, type_events
+from tiltframe.engine.events.derived import derive
+from tiltframe.engine.events.typed import FIELD, RAW, REASON, VALUE, type_events
 from tiltframe.engine.sinks import JsonLinesSink, Sink
 from tiltframe.model.app import AppSpec
 from tiltframe.model.queries import StreamQuery

@@ -1,8 +1,8 @@
 """Times a trickle query reads from text (a window's ``script`` giving an event's time), to epoch
 milliseconds: the forms of docs/time.md ("Event time"), vectorised over a pandas Series.
 
-The acceptance is that of the Spark side (``engine.event_time.event_time_ms`` over a string, then the
-range check of ``engine.events``): spaces around the text are ignored; a whole number (an optional sign,
+The acceptance is that of the Spark side (``engine.events.event_time.event_time_ms`` over a string, then the
+range check of ``engine.events.typed``): spaces around the text are ignored; a whole number (an optional sign,
 ASCII digits, within a long) is epoch milliseconds; otherwise ``timeutil.parse.TIME_PATTERN`` (Siddhi's
 ``yyyy-MM-dd HH:mm:ss`` with or without an offset, ISO-8601 with ``T``, ``Z``, offsets and fractions, dates)
 with a real calendar date, hours to 23, minutes and seconds to 59 and an offset of at most 18 hours (Java's

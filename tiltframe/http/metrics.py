@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from tiltframe.engine.reports import BatchReport
+from tiltframe.engine.rollup.reports import BatchReport
 from tiltframe.errors import TiltframeError
 from tiltframe.store.credentials import mask_credentials
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tiltframe.engine.reports import BatchReport, PipelineTotals
+from tiltframe.engine.rollup.reports import BatchReport, PipelineTotals
 
 if TYPE_CHECKING:
     from tiltframe.store.base import SkippedValues

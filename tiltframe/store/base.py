@@ -76,7 +76,7 @@ class BatchStats:
 
 @dataclass(frozen=True, slots=True)
 class PipelineState:
-    """What a micro-batch inherits from the committed batches of its pipeline (``engine.arrival``)."""
+    """What a micro-batch inherits from the committed batches of its pipeline (``engine.events.arrival``)."""
 
     #: Greatest event time aggregated so far (None before the first event).
     latest_event_ts: int | None = None

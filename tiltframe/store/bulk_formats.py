@@ -2,7 +2,7 @@
 text of ``LOAD DATA LOCAL INFILE`` on MariaDB and MySQL.
 
 Both are made by numpy and Arrow's C++ kernels (no Python object per value), for the executors' staging
-(``engine.staging_writers``) and the driver's appends of new buckets (``store.appends``) alike.  Doubles
+(``engine.rollup.staging_writers``) and the driver's appends of new buckets (``store.appends``) alike.  Doubles
 keep every bit in the binary format, and come out of the text in their shortest form that reads back
 exactly.
 """

@@ -1,7 +1,7 @@
 """Commit records: one row of ``TILTFRAME_BATCHES`` per micro-batch of a pipeline, written in the batch's
 transaction.  They make a replayed batch a no-op, carry the pipeline's state to its next batch, and tell
 which batches of which pipeline (checkpoint) the store holds, which the engine compares with the
-checkpoint at start (``tiltframe.engine.identity``)."""
+checkpoint at start (``tiltframe.engine.rollup.identity``)."""
 
 from __future__ import annotations
 

@@ -108,7 +108,7 @@ def count_raw_rows(store: Store, table: TableSpec) -> int:
 
 def unfolded_raw_rows(store: Store, table: TableSpec, layout: AggregationLayout) -> int:
     """The rows ``table`` stored raw before its pre-aggregation was enabled, while its rollup does not hold
-    them yet (``engine.inserts.fold_raw_rows`` folds them in, once: its commit record says so)."""
+    them yet (``engine.lifecycle.inserts.fold_raw_rows`` folds them in, once: its commit record says so)."""
     held = count_raw_rows(store, table)
     return 0 if held == 0 or store.is_committed(layout, RAW_FOLD, 0) else held
 

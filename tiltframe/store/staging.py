@@ -3,7 +3,7 @@
 Without it every partial row of a batch travels to the driver and back out to the database
 (``SqlStore.write_batch``'s Arrow path), which bounds a cluster by its driver.  With it, each Spark task
 writes its partition's rows into one table per aggregation (``COPY`` on PostgreSQL, ``LOAD DATA LOCAL`` on
-MariaDB and MySQL: ``engine.staging_writers``), under a tag naming the task attempt, and the batch's write
+MariaDB and MySQL: ``engine.rollup.staging_writers``), under a tag naming the task attempt, and the batch's write
 transaction merges them into each level table with ``INSERT ... SELECT`` per level (``ON CONFLICT DO
 UPDATE``, on PostgreSQL a plain insert for buckets newer than the table's; ``ON DUPLICATE KEY UPDATE``, with
 the key digest of ``store.mysql`` computed by the server), then deletes them.
@@ -42,7 +42,7 @@ STAGE_BATCH = "_tiltframe_batch"
 #: Which task attempt copied the row: ``<job nonce>/<partition>/<task attempt id>``.
 STAGE_TAG = "_tiltframe_tag"
 STAGE_LEVEL = "_tiltframe_level"
-#: Marks where ``LOAD DATA``'s statement takes the file's name (``engine.staging_writers``).
+#: Marks where ``LOAD DATA``'s statement takes the file's name (``engine.rollup.staging_writers``).
 FILE_MARK = "\x00file\x00"
 _LEADING = (STAGE_PIPELINE, STAGE_BATCH, STAGE_TAG, STAGE_LEVEL)
 #: MariaDB and MySQL: the row's number, filled by the server.

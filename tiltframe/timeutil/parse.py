@@ -5,7 +5,7 @@ Accepted forms (docs/time.md): a long of epoch milliseconds; Siddhi's ``yyyy-MM-
 ``2024-01-05T10:00:00Z``, ``2024-01-05T10:30:00.250+00:00`` or ``2024-01-05T10:00+0530``.  A time without
 an offset is read in the zone the caller gives (a query: its aggregation's; GMT by default); digits after
 the millisecond are dropped (times are kept in epoch milliseconds).  The Spark side parses event
-timestamps with the same pattern (``tiltframe.engine.event_time``), without an offset in GMT.
+timestamps with the same pattern (``tiltframe.engine.events.event_time``), without an offset in GMT.
 """
 
 from __future__ import annotations

@@ -31,8 +31,8 @@ def test_store_names_agree_with_the_store() -> None:
     assert min(servers.values()) == layout.MAX_IDENTIFIER_BYTES
 
 
-ENGINE_FILES = ("engine/events.py", "engine/arrival.py", "engine/partials.py", "engine/file_reads.py",
-                "engine/derived.py", "store/pandas_merges.py")
+ENGINE_FILES = ("engine/events/typed.py", "engine/events/arrival.py", "engine/rollup/partials.py",
+                "engine/inputs/file_reads.py", "engine/events/derived.py", "store/pandas_merges.py")
 
 
 @pytest.mark.parametrize("path", ENGINE_FILES)

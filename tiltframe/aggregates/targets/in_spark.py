@@ -152,7 +152,7 @@ MERGE: dict[Merge, Callable[[Column, bool, bool], Column]] = {
     Merge.HDR: lambda c, _checked, _ansi: hdr_spark.merge_agg(c),
 }
 NOT_MERGED: dict[Merge, str] = {
-    Merge.COMBINE: "a function's states fold together through its combine over SparkOps (engine/partials.py)",
+    Merge.COMBINE: "a function's states fold together through its combine over SparkOps (engine/rollup/partials.py)",
     Merge.EARLIEST: "one event's fields merge together: the min of a struct ranked by (ts, batch, seq)",
     Merge.LATEST: "one event's fields merge together: the max of a struct ranked by (ts, batch, seq)",
     Merge.CONCAT: "lists (group_array) are kept by continuous queries only, in pandas",

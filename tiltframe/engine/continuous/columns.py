@@ -12,9 +12,9 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from tiltframe.aggregates.layout import AggregationLayout
-from tiltframe.engine.event_time import event_time_ms
-from tiltframe.engine.events import SPARK_TYPES
-from tiltframe.engine.expressions import to_column
+from tiltframe.engine.events.event_time import event_time_ms
+from tiltframe.engine.events.expressions import to_column
+from tiltframe.engine.events.typed import SPARK_TYPES
 from tiltframe.model.continuous import EMIT_VERSION, ContinuousQuery, Emit, EmitPolicy, Window
 from tiltframe.model.expressions import Attr
 from tiltframe.model.streams import StreamDef

@@ -45,12 +45,12 @@ from tiltframe.engine.continuous.columns import (
     version_outputs,
 )
 from tiltframe.engine.continuous.processor import ContinuousProcessor
-from tiltframe.engine.events import EVENT_TS, SPARK_TYPES, type_events
-from tiltframe.engine.events import RAW as TYPED_RAW
-from tiltframe.engine.events import REASON as TYPED_REASON
-from tiltframe.engine.expressions import to_column
-from tiltframe.engine.hadoop_paths import Location
-from tiltframe.engine.markers import write_marker
+from tiltframe.engine.events.expressions import to_column
+from tiltframe.engine.events.typed import EVENT_TS, SPARK_TYPES, type_events
+from tiltframe.engine.events.typed import RAW as TYPED_RAW
+from tiltframe.engine.events.typed import REASON as TYPED_REASON
+from tiltframe.engine.inputs.hadoop_paths import Location
+from tiltframe.engine.rollup.markers import write_marker
 from tiltframe.engine.sinks import JsonLinesSink, Sink, readable_times
 from tiltframe.model.app import AppSpec
 from tiltframe.model.continuous import WINDOW_COLUMNS, ContinuousQuery, WindowKind

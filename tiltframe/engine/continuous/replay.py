@@ -29,11 +29,11 @@ from pyspark.sql import functions as F
 from tiltframe.engine.continuous.columns import KIND, MAX_TS, NOW
 from tiltframe.engine.continuous.query import PASSES, batch_outputs, processor_config, query_events
 from tiltframe.engine.continuous.step import Step
-from tiltframe.engine.derived import derive
-from tiltframe.engine.events import ARRIVAL_PART
+from tiltframe.engine.events.derived import derive
+from tiltframe.engine.events.typed import ARRIVAL_PART
+from tiltframe.engine.inputs.text_sources import parse_records
 from tiltframe.engine.replay_inputs import BadLine, Event, Output, Tick
 from tiltframe.engine.sinks import rows_as_records
-from tiltframe.engine.text_sources import parse_records
 from tiltframe.errors import UsageError, unknown
 from tiltframe.model.app import AppSpec
 

@@ -53,10 +53,10 @@ from pyspark.sql.streaming import StreamingQuery
 
 from tiltframe.engine.continuous.clock import clock_stream, follow_wall_time, wall_ms, write_clock
 from tiltframe.engine.continuous.query import pinned_buckets, start_with_rocksdb
-from tiltframe.engine.filesystems import local_path, open_folder
-from tiltframe.engine.hadoop_paths import Location
+from tiltframe.engine.inputs.filesystems import local_path, open_folder
+from tiltframe.engine.inputs.hadoop_paths import Location
+from tiltframe.engine.inputs.sources import NO_MAX_FILE_AGE, FileInput, json_glob
 from tiltframe.engine.sinks import BatchFileSink, JsonTextSink
-from tiltframe.engine.sources import NO_MAX_FILE_AGE, FileInput, json_glob
 from tiltframe.engine.trickle.replay import QueryGraph
 from tiltframe.engine.trickle.steps import (
     ERROR_STREAM,

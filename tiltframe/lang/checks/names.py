@@ -35,10 +35,10 @@ __all__ = ["INTERNAL_NAMES", "INTERNAL_PREFIXES", "validate_names"]
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: Prefixes of the columns the engine adds to the events while it types, orders and aggregates them
-#: (``engine.events``, ``engine.arrival``, ``engine.partials``); a test keeps this list complete.
+#: (``engine.events.typed``, ``engine.events.arrival``, ``engine.rollup.partials``); a test keeps this list complete.
 INTERNAL_PREFIXES = ("_tiltframe", "_reject", "_fold_", "_earliest_", "_latest")
-#: Whole names of the engine's other working columns (``engine.events``, ``engine.arrival``,
-#: ``engine.sources``, ``retrieval.merge``).
+#: Whole names of the engine's other working columns (``engine.events.typed``, ``engine.events.arrival``,
+#: ``engine.inputs.sources``, ``retrieval.merge``).
 INTERNAL_NAMES = ("_raw", "_event_ts", "_corrupt_record", "_arrival_seq", "_metadata", "_group")
 _STORES = "PostgreSQL takes at most 63 bytes, MySQL and MariaDB 64 characters"
 
