@@ -58,12 +58,12 @@ DRIVER_PARTS = (
     ("  Spark job to Arrow (toArrow)", "pyspark/sql/pandas/conversion.py", "_collect_as_arrow"),
     ("    waiting for its first batch", "pyarrow/ipc.py", "open_stream"),
     ("  levels split on the driver (Arrow)", "engine/rollup/pipeline.py", "<dictcomp>"),
-    ("  store: the whole write", "store/sql_writes.py", "write_batch"),
-    ("    rows in the store's order (cast, sort)", "store/upserts.py", "prepare_rows"),
-    ("    merge statements", "store/upserts.py", "upsert_rows"),
-    ("      Python values (flatten)", "store/upserts.py", "_flatten"),
-    ("    sketch states merged", "store/upserts.py", "merge_sketches"),
-    ("    recorded events", "store/recorded.py", "insert_recorded"),
+    ("  store: the whole write", "store/writes/sql_writes.py", "write_batch"),
+    ("    rows in the store's order (cast, sort)", "store/writes/upserts.py", "prepare_rows"),
+    ("    merge statements", "store/writes/upserts.py", "upsert_rows"),
+    ("      Python values (flatten)", "store/writes/upserts.py", "_flatten"),
+    ("    sketch states merged", "store/writes/upserts.py", "merge_sketches"),
+    ("    recorded events", "store/writes/recorded.py", "insert_recorded"),
     ("    commit", "sqlalchemy/engine/base.py", "_commit_impl"),
 )
 

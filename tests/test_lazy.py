@@ -93,7 +93,8 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
 
 
 def test_a_submodule_of_a_lazy_package_still_imports() -> None:
-    from tiltframe.store import DB_FILE_NAME, mysql
+    from tiltframe.store import DB_FILE_NAME
+    from tiltframe.store.dialects import mysql
 
     assert DB_FILE_NAME == "tiltframe.db"
     assert mysql.is_mysql("mariadb")

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from tiltframe.engine.sinks import Sink
     from tiltframe.engine.trickle.spark_run import TrickleRun
     from tiltframe.store.base import AggregationInfo
-    from tiltframe.store.purge import PurgeResult
+    from tiltframe.store.lifecycle.purge import PurgeResult
 
 
 def load_app(source: str | Path) -> AppSpec:
@@ -368,7 +368,7 @@ def purge(
     """Purge now, by retention, every aggregation (or the one named) whose purging is on; an aggregation
     with ``@purge(enable='false')`` is left alone (None in the result)."""
     from tiltframe.aggregates.layout import AggregationLayout
-    from tiltframe.store.purge import Purger
+    from tiltframe.store.lifecycle.purge import Purger
 
     names = [a.name for a in app.aggregations_named(aggregation)]
     stores = StoreRegistry(data_dir or default_data_dir())
@@ -387,7 +387,7 @@ def compact(app: AppSpec, table: str | None = None, *, data_dir: str | Path | No
     """Merge the partial rows of the closed intervals of every pre-aggregated table (or the one named);
     returns the rows removed per table.  Safe while pipelines write and readers read."""
     from tiltframe.aggregates.layout import AggregationLayout
-    from tiltframe.store.compaction import Compactor
+    from tiltframe.store.lifecycle.compaction import Compactor
 
     names = [table] if table is not None else [t.name for t in app.tables if t.preaggregation is not None]
     stores = StoreRegistry(data_dir or default_data_dir())

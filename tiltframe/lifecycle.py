@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from tiltframe.engine.lifecycle.range_rebuilds import RangeRebuild
     from tiltframe.engine.lifecycle.verification import Verification
     from tiltframe.store.base import Store
-    from tiltframe.store.definitions import DefinitionPlan
+    from tiltframe.store.lifecycle.definitions import DefinitionPlan
 
 __all__ = ["migrate", "pending_changes", "plan_changes", "rebuild", "verify"]
 
@@ -57,7 +57,7 @@ def migrate(
     """
     from tiltframe.aggregates.layout import AggregationLayout
     from tiltframe.engine.rollup.shards import Deployment, claim_shard
-    from tiltframe.store.definitions import backfill_hint
+    from tiltframe.store.lifecycle.definitions import backfill_hint
     from tiltframe.store.raw_rows import unfolded_raw_rows
 
     _check_inputs(app, inputs)
@@ -220,7 +220,7 @@ def _from_inputs(app: AppSpec, layout: AggregationLayout, change: DefinitionPlan
                  inputs: Mapping[str, str | Path | FileInput] | None) -> list[str]:
     """The steps of a plan that read the inputs: what ``migrate`` with ``inputs`` would build from them
     (which levels, from which input), or what ``--input`` would do where none feeds the rollup."""
-    from tiltframe.store.definitions import backfill_hint
+    from tiltframe.store.lifecycle.definitions import backfill_hint
 
     if change.other_app:
         return []

@@ -14,7 +14,7 @@ from tests.aggregates.test_statistics_oracle import ANCHORS, rollup, trades
 from tests.oracle import run_batches
 from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.model.durations import Granularity, Unit
-from tiltframe.store.pandas_merges import finalize, merge_rows
+from tiltframe.store.reads.pandas_merges import finalize, merge_rows
 from tiltframe.store.registry import StoreRegistry
 
 APP = """

@@ -21,8 +21,8 @@ from tiltframe.cli.app import app as cli
 from tiltframe.errors import StoreError
 from tiltframe.model.aggregations import StoreSpec
 from tiltframe.store import DB_FILE_NAME
-from tiltframe.store.recorded import MAX_RECORDED_BYTES
 from tiltframe.store.urls import store_target
+from tiltframe.store.writes.recorded import MAX_RECORDED_BYTES
 
 APP = """
 define stream S (k string, v double, n long, ts long);

@@ -326,7 +326,7 @@ PACKAGES = ("engine", "store", "retrieval", "lang", "model", "functions", "http"
 
 
 def test_the_files_and_modules_the_docs_name_exist() -> None:
-    """Every path the pages name (``tiltframe/store/sql_reads.py``, ``store/sql_reads.py``, ``tests/...``,
+    """Every path the pages name (``tiltframe/store/reads/sql_reads.py``, ``store/reads/sql_reads.py``, ``tests/...``,
     ``bench/...``), every bare file name in backquotes (```views.py```) and every dotted name
     (``tiltframe.lang.checks.tables.validate_table``) is there: a module moved or renamed shows here."""
     import importlib

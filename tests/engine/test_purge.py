@@ -12,7 +12,7 @@ import pytest
 
 from tests.oracle import APP, check_against_oracle, open_pipeline
 from tiltframe.model.durations import Granularity, Unit
-from tiltframe.store.purge import Purger
+from tiltframe.store.lifecycle.purge import Purger
 
 START = pd.Timestamp("2024-02-28 00:00:00", tz="UTC").value // 1_000_000
 SPAN_MS = 3 * 86_400_000  # across the end of February (a leap day)

@@ -292,7 +292,7 @@ def test_kept_answers_follow_every_commit(spark: object, tmp_path: Path) -> None
     another writer, is in the next answer, and the catalog's and the metrics' counts follow."""
     import tiltframe as tf
     from tests.http.served import trades, write_csv
-    from tiltframe.store.sqlite_read import change_token
+    from tiltframe.store.reads.sqlite_read import change_token
 
     app, events = build(spark, tmp_path, None, n=200, bad=0)
     db = tmp_path / "data" / "tiltframe.db"

@@ -33,8 +33,8 @@ from tiltframe.model.aggregations import StoreSpec
 from tiltframe.model.durations import Granularity, Unit
 from tiltframe.store.base import REJECTED_COLUMNS, REJECTED_TIMES, AggregationInfo, BatchStats, BatchWrite
 from tiltframe.store.sql import SqlStore
-from tiltframe.store.upserts import ROWS_PER_STATEMENT
 from tiltframe.store.urls import store_target
+from tiltframe.store.writes.upserts import ROWS_PER_STATEMENT
 
 from .conftest import BACKENDS, MIN, SEC, fresh_store, make_layout
 

@@ -19,10 +19,10 @@ from tiltframe.model.app import AppSpec
 from tiltframe.model.expressions import Attr
 from tiltframe.model.streams import Attribute, AttrType, StreamDef
 from tiltframe.store.base import REJECTED_COLUMNS, REJECTED_TIMES, BatchStats, BatchWrite
-from tiltframe.store.mysql import KEY_HASH, key_hash_sql
-from tiltframe.store.recorded import MAX_RECORDED_BYTES, fit_text
+from tiltframe.store.dialects.mysql import KEY_HASH, key_hash_sql
 from tiltframe.store.schema import level_tables
 from tiltframe.store.sql import SqlStore
+from tiltframe.store.writes.recorded import MAX_RECORDED_BYTES, fit_text
 
 from .conftest import BACKENDS, MIN, SEC, fresh_store, make_layout
 from .test_sql_store import T0, batch, row

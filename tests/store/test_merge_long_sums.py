@@ -9,7 +9,7 @@ import pytest
 import tiltframe as tf
 from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.errors import DataError
-from tiltframe.store.pandas_merges import merge_rows
+from tiltframe.store.reads.pandas_merges import merge_rows
 
 APP = """
 define stream S (k string, n long, ts long);

@@ -13,8 +13,8 @@ import sqlalchemy as sa
 from tiltframe.aggregates.layout import SHARD_ID, AggregationLayout
 from tiltframe.errors import StoreError
 from tiltframe.store.base import BatchStats, BatchWrite, PipelineState
-from tiltframe.store.mysql import KEY_HASH
-from tiltframe.store.pandas_merges import finalize, merge_rows
+from tiltframe.store.dialects.mysql import KEY_HASH
+from tiltframe.store.reads.pandas_merges import finalize, merge_rows
 from tiltframe.store.sql import SqlStore
 from tiltframe.store.views import view_name
 
@@ -110,7 +110,7 @@ def test_add_shards_upgrades_old_tables_once(backend: str, db_path: Path, partit
         assert store.add_shards(partitioned, "node1") == []  # nothing left to do
         with store._engine.connect() as conn:
             key = sa.inspect(conn).get_pk_constraint("TradeAggregation_SECONDS")["constrained_columns"]
-        # MySQL keys string columns by their digest (tiltframe.store.mysql).
+        # MySQL keys string columns by their digest (tiltframe.store.dialects.mysql).
         assert key == ["AGG_TIMESTAMP", KEY_HASH if backend == "mysql" else "symbol", SHARD_ID]
         # The migrated rows are node1's, unchanged; a second shard now writes beside them.
         assert stored_rows(store, "TradeAggregation_SECONDS", SHARD_ID, "total_SUM") == [("node1", 30)]

@@ -19,15 +19,16 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-import tiltframe.store.upserts as upserts
+import tiltframe.store.writes.upserts as upserts
 from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.errors import DefinitionError, NotSupportedYet, StoreError
 from tiltframe.model.aggregations import StoreSpec
 from tiltframe.model.durations import Granularity, Unit
-from tiltframe.store import DB_FILE_NAME, commits, connect_store
+from tiltframe.store import DB_FILE_NAME, connect_store
 from tiltframe.store.base import REJECTED_COLUMNS, REJECTED_TIMES, BatchStats, BatchWrite, PipelineState
 from tiltframe.store.sql import SqlStore
 from tiltframe.store.urls import store_target
+from tiltframe.store.writes import commits
 
 from .conftest import MIN, SEC, SQLITE_ONLY, make_layout, rows_table
 

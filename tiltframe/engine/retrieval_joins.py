@@ -11,7 +11,7 @@ request alone.  A store that fails is no request's fault: it stops the run, and 
 
 The rejected requests go to ``TILTFRAME_REJECTED`` under the aggregation the join reads (kind ``request``,
 the request stream named; ``tiltframe inspect``, ``tf.rejected``), replaced on a replay of the batch
-(``store.rejected_requests``), and are counted in :class:`RequestTotals`.
+(``store.writes.rejected_requests``), and are counted in :class:`RequestTotals`.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ class RetrievalJoin:
             except QueryError as exc:  # any other error retrieval finds in this request's values
                 rejected.append(self._record(str(exc), None, None, row[RAW]))
         if rejected:
-            from tiltframe.store.rejected_requests import record_rejected_requests
+            from tiltframe.store.writes.rejected_requests import record_rejected_requests
 
             table = pa.Table.from_pylist(rejected, schema=pa.schema([(c, pa.string()) for c in REJECTED_COLUMNS]))
             record_rejected_requests(self.recorder(), self.layout.name, self.pipeline_id, batch_id, table)

@@ -43,8 +43,8 @@ from tiltframe.engine.stream_queries import StreamRows, StreamTotals, apply_stre
 from tiltframe.errors import UsageError, unknown
 from tiltframe.lang.checks.app import check_runnable
 from tiltframe.model.app import AppSpec
-from tiltframe.store.compaction import Compactor
-from tiltframe.store.purge import Purger
+from tiltframe.store.lifecycle.compaction import Compactor
+from tiltframe.store.lifecycle.purge import Purger
 from tiltframe.store.registry import StoreRegistry
 
 logger = logging.getLogger(__name__)

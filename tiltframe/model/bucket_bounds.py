@@ -1,5 +1,5 @@
 """Bucket starts and ends of a level outside Spark, for the few instants a read needs (the edges of a range)
-and for the boundaries of a level built from a finer one (``store.level_fills``).
+and for the boundaries of a level built from a finer one (``store.lifecycle.level_fills``).
 
 The rules are ``tiltframe.engine.events.buckets``' (docs/time.md), computed here on one instant with ``zoneinfo``
 instead of on a column with Spark's functions; ``tests/model/test_bucket_bounds.py`` holds the two to

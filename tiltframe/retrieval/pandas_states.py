@@ -2,9 +2,10 @@
 
 A continuous query keeps the same partial states as an aggregation (the registry's states), laid out by
 an :class:`AggregationLayout` whose ``AGG_TIMESTAMP`` is the window start: merging and finalizing reuse
-:func:`tiltframe.store.pandas_merges.merge_rows` and :func:`~tiltframe.store.pandas_merges.finalize`.  Only the
-build from events is translated here, because the events of a micro-batch reach the processor as pandas
-frames (the registry's ``Build`` primitives as pandas group operations: ``aggregates/targets/in_pandas.py``).
+:func:`tiltframe.store.reads.pandas_merges.merge_rows` and :func:`~tiltframe.store.reads.pandas_merges.finalize`.
+Only the build from events is translated here, because the events of a micro-batch reach the processor as
+pandas frames (the registry's ``Build`` primitives as pandas group operations:
+``aggregates/targets/in_pandas.py``).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ query's keys, and outputs, HAVING, ORDER BY and LIMIT are evaluated over the mer
 
 The merge runs in the store's GROUP BY where that gives the same rows
 (:mod:`tiltframe.retrieval.select_pushdown`); otherwise the partial rows are read, filtered by WHERE and
-merged in pandas with the registry's merges (:mod:`tiltframe.store.pandas_merges`, through a layout whose
+merged in pandas with the registry's merges (:mod:`tiltframe.store.reads.pandas_merges`, through a layout whose
 group-by is the query's keys).
 """
 
@@ -34,8 +34,8 @@ from tiltframe.retrieval.evaluate import evaluate_column, holds
 from tiltframe.retrieval.pandas_states import SEQ, TS, arg_column, build_states
 from tiltframe.retrieval.select_pushdown import merged_in_store
 from tiltframe.store.base import Store
-from tiltframe.store.pandas_merges import finalize, merge_rows
 from tiltframe.store.raw_rows import read_raw_rows, unfolded_raw_rows
+from tiltframe.store.reads.pandas_merges import finalize, merge_rows
 
 __all__ = ["select"]
 

@@ -23,7 +23,7 @@ from tiltframe.model.streams import AttrType
 from tiltframe.model.tables import TableQuery
 from tiltframe.retrieval.pushdown import conjuncts
 from tiltframe.store.base import KeyTerm, Store
-from tiltframe.store.merged_reads import COMPARISONS, EXACT_KEYS, ORDERING, merges_in_sql
+from tiltframe.store.reads.merged_reads import COMPARISONS, EXACT_KEYS, ORDERING, merges_in_sql
 
 __all__ = ["key_terms", "merged_in_store"]
 

@@ -52,5 +52,5 @@ def not_stored_yet(app: AppSpec, stored: AppSpec, name: str) -> str:
 
 
 def _is_measure(item: object) -> TypeGuard[AggregateItem | ExpressionItem]:
-    """An aggregate or a latest-event value (a measure of ``store.definitions``), not a key."""
+    """An aggregate or a latest-event value (a measure of ``store.lifecycle.definitions``), not a key."""
     return isinstance(item, AggregateItem | ExpressionItem)

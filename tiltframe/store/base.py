@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from tiltframe.aggregates.layout import AggregationLayout
     from tiltframe.model.durations import Granularity
-    from tiltframe.store.definitions import Definition, DefinitionPlan
+    from tiltframe.store.lifecycle.definitions import Definition, DefinitionPlan
 
 class StoreChanged(StoreError):
     """A batch committed between a read and the write that depended on it; nothing was written."""
@@ -50,7 +50,7 @@ class Capabilities:
     supports_transactions: bool = True
     max_identifier_length: int = 1024
     concurrent_readers: bool = True
-    #: Executors can copy a batch's partial rows into the store themselves (``store.staging``).
+    #: Executors can copy a batch's partial rows into the store themselves (``store.writes.staging``).
     staged_writes: bool = False
 
 
@@ -87,7 +87,7 @@ class PipelineState:
 
 @dataclass(frozen=True, slots=True)
 class StagedBatch:
-    """A batch whose partial rows executors copied into the store's staging table (``store.staging``):
+    """A batch whose partial rows executors copied into the store's staging table (``store.writes.staging``):
     the tags of the task attempts whose output the driver received (only those are merged), and the rows
     each level holds, finest first."""
 
@@ -97,7 +97,7 @@ class StagedBatch:
 
 @dataclass(frozen=True)
 class StagingTarget:
-    """What an executor needs to copy rows into a store's staging table (``store.staging``; pickled into
+    """What an executor needs to copy rows into a store's staging table (``store.writes.staging``; pickled into
     the Spark job).
 
     ``conninfo`` carries the password: the executors connect themselves.  ``kind``: ``copy`` (PostgreSQL's
@@ -310,7 +310,7 @@ class Store(Protocol):
         ...
 
     def recorded_definition(self, layout: AggregationLayout) -> Definition | None:
-        """The definition of ``layout``'s aggregation the store recorded (``store.definitions``)."""
+        """The definition of ``layout``'s aggregation the store recorded (``store.lifecycle.definitions``)."""
         ...
 
     def definition_plan(self, layout: AggregationLayout) -> DefinitionPlan | None:
@@ -357,7 +357,7 @@ class Store(Protocol):
         it.  Columns ``AGG_TIMESTAMP``, ``by``, ``AGG_EVENT_TIMESTAMP`` and ``states``, rows in no order:
         the rows ``retrieval.merge.merge_rows`` makes of those partial rows for a layout grouped by ``by``.
         Every state must merge by SUM, MIN or MAX without a combine function
-        (``store.merged_reads.merges_in_sql``).  None when the store cannot give exactly those rows (a long
+        (``store.reads.merged_reads.merges_in_sql``).  None when the store cannot give exactly those rows (a long
         sum beyond 64 bits, a double sum near its range or over an infinity, text keys in a collation that
         folds case): the caller then merges the partial rows itself."""
         ...

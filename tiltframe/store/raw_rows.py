@@ -18,12 +18,12 @@ from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.errors import StoreError
 from tiltframe.model.tables import TableSpec
 from tiltframe.store.base import Store
-from tiltframe.store.frames import fetch_all, typed_frame
-from tiltframe.store.mysql import StoredText
-from tiltframe.store.recorded import insert_recorded_rows
+from tiltframe.store.dialects.mysql import StoredText
+from tiltframe.store.reads.frames import fetch_all, typed_frame
 from tiltframe.store.retries import retried
 from tiltframe.store.schema import SHARED, sql_type
 from tiltframe.store.sql import SqlStore
+from tiltframe.store.writes.recorded import insert_recorded_rows
 
 __all__ = [
     "INSERT_ID",

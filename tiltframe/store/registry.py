@@ -24,7 +24,7 @@ def check_store_spec(spec: StoreSpec) -> None:
 
 
 #: Read-only SQLite stores shared by the short-lived readers of a process (``tf.query``, ``tf.inspect``): opening
-#: one cost twice a small retrieval, and each read checks that its file is unchanged (``store.sqlite_read``).
+#: one cost twice a small retrieval, and each read checks that its file is unchanged (``store.reads.sqlite_read``).
 #: A server store is not shared, so that no connection outlives the call that opened it.
 #: The most recently used are kept; an older one is closed (a read it is serving finishes first).
 _SHARED_FILES: OrderedDict[Path, Store] = OrderedDict()

@@ -1,7 +1,7 @@
 """The tables of a store: the shared bookkeeping tables, and the per-granularity tables of an aggregation.
 
 Every ``*_at`` column is epoch milliseconds (UTC), like every other time in tiltframe.  Text columns are
-:class:`~tiltframe.store.mysql.StoredText`, which compares byte for byte on MySQL/MariaDB as it does
+:class:`~tiltframe.store.dialects.mysql.StoredText`, which compares byte for byte on MySQL/MariaDB as it does
 on SQLite and PostgreSQL.
 """
 
@@ -15,7 +15,7 @@ from tiltframe.aggregates.layout import SHARD_ID, AggregationLayout
 from tiltframe.model.durations import Granularity
 from tiltframe.model.streams import AttrType
 from tiltframe.store.base import REJECTED_COLUMNS, REJECTED_TIMES
-from tiltframe.store.mysql import KEY_HASH, StoredText, hashes_keys, is_mysql, primary_key, sa_mysql
+from tiltframe.store.dialects.mysql import KEY_HASH, StoredText, hashes_keys, is_mysql, primary_key, sa_mysql
 
 AGGREGATIONS = "TILTFRAME_AGGREGATIONS"
 BATCHES = "TILTFRAME_BATCHES"
@@ -74,7 +74,7 @@ TABLES_TABLE = sa.Table(
     sa.Column("definition", StoredText(), nullable=False), sa.Column("updated_at", _LONG, nullable=False),
 )
 
-# The definition of each aggregation (``store.definitions.Definition``), which a changed one is compared with
+# The definition of each aggregation (``store.lifecycle.definitions.Definition``), which a changed one is compared with
 # (``tiltframe migrate``), and the app that defined it.
 DEFINITIONS_TABLE = sa.Table(
     DEFINITIONS, SHARED, sa.Column("name", _NAME, primary_key=True), sa.Column("app", StoredText(255)),
@@ -100,7 +100,7 @@ def level_tables(
 ) -> dict[Granularity, sa.Table]:
     """The table of each granularity of ``layout`` on ``dialect``: its columns in order, keyed by
     ``stored_key_names``, or on MySQL/MariaDB with string keys by ``AGG_KEY_HASH`` in their place
-    (``store.mysql``; ``hashed=False``: a table made before, keyed by its VARCHAR(255) keys)."""
+    (``store.dialects.mysql``; ``hashed=False``: a table made before, keyed by its VARCHAR(255) keys)."""
     hashed = hashes_keys(layout, dialect) if hashed is None else hashed
     key = primary_key(layout) if hashed else list(layout.stored_key_names)
     md = sa.MetaData()

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from tiltframe.store import mysql
+from tiltframe.store.dialects import mysql
+from tiltframe.store.reads.sql_reads import SqlReads
 from tiltframe.store.sql_connections import sqlite_engine
-from tiltframe.store.sql_reads import SqlReads
-from tiltframe.store.sql_writes import SqlWrites
+from tiltframe.store.writes.sql_writes import SqlWrites
 
 
 class SqlStore(SqlWrites, SqlReads):
@@ -37,7 +37,7 @@ class SqlStore(SqlWrites, SqlReads):
 
         Positional parameters (``%s``) keep the multi-row upserts on the DBAPI cursor; REPEATABLE READ
         gives every read one snapshot, so a query never sees half of a batch.  MySQL connections speak
-        utf8mb4 unless the URL says otherwise (``store.mysql``).
+        utf8mb4 unless the URL says otherwise (``store.dialects.mysql``).
         """
         args: dict[str, object] = {}
         if mysql.is_mysql(url.get_backend_name()):  # LOAD DATA LOCAL appends new buckets (store.appends)

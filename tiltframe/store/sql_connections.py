@@ -15,12 +15,13 @@ from sqlalchemy.engine import Connection, Engine
 from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.errors import StoreError
 from tiltframe.model.durations import Granularity
-from tiltframe.store import mysql
 from tiltframe.store.base import Capabilities
-from tiltframe.store.definitions import Definition, DefinitionPlan, backfill_hint, plan
-from tiltframe.store.frames import fetch_compiled
-from tiltframe.store.merged_reads import MergedReads
-from tiltframe.store.read_plans import ReadPlans, RegistrationRead
+from tiltframe.store.dialects import mysql
+from tiltframe.store.lifecycle.definitions import Definition, DefinitionPlan, backfill_hint, plan
+from tiltframe.store.reads.frames import fetch_compiled
+from tiltframe.store.reads.merged_reads import MergedReads
+from tiltframe.store.reads.read_plans import ReadPlans, RegistrationRead
+from tiltframe.store.reads.sqlite_read import change_token, check_unchanged, kept, open_reader, stale
 from tiltframe.store.schema import (
     AGGREGATIONS,
     AGGREGATIONS_TABLE,
@@ -29,7 +30,6 @@ from tiltframe.store.schema import (
     PURGES_TABLE,
     level_tables,
 )
-from tiltframe.store.sqlite_read import change_token, check_unchanged, kept, open_reader, stale
 from tiltframe.store.urls import hide_password
 
 
@@ -43,7 +43,7 @@ class Registration(NamedTuple):
     created_at: int
 
 
-#: The registry's row of one aggregation, compiled once per store (``store.read_plans``).
+#: The registry's row of one aggregation, compiled once per store (``store.reads.read_plans``).
 _REGISTRATION = RegistrationRead()
 
 #: How long an SQLite connection waits for another writer's lock before it fails.

@@ -15,12 +15,14 @@ from tiltframe.aggregates.layout import SHARD_ID, AggregationLayout
 from tiltframe.errors import DefinitionError, StoreError
 from tiltframe.model.durations import Granularity
 from tiltframe.model.tables import TableSpec
-from tiltframe.store import commits, mysql, rollup_swaps, staging
 from tiltframe.store.base import StoreChanged
-from tiltframe.store.commits import now_ms
-from tiltframe.store.definition_changes import apply_plan, complete_from
-from tiltframe.store.definitions import Definition, DefinitionPlan, plan
-from tiltframe.store.level_fills import fill_level
+from tiltframe.store.dialects import mysql
+from tiltframe.store.lifecycle import rollup_swaps
+from tiltframe.store.lifecycle.definition_changes import apply_plan, complete_from
+from tiltframe.store.lifecycle.definitions import Definition, DefinitionPlan, plan
+from tiltframe.store.lifecycle.level_fills import fill_level
+from tiltframe.store.lifecycle.table_changes import follow_change
+from tiltframe.store.lifecycle.table_rebuilds import alter_with_shard, copy_with_shard, primary_key
 from tiltframe.store.retries import retried
 from tiltframe.store.schema import (
     AGGREGATIONS_TABLE,
@@ -31,9 +33,9 @@ from tiltframe.store.schema import (
     level_tables,
 )
 from tiltframe.store.sql_connections import Registration, SqlConnections
-from tiltframe.store.table_changes import follow_change
-from tiltframe.store.table_rebuilds import alter_with_shard, copy_with_shard, primary_key
 from tiltframe.store.views import replace_view, view_name
+from tiltframe.store.writes import commits, staging
+from tiltframe.store.writes.commits import now_ms
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +57,7 @@ class SqlSchema(SqlConnections):
         """Create the tables of ``layout`` and register it, or check that the stored ones match its spec.
 
         A pre-aggregated table whose definition changed is rebuilt to follow it
-        (:mod:`tiltframe.store.table_changes`); returns what changed, in words (nothing otherwise).
+        (:mod:`tiltframe.store.lifecycle.table_changes`); returns what changed, in words (nothing otherwise).
         """
         key = (layout.name, layout.spec_hash, layout.partitioned)
         if key in self._ready:
@@ -97,7 +99,7 @@ class SqlSchema(SqlConnections):
     def _record_aggregation(self, conn: Connection, layout: AggregationLayout) -> dict[str, int]:
         """Record the definition of ``layout`` (registered with its digest) if the store has none yet (a
         new aggregation, or one made before definitions were recorded); returns, per measure, the instant
-        from which it is complete (``store.definitions``).  A pre-aggregated table records its own."""
+        from which it is complete (``store.lifecycle.definitions``).  A pre-aggregated table records its own."""
         if layout.table is not None:
             return {}
         stored = self._definition(conn, layout.name)
@@ -144,7 +146,7 @@ class SqlSchema(SqlConnections):
         """Take the stored tables of ``layout``'s aggregation to ``layout`` (``tiltframe migrate``): measures
         and levels removed lose their columns and tables, measures added gain theirs (reading NULL for the
         buckets that start before they are complete), levels added are built from a finer kept level
-        (``store.level_fills``); the registration, the recorded definition and the views follow, in one schema
+        (``store.lifecycle.level_fills``); the registration, the recorded definition and the views follow, in one schema
         transaction.  Returns the plan carried out (None: the store does not hold the aggregation, or holds
         this definition); for another app's aggregation of that name, its plan, of which nothing is done.
 
@@ -198,7 +200,7 @@ class SqlSchema(SqlConnections):
         stored rollup of an earlier definition (one that differs in what every row depends on, or lacks a
         finer level), unless the store aggregated more events than that (inputs gone):
         written beside it first, then swapped in by one write transaction that also moves the registration
-        and the recorded definition on (``store.rollup_swaps``).  Commit records stay (the pipeline goes on
+        and the recorded definition on (``store.lifecycle.rollup_swaps``).  Commit records stay (the pipeline goes on
         from the earlier definition's checkpoint); purge records and the events recorded as late or moved
         go (the rebuilt rows hold every event in its own bucket).  Returns the plan carried out and the rows
         written per level.

@@ -23,7 +23,7 @@ from sqlalchemy.engine import Connection
 from tiltframe.aggregates.layout import AGG_COUNT, AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout
 from tiltframe.aggregates.targets.in_sql import GROUP_MERGE, SqlOps
 from tiltframe.model.durations import Granularity
-from tiltframe.store.mysql import sa_mysql
+from tiltframe.store.dialects.mysql import sa_mysql
 from tiltframe.timeutil.columns import AGG_TIME
 
 __all__ = ["VIEW_SUFFIX", "agg_time_sql", "replace_view", "view_name", "view_select"]
@@ -58,7 +58,7 @@ def view_select(dialect: sa.Dialect, layout: AggregationLayout, table: sa.Table,
     latest-event values are left out of it (``tiltframe query`` merges them all).
 
     A measure added to a stored rollup reads NULL in the buckets that start before it is complete
-    (``complete_from``, ``store.definitions``), as retrieval does.
+    (``complete_from``, ``store.lifecycle.definitions``), as retrieval does.
     """
     c = (_merged_in_sql(layout, table) if layout.partitioned else table).c
     columns = [c[AGG_TIMESTAMP], agg_time_sql(dialect, c[AGG_TIMESTAMP]).label(AGG_TIME),

@@ -125,7 +125,7 @@ def _record_earlier(plain: SqlStore, layout: AggregationLayout) -> None:
     """Record ``layout``'s definition as migrated from the definition ``EARLIER``."""
     import dataclasses
 
-    from tiltframe.store.definitions import Definition
+    from tiltframe.store.lifecycle.definitions import Definition
 
     with plain.write_transaction("record an earlier definition") as conn:
         plain._write_definition(conn, dataclasses.replace(Definition.of(layout), earlier=(EARLIER,)))

@@ -1,5 +1,5 @@
 """Executor-side staging on PostgreSQL and MariaDB (``engine.rollup.staged_writes``, ``engine.rollup.staging_writers``,
-``store.staging``): the driver receives no partial rows, the rollups equal an oracle over the raw events
+``store.writes.staging``): the driver receives no partial rows, the rollups equal an oracle over the raw events
 on both paths, a retried task attempt, a failed job and a killed run's stale rows count nothing, and an
 overflowing sum is named with nothing written."""
 
@@ -28,8 +28,8 @@ from tiltframe.errors import StoreError
 from tiltframe.model.aggregations import StoreSpec
 from tiltframe.store.base import BatchWrite
 from tiltframe.store.registry import StoreRegistry
-from tiltframe.store.staging import STAGE_BATCH, STAGE_LEVEL, STAGE_PIPELINE, STAGE_TAG, staging_name
 from tiltframe.store.urls import store_target
+from tiltframe.store.writes.staging import STAGE_BATCH, STAGE_LEVEL, STAGE_PIPELINE, STAGE_TAG, staging_name
 
 pytestmark = pytest.mark.slow
 
@@ -359,7 +359,7 @@ def test_a_local_master_writes_through_the_driver_unless_told_to_stage(
 ) -> None:
     """Unset, ``$TILTFRAME_STAGED_WRITES`` leaves it to the master: a cluster's stages, a local one's
     executors share the driver's cores, so even a batch that is not small goes through the driver (its new
-    buckets by the bulk load of ``store.appends``), and equals the oracle."""
+    buckets by the bulk load of ``store.writes.appends``), and equals the oracle."""
     assert staged_writes.wanted_on("spark://master:7077") and staged_writes.wanted_on("yarn")
     assert not staged_writes.wanted_on("local[2]") and not staged_writes.wanted_on("local")
     monkeypatch.delenv(STAGED_WRITES_ENV)

@@ -20,7 +20,8 @@ STREAM = "define stream S (sym string, v double, ts long);\n"
 
 def test_store_names_agree_with_the_store() -> None:
     """``validate`` checks the names the store makes; the store defines them in its own modules."""
-    from tiltframe.store import schema, sql_connections, table_changes, views
+    from tiltframe.store import schema, sql_connections, views
+    from tiltframe.store.lifecycle import table_changes
 
     assert set(layout.BOOKKEEPING_TABLES) == {schema.AGGREGATIONS, schema.BATCHES, schema.REJECTED, schema.PURGES,
                                               schema.TABLES, schema.DEFINITIONS, schema.SKIPPED_VALUES}
@@ -32,7 +33,7 @@ def test_store_names_agree_with_the_store() -> None:
 
 
 ENGINE_FILES = ("engine/events/typed.py", "engine/events/arrival.py", "engine/rollup/partials.py",
-                "engine/inputs/file_reads.py", "engine/events/derived.py", "store/pandas_merges.py")
+                "engine/inputs/file_reads.py", "engine/events/derived.py", "store/reads/pandas_merges.py")
 
 
 @pytest.mark.parametrize("path", ENGINE_FILES)

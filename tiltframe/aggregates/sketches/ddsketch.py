@@ -46,7 +46,7 @@ protobuf) carry a state as UTF-8 JSON::
 
 ``alpha`` (the relative accuracy), ``zero`` (the zero-like count), ``pos`` and ``neg`` (a bin index written
 as a decimal integer string, mapped to its count; keys ascending).  The store turns each such state into
-the stored format before it writes it (``store.upserts.merge_sketches``).  Stores written before the
+the stored format before it writes it (``store.writes.upserts.merge_sketches``).  Stores written before the
 protobuf format hold JSON states: every function here reads both, and ``tiltframe migrate`` converts them.
 
 Spark side (:mod:`tiltframe.aggregates.sketches.ddsketch_spark`, apart so that reading a state needs no Spark).

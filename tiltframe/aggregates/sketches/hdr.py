@@ -40,7 +40,7 @@ made of built-in functions, which cannot write the encoding) carry a state as UT
     {"digits":2,"counts":{"0":3,"1337":2}}
 
 each non-empty bin index (a decimal string) mapped to its count.  The store turns each such state into the
-stored format before it writes it (``store.upserts.merge_sketches``); every function here reads both.
+stored format before it writes it (``store.writes.upserts.merge_sketches``); every function here reads both.
 """
 
 from __future__ import annotations

@@ -155,7 +155,7 @@ GROUP_MERGE: dict[Merge, str | Callable[[pd.Series], Any]] = {
     Merge.HDR: _fold(Merge.HDR),
 }
 NOT_MERGED: dict[Merge, str] = {
-    Merge.COMBINE: "a function's states fold together through its combine over PandasOps (store/pandas_merges.py)",
-    Merge.EARLIEST: "one event's fields merge together: the earliest row by (ts, batch, seq) (store/pandas_merges.py)",
-    Merge.LATEST: "one event's fields merge together: the latest row by (ts, batch, seq) (store/pandas_merges.py)",
+    Merge.COMBINE: "a function's states fold together through its combine over PandasOps (pandas_merges.py)",
+    Merge.EARLIEST: "one event's fields merge together: the earliest row by (ts, batch, seq) (pandas_merges.py)",
+    Merge.LATEST: "one event's fields merge together: the latest row by (ts, batch, seq) (pandas_merges.py)",
 }

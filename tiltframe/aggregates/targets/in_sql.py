@@ -54,7 +54,7 @@ def _better(new_wins: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
 
 
 def _union(old: Any, new: Any) -> Any:
-    """A sketch's union is made before the upsert (``store/upserts.py``, with the sketch library): the new
+    """A sketch's union is made before the upsert (``store/writes/upserts.py``, with the sketch library): the new
     value is the union of both."""
     return sa.func.coalesce(new, old)
 
@@ -76,8 +76,8 @@ GROUP_MERGE: dict[Merge, Callable[[Any], Any]] = {Merge.SUM: sa.func.sum, Merge.
 
 NOT_BUILT: dict[Build, str] = {b: "states are built in Spark (or pandas) and only merged in SQL" for b in Build}
 NOT_MERGED: dict[Merge, str] = {
-    Merge.COMBINE: "a function's states fold together through its combine over SqlOps (store/merges.py)",
-    Merge.EARLIEST: "one event's fields merge together: the earlier row by (ts, batch, seq) (store/merges.py)",
-    Merge.LATEST: "one event's fields merge together: the later row by (ts, batch, seq) (store/merges.py)",
+    Merge.COMBINE: "a function's states fold together through its combine over SqlOps (store/writes/upsert_merges.py)",
+    Merge.EARLIEST: "one event's fields merge together: the earlier row by (ts, batch, seq) (upsert_merges.py)",
+    Merge.LATEST: "one event's fields merge together: the later row by (ts, batch, seq) (upsert_merges.py)",
     Merge.CONCAT: "lists (group_array) are kept by continuous queries only, never stored",
 }

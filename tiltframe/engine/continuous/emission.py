@@ -42,7 +42,7 @@ from tiltframe.model.continuous import (
     WindowKind,
 )
 from tiltframe.retrieval.evaluate import evaluate, holds
-from tiltframe.store.pandas_merges import finalize
+from tiltframe.store.reads.pandas_merges import finalize
 
 
 class Emission(StepParts):

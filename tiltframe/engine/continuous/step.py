@@ -38,7 +38,7 @@ from tiltframe.engine.continuous.sessions import Sessions
 from tiltframe.engine.continuous.tilt import Tilt
 from tiltframe.model.continuous import EmitPolicy, WindowKind
 from tiltframe.retrieval.pandas_states import SEQ, TS, build_states
-from tiltframe.store.pandas_merges import merge_rows
+from tiltframe.store.reads.pandas_merges import merge_rows
 
 
 class Step(Sessions, Emission, Tilt):

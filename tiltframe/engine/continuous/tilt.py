@@ -28,7 +28,7 @@ from tiltframe.aggregates.layout import AGG_TIMESTAMP
 from tiltframe.engine.continuous.columns import ROW, WE, WS, StepParts, is_empty
 from tiltframe.model.continuous import TILT_SIZE
 from tiltframe.retrieval.pandas_states import SEQ, TS, build_states
-from tiltframe.store.pandas_merges import merge_rows
+from tiltframe.store.reads.pandas_merges import merge_rows
 
 LEVEL = "_level"
 COUNTED = "_counted"  # size windows: inputs counted since the last emission

@@ -17,7 +17,7 @@ from tiltframe.model.app import AppSpec
 from tiltframe.model.durations import Granularity
 from tiltframe.retrieval.comparison import Difference, compare, incomplete_before
 from tiltframe.store.base import Store
-from tiltframe.store.pandas_merges import finalize, merge_rows
+from tiltframe.store.reads.pandas_merges import finalize, merge_rows
 
 __all__ = ["Verification", "level_differences", "verify"]
 

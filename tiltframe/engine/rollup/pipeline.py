@@ -47,9 +47,9 @@ from tiltframe.store.base import (
     StagedBatch,
     Store,
 )
-from tiltframe.store.compaction import Compactor
-from tiltframe.store.purge import Purger
-from tiltframe.store.staging import StagedRowsLost, StagingTarget
+from tiltframe.store.lifecycle.compaction import Compactor
+from tiltframe.store.lifecycle.purge import Purger
+from tiltframe.store.writes.staging import StagedRowsLost, StagingTarget
 
 logger = logging.getLogger(__name__)
 

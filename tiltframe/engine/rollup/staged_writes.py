@@ -1,5 +1,5 @@
 """Executor-side staging: each Spark task writes its partition's partial rows into the store's staging table
-(``tiltframe.store.staging``; how, per server: ``engine.rollup.staging_writers``), and only small summaries reach
+(``tiltframe.store.writes.staging``; how, per server: ``engine.rollup.staging_writers``), and only small summaries reach
 the driver.
 
 The driver then carries per batch a few rows per task (the tag of the attempt that copied, and per level
@@ -52,7 +52,7 @@ def enabled() -> bool | None:
 def wanted_on(master: str) -> bool:
     """Whether to stage when nobody said, on Spark's ``master``: on a cluster, yes (the executors' copies
     grow with them, and the driver carries no partial row); on a local master, no: the executors share the
-    driver's cores, and the driver's bulk load of new buckets (``store.appends``) writes a batch in less
+    driver's cores, and the driver's bulk load of new buckets (``store.writes.appends``) writes a batch in less
     than half the time of a copy into the staging table and a merge out of it."""
     return not master.startswith("local")
 

@@ -1,5 +1,5 @@
-"""How a Spark task writes rows into a server's staging table (``store.staging``), in the server's own bulk
-format (``store.bulk_formats``, made by numpy and Arrow's C++ kernels, no Python object per value):
+"""How a Spark task writes rows into a server's staging table (``store.writes.staging``), in the server's own bulk
+format (``store.writes.bulk_formats``, made by numpy and Arrow's C++ kernels, no Python object per value):
 ``COPY ... FROM STDIN`` in its binary format on PostgreSQL, ``LOAD DATA LOCAL INFILE`` with its
 tab-separated text on MariaDB and MySQL.
 
@@ -19,7 +19,7 @@ import pyarrow as pa
 from tiltframe.engine.rollup.partials import LEVEL
 from tiltframe.errors import StoreError
 from tiltframe.store.base import StagingTarget
-from tiltframe.store.bulk_formats import (
+from tiltframe.store.writes.bulk_formats import (
     BINARY_HEADER,
     BINARY_TRAILER,
     binary_rows,
@@ -27,9 +27,9 @@ from tiltframe.store.bulk_formats import (
     file_literal,
     load_tsv,
 )
-from tiltframe.store.staging import FILE_MARK
+from tiltframe.store.writes.staging import FILE_MARK
 
-#: The pipeline id, batch id and tag every staged row carries (before its level; ``store.staging``).
+#: The pipeline id, batch id and tag every staged row carries (before its level; ``store.writes.staging``).
 Leading = tuple[str, int, str]
 _CONNECTIONS: dict[str, Any] = {}
 
