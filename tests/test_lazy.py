@@ -15,7 +15,7 @@ from tiltframe import lazy
 #: What a Spark worker must not load for a module of its own: the API and its answers, the store's
 #: SQLAlchemy and statements, the language's parser, the CLI.
 HEAVY = ("tiltframe.api", "tiltframe.retrieval.retrieve", "sqlalchemy", "tiltframe.store.sql",
-         "tiltframe.lang.parser", "lark", "typer", "rich")
+         "tiltframe.lang.siddhiql.parser", "lark", "typer", "rich")
 
 #: The modules of what tiltframe hands Spark to run in Python processes of its own: a continuous query's
 #: stateful processor (run on the driver to learn its state, then by the executors), the clock's data

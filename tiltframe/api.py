@@ -52,7 +52,7 @@ def load_app(source: str | Path) -> AppSpec:
 
 def load_trickle(source: str | Path) -> TrickleQuery:
     """Parse and check a trickle query (Tremor's language) from a ``.trickle`` file or from its text."""
-    from tiltframe.lang.trickle_parser import parse_trickle
+    from tiltframe.lang.trickle.trickle_parser import parse_trickle
 
     if isinstance(source, Path) or str(source).endswith(TRICKLE_SUFFIX):
         return parse_trickle(read_app_file(Path(source)))
@@ -247,7 +247,7 @@ def select(app: AppSpec, text: str, *, data_dir: str | Path | None = None) -> pd
     """Answer ``SELECT ... FROM <table>``: over a pre-aggregated table, partial rows merged by the query's
     keys (docs/preaggregation.md), or ``FROM partials(T)`` for the stored rows as they are; over a raw
     table, its rows, grouped and aggregated as the query says."""
-    from tiltframe.lang.parser import parse_table_query
+    from tiltframe.lang.siddhiql.parser import parse_table_query
     from tiltframe.retrieval.select import select as run_select
 
     q = parse_table_query(text, app)
@@ -269,7 +269,7 @@ def _as_query(app: AppSpec, query: str | RetrievalQuery) -> RetrievalQuery:
 def _parsed(app: AppSpec, text: str) -> RetrievalQuery:
     """A query text parsed and validated once per app (a fifth of a small retrieval's time); refused texts
     raise, and are not kept."""
-    from tiltframe.lang.parser import parse_retrieval
+    from tiltframe.lang.siddhiql.parser import parse_retrieval
 
     return parse_retrieval(text, app)
 

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from tests.lang.test_trickle_parser import SEED_TUMBLING
+from tests.lang.trickle.test_trickle_parser import SEED_TUMBLING
 from tiltframe.cli.app import app
 
 runner = CliRunner()

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.engine.trickle.test_seed_tilt_frame import windows
-from tests.lang.test_trickle_parser import SEED_TUMBLING
+from tests.lang.trickle.test_trickle_parser import SEED_TUMBLING
 from tiltframe.cli.app import app
 
 pytestmark = pytest.mark.slow

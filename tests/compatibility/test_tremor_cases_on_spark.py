@@ -14,7 +14,7 @@ import tiltframe as tf
 from tests.compatibility.test_tremor_cases_parse import CASES
 from tests.compatibility.test_tremor_cases_run import _runnable, expected, typed
 from tiltframe.engine.replay_inputs import Event, read_replay_file
-from tiltframe.lang.trickle_parser import parse_trickle
+from tiltframe.lang.trickle.trickle_parser import parse_trickle
 
 pytestmark = pytest.mark.slow
 

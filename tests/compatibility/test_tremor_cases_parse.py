@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tiltframe.errors import DefinitionError, NotSupportedYet
-from tiltframe.lang.trickle_parser import parse_trickle
+from tiltframe.lang.trickle.trickle_parser import parse_trickle
 
 CASES = Path(__file__).parent / "tremor"
 #: Cases Tremor runs whose queries use a construct outside the subset (docs/trickle.md): the refusal names it.

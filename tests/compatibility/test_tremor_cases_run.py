@@ -16,7 +16,7 @@ from tiltframe.aggregates.trickle_stats import STATES
 from tiltframe.engine.replay_inputs import Event, read_replay_file
 from tiltframe.engine.trickle.replay import QueryGraph, replay
 from tiltframe.functions.trickle_values import TrickleRuntimeError
-from tiltframe.lang.trickle_parser import parse_trickle
+from tiltframe.lang.trickle.trickle_parser import parse_trickle
 
 
 def typed(value: Any) -> Any:

@@ -418,7 +418,7 @@ def page_definitions(block: Block) -> str:
 def check_siddhiql(block: Block, definitions: str) -> None:
     """Raises the first error of ``block`` with the page's ``definitions`` before it."""
     from tiltframe.lang import parse_app, parse_continuous, parse_retrieval
-    from tiltframe.lang.parser import parse_table_query
+    from tiltframe.lang.siddhiql.parser import parse_table_query
 
     if defines(block.text):
         parse_app(block.text if block.kind == "refused" else f"{definitions}\n{block.text}")

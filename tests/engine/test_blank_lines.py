@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from tests.bad_input.harness import run
 from tiltframe.engine.inputs.file_reads import read_files
-from tiltframe.lang.parser import parse_app
+from tiltframe.lang.siddhiql.parser import parse_app
 
 APP = """
 define stream S (k string, v double, ts long);

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tiltframe.functions.trickle_values import Scope, TrickleRuntimeError, equal, evaluate
-from tiltframe.lang.trickle_parser import parse_trickle
+from tiltframe.lang.trickle.trickle_parser import parse_trickle
 
 
 def value(expr: str, event: Any = None, group: list[Any] | None = None) -> Any:

@@ -14,11 +14,11 @@ TEXT = "define stream S (symbol string, price double);"
 
 def test_the_tables_are_built_once_and_read_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TILTFRAME_CACHE_DIR", str(tmp_path / "cache"))
-    first = build_lark("grammar.lark", ["app"])
+    first = build_lark("siddhiql/grammar.lark", ["app"])
     (kept,) = (tmp_path / "cache").iterdir()
     assert kept.stat().st_size > 0
     assert (tmp_path / "cache").stat().st_mode & 0o777 == 0o700
-    again = build_lark("grammar.lark", ["app"])
+    again = build_lark("siddhiql/grammar.lark", ["app"])
     assert again.parse(TEXT) == first.parse(TEXT)
 
 
@@ -26,7 +26,7 @@ def test_a_damaged_cache_file_is_built_again(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setenv("TILTFRAME_CACHE_DIR", str(tmp_path))
     path = Path(parser_cache("grammar.lark-app") or "")
     path.write_bytes(b"not a pickle")
-    assert build_lark("grammar.lark", ["app"]).parse(TEXT).data == "app"
+    assert build_lark("siddhiql/grammar.lark", ["app"]).parse(TEXT).data == "app"
 
 
 def test_no_cache_where_none_can_be_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from tests.errors import refused_at
 from tiltframe.errors import DefinitionError
-from tiltframe.lang.parser import parse_app, parse_sql, parse_table_query
+from tiltframe.lang.siddhiql.parser import parse_app, parse_sql, parse_table_query
 from tiltframe.model.expressions import Attr, Binary, Call, Literal
 from tiltframe.model.queries import OrderItem
 from tiltframe.model.streams import AttrType

@@ -8,12 +8,12 @@ import dataclasses
 import pytest
 
 from tests.errors import refused_at
-from tests.lang.test_tables_parser import AD_NETWORK, COLUMNS, COLUMNS_TEXT
+from tests.lang.siddhiql.test_tables_parser import AD_NETWORK, COLUMNS, COLUMNS_TEXT
 from tiltframe.aggregates.measures import measure_types
 from tiltframe.errors import DefinitionError
 from tiltframe.lang.checks.app import validate_app
 from tiltframe.lang.checks.tables import validate_table
-from tiltframe.lang.parser import parse_app
+from tiltframe.lang.siddhiql.parser import parse_app
 from tiltframe.model.aggregations import AggregateItem, KeyItem
 from tiltframe.model.app import AppSpec
 from tiltframe.model.durations import Granularity, Unit

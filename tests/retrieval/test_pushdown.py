@@ -10,7 +10,7 @@ import pytest
 import tiltframe as tf
 from tests.bad_input.harness import STORES, run, store_url
 from tiltframe.aggregates.layout import AggregationLayout
-from tiltframe.lang.parser import parse_retrieval
+from tiltframe.lang.siddhiql.parser import parse_retrieval
 from tiltframe.retrieval.pushdown import pinned_keys
 
 APP = """

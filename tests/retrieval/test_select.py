@@ -14,7 +14,7 @@ import pytest
 
 import tiltframe as tf
 from tiltframe.aggregates.layout import AggregationLayout
-from tiltframe.lang.parser import parse_table_query
+from tiltframe.lang.siddhiql.parser import parse_table_query
 from tiltframe.model.app import AppSpec
 from tiltframe.retrieval.select import _time_range, select
 from tiltframe.store.base import Store

@@ -31,7 +31,7 @@ import tiltframe as tf
 from tests.servers import fresh_database
 from tiltframe.aggregates.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.errors import DataError
-from tiltframe.lang.parser import parse_table_query
+from tiltframe.lang.siddhiql.parser import parse_table_query
 from tiltframe.model.aggregations import StoreSpec
 from tiltframe.model.app import AppSpec
 from tiltframe.model.expressions import Attr, Binary, Literal

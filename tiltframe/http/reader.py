@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from tiltframe.aggregates.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.errors import DefinitionError, QueryError, StoreError, TiltframeError, unknown
 from tiltframe.http.catalog import aggregation_document, continuous_documents, measures, table_documents
-from tiltframe.lang.parser import parse_retrieval, parse_table_query
+from tiltframe.lang.siddhiql.parser import parse_retrieval, parse_table_query
 from tiltframe.model.durations import Granularity
 from tiltframe.retrieval.retrieve import retrieve
 from tiltframe.store.credentials import mask_credentials

@@ -7,10 +7,16 @@ from typing import TYPE_CHECKING
 from tiltframe import lazy
 
 if TYPE_CHECKING:
-    from tiltframe.lang.parser import parse_app, parse_continuous, parse_expression, parse_query, parse_retrieval
+    from tiltframe.lang.siddhiql.parser import (
+        parse_app,
+        parse_continuous,
+        parse_expression,
+        parse_query,
+        parse_retrieval,
+    )
 
 __all__ = ["parse_app", "parse_continuous", "parse_expression", "parse_query", "parse_retrieval"]
 
 # The parser (lark, its grammar) is imported when first used: the checks a Spark worker's modules import
 # (tiltframe.lang.checks) need none of it (tiltframe.lazy).
-__getattr__, __dir__ = lazy.exports(__name__, lazy.names_in("tiltframe.lang.parser", __all__))
+__getattr__, __dir__ = lazy.exports(__name__, lazy.names_in("tiltframe.lang.siddhiql.parser", __all__))

@@ -45,7 +45,7 @@ from typing import Any
 from tiltframe.aggregates import registry
 from tiltframe.errors import DefinitionError, unknown
 from tiltframe.lang.checks.app import validate_app
-from tiltframe.lang.parser import parse_expression, parse_query
+from tiltframe.lang.siddhiql.parser import parse_expression, parse_query
 from tiltframe.model.aggregations import (
     AggregateItem,
     AggregationSpec,

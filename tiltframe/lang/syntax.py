@@ -3,7 +3,7 @@ exceptions into :class:`~tiltframe.errors.DefinitionError` in words.
 
 Every message names what was found and what was expected in words (never lark terminal names), with the
 line, column and a caret snippet; each grammar brings its own words as a :class:`Vocabulary`
-(``SIDDHI`` in :mod:`tiltframe.lang.parser`, ``SQL`` in :mod:`tiltframe.lang.sql_parser`).
+(``SIDDHI`` in :mod:`tiltframe.lang.siddhiql.parser`, ``SQL`` in :mod:`tiltframe.lang.sql.sql_parser`).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class NamesEverywhere(PostLex):
 class Vocabulary:
     """How one grammar's terminals and clauses read in error messages.
 
-    The SiddhiQL grammar and the streaming SQL grammar (:mod:`tiltframe.lang.sql_parser`) share the
+    The SiddhiQL grammar and the streaming SQL grammar (:mod:`tiltframe.lang.sql.sql_parser`) share the
     translation of lark's exceptions below; each brings its own words.
     """
 
@@ -107,8 +107,9 @@ class Vocabulary:
 
 
 def build_lark(grammar_file: str, start: list[str]) -> Lark:
-    """A parser for a grammar of this package, as both languages use them: LALR(1) with the contextual
-    lexer (keywords reserved only where they can appear), positions kept, names offered everywhere.
+    """A parser for a grammar of this package (``grammar_file``: its path under ``tiltframe/lang``), as every
+    language uses them: LALR(1) with the contextual lexer (keywords reserved only where they can appear),
+    positions kept, names offered everywhere.
 
     Building the LALR tables takes one to two seconds, which every command would pay before reading a
     line; lark keeps them in a cache file (``parser_cache``) that it checks against the grammar, its
@@ -122,7 +123,7 @@ def build_lark(grammar_file: str, start: list[str]) -> Lark:
         propagate_positions=True,
         maybe_placeholders=True,
         postlex=NamesEverywhere(),
-        cache=parser_cache(f"{grammar_file}-{'-'.join(start)}") or False,
+        cache=parser_cache(f"{grammar_file.replace('/', '-')}-{'-'.join(start)}") or False,
     )
 
 

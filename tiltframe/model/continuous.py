@@ -1,7 +1,7 @@
 """Continuous queries (streaming SQL, as in Timeplus): windows, aggregates and EMIT policies.
 
 ``SELECT ... FROM tumble(stream, 5s) [WHERE ...] GROUP BY ... [HAVING ...] EMIT ...`` is parsed by
-:mod:`tiltframe.lang.sql_parser` into a :class:`ContinuousQuery` as written; validation
+:mod:`tiltframe.lang.sql.sql_parser` into a :class:`ContinuousQuery` as written; validation
 (:func:`tiltframe.lang.checks.continuous.validate_continuous`) checks every name against the stream,
 resolves the EMIT defaults and splits the select list into the aggregates the engine keeps state for and
 the expressions computed from them, so the engine never re-reads the text.

@@ -230,7 +230,7 @@ def test_damaged_compressed_files_are_recorded_and_the_rest_aggregated(spark, tm
 def test_a_folder_of_compressed_files_tells_its_format(spark, tmp_path: Path) -> None:
     """A folder holding only .csv.gz files is a CSV folder; only .jsonl.zst files, a JSON one."""
     from tiltframe.engine.inputs.sources import FileInput
-    from tiltframe.lang.parser import parse_app
+    from tiltframe.lang.siddhiql.parser import parse_app
 
     stream = parse_app(APP).stream("S")
     for name, fmt in (("a.csv.gz", "csv"), ("b.jsonl.zst", "json")):

@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tests.lang.test_trickle_parser import SEED_TILT, TILT_WINDOWS
+from tests.lang.trickle.test_trickle_parser import SEED_TILT, TILT_WINDOWS
 from tiltframe.engine.replay_inputs import Event
 from tiltframe.engine.trickle.replay import replay
-from tiltframe.lang.trickle_parser import parse_trickle
+from tiltframe.lang.trickle.trickle_parser import parse_trickle
 
 SECOND = 1_000_000_000
 LEVELS = (("10secs", 10 * SECOND), ("1min", 60 * SECOND), ("10min", 600 * SECOND), ("1h", 3600 * SECOND))

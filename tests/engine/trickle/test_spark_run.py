@@ -17,7 +17,7 @@ import pytest
 import tiltframe as tf
 from tests.compatibility.test_tremor_cases_parse import CASES
 from tests.engine.trickle.test_seed_tilt_frame import check_against_pandas, metrics
-from tests.lang.test_trickle_parser import SEED_TILT, SEED_TUMBLING, TILT_WINDOWS
+from tests.lang.trickle.test_trickle_parser import SEED_TILT, SEED_TUMBLING, TILT_WINDOWS
 from tiltframe.engine.trickle.spark_run import Downstream
 from tiltframe.errors import UsageError
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from tiltframe.engine.replay_inputs import Event
 from tiltframe.engine.trickle.replay import replay
-from tiltframe.lang.trickle_parser import parse_trickle
+from tiltframe.lang.trickle.trickle_parser import parse_trickle
 
 SELECT = ('select {{"g": group[0], "n": aggr::stats::count(), "s": aggr::stats::sum(event.v), '
           '"lo": aggr::stats::min(event.v), "first": aggr::win::first(event.i)}} from in[{windows}] '

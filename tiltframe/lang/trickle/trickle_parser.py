@@ -85,7 +85,7 @@ def _unsupported(word: str, _expected: set[str]) -> str | None:
 
 @functools.cache
 def _lark() -> Lark:
-    return build_lark("trickle.lark", ["start"])
+    return build_lark("trickle/trickle.lark", ["start"])
 
 
 TRICKLE = Vocabulary(

@@ -7,7 +7,7 @@ import pytest
 
 from tests.errors import refused_at
 from tiltframe.errors import DefinitionError
-from tiltframe.lang.parser import parse_app
+from tiltframe.lang.siddhiql.parser import parse_app
 from tiltframe.model.aggregations import StoreSpec
 from tiltframe.model.durations import Granularity, Unit
 from tiltframe.model.streams import Attribute, AttrType

@@ -1,4 +1,4 @@
-"""The closed annotation vocabularies (``lang.vocabulary``): every listed annotation is taken where it is
+"""The closed annotation vocabularies (``lang.siddhiql.vocabulary``): every listed annotation is taken where it is
 listed, in any case, and a misspelled annotation or element anywhere gets the closest listed name."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 
 from tiltframe.errors import DefinitionError
 from tiltframe.lang import parse_app
-from tiltframe.lang.vocabulary import PLACES, Rule
+from tiltframe.lang.siddhiql.vocabulary import PLACES, Rule
 
 STREAM = "define stream S (sym string, v double, ts long);\n"
 AGG = "define aggregation A from S select sum(v) as total aggregate by ts every sec ... day;\n"
@@ -90,7 +90,7 @@ def test_an_unknown_annotation_is_not_kept_raw_any_more() -> None:
 def test_the_docs_list_every_annotation() -> None:
     from pathlib import Path
 
-    docs = (Path(__file__).resolve().parents[2] / "docs" / "schema.md").read_text(encoding="utf-8")
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "schema.md").read_text(encoding="utf-8")
     listed = docs[docs.index("## Annotations"):docs.index("## Reading while")]
     for place, rule in RULES:
         assert f"`@{rule.name}`" in listed, (place, rule.name)

@@ -1,6 +1,6 @@
 """Build retrieval queries (Siddhi's on-demand queries and aggregation joins) from their parse trees.
 
-Kept apart from :mod:`tiltframe.lang._build` so that each module stays one job: this one knows the clauses of
+Kept apart from :mod:`tiltframe.lang.siddhiql.trees` so that each module stays one job: this one knows the clauses of
 ``query`` in ``grammar.lark`` (``from``, ``join``, ``on``, ``within``/``per``, ``select``, ``group by``,
 ``having``, ``order by``, ``limit``, ``offset``, ``insert into``).  Which attribute belongs to which side is
 decided later, by :mod:`tiltframe.lang.checks.retrieval`, which knows the app.  A query Siddhi accepts but
@@ -13,8 +13,8 @@ from __future__ import annotations
 from lark import Token
 
 from tiltframe.errors import DefinitionError, NotSupportedYet
-from tiltframe.lang._build import ParseTree, SpecBuilder, _kids, _present, _str_or_none, snippet
-from tiltframe.lang.vocabulary import RawAnnotation, check_annotations
+from tiltframe.lang.siddhiql.trees import ParseTree, SpecBuilder, _kids, _present, _str_or_none, snippet
+from tiltframe.lang.siddhiql.vocabulary import RawAnnotation, check_annotations
 from tiltframe.model.expressions import Pos
 from tiltframe.model.queries import OrderItem, OutputItem, RetrievalQuery, StreamQuery
 

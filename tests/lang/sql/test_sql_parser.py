@@ -22,7 +22,7 @@ from tests.seed003 import (
 )
 from tiltframe.errors import DefinitionError
 from tiltframe.lang import parse_app, parse_continuous
-from tiltframe.lang.parser import parse_sql
+from tiltframe.lang.siddhiql.parser import parse_sql
 from tiltframe.model.aggregations import AggregateItem
 from tiltframe.model.continuous import (
     ContinuousQuery,

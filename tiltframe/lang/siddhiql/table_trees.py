@@ -15,11 +15,11 @@ import re
 from lark import Lark, UnexpectedInput
 
 from tiltframe.errors import did_you_mean
-from tiltframe.lang._annotations import store_spec
-from tiltframe.lang._build import ParseTree, SpecBuilder, _kids
-from tiltframe.lang.sql_parser import SQL, SqlBuilder
+from tiltframe.lang.siddhiql.annotations import store_spec
+from tiltframe.lang.siddhiql.trees import ParseTree, SpecBuilder, _kids
+from tiltframe.lang.siddhiql.vocabulary import RawAnnotation, check_annotations
+from tiltframe.lang.sql.sql_parser import SQL, SqlBuilder
 from tiltframe.lang.syntax import Vocabulary, build_lark, syntax_error
-from tiltframe.lang.vocabulary import RawAnnotation, check_annotations
 from tiltframe.model.aggregations import AggregateItem, StoreSpec
 from tiltframe.model.expressions import Attr, Pos
 from tiltframe.model.queries import OrderItem
@@ -130,7 +130,7 @@ def _workers(
 
 @functools.cache
 def _lark() -> Lark:
-    return build_lark("sql.lark", ["table_query_text"])
+    return build_lark("sql/sql.lark", ["table_query_text"])
 
 
 def _unsupported(word: str, _expected: set[str]) -> str | None:

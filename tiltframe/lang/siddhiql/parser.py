@@ -1,9 +1,9 @@
 """Parse SiddhiQL app texts, retrieval queries and continuous queries into the validated model.
 
 The grammar lives in ``grammar.lark`` (LALR, contextual lexer); :class:`AppBuilder` walks its trees into
-model dataclasses, each statement through the module that builds its kind (:mod:`tiltframe.lang._build`
+model dataclasses, each statement through the module that builds its kind (:mod:`tiltframe.lang.siddhiql.trees`
 for definitions, ``_retrieval`` for queries, ``_tables`` for tables).  A continuous query (``SELECT ...``)
-is one terminal of that grammar, handed on to :mod:`tiltframe.lang.sql_parser`.  Syntax errors are put in
+is one terminal of that grammar, handed on to :mod:`tiltframe.lang.sql.sql_parser`.  Syntax errors are put in
 words by :mod:`tiltframe.lang.syntax`, with SiddhiQL's words (``SIDDHI``); then :mod:`tiltframe.lang.checks`
 validates what was built.
 
@@ -20,13 +20,13 @@ from collections.abc import Collection
 
 from lark import Lark, Token, Tree, UnexpectedInput
 
-from tiltframe.lang._build import ParseTree, SpecBuilder, _kids, _present
-from tiltframe.lang._retrieval import build_query
-from tiltframe.lang._tables import build_table, build_table_query
 from tiltframe.lang.checks.app import validate_app
-from tiltframe.lang.sql_parser import build_continuous
+from tiltframe.lang.siddhiql.retrieval_trees import build_query
+from tiltframe.lang.siddhiql.table_trees import build_table, build_table_query
+from tiltframe.lang.siddhiql.trees import ParseTree, SpecBuilder, _kids, _present
+from tiltframe.lang.siddhiql.vocabulary import RawAnnotation, check_annotations
+from tiltframe.lang.sql.sql_parser import build_continuous
 from tiltframe.lang.syntax import Vocabulary, build_lark, snippets_added, syntax_error
-from tiltframe.lang.vocabulary import RawAnnotation, check_annotations
 from tiltframe.model.aggregations import AggregationSpec
 from tiltframe.model.app import AppSpec
 from tiltframe.model.continuous import ContinuousQuery
@@ -108,7 +108,7 @@ def _siddhi_unsupported(word: str, expected: set[str]) -> str | None:
 
 @functools.cache
 def _lark() -> Lark:
-    return build_lark("grammar.lark", ["app", "query_text", "continuous_text", "expr"])
+    return build_lark("siddhiql/grammar.lark", ["app", "query_text", "continuous_text", "expr"])
 
 
 SIDDHI = Vocabulary(

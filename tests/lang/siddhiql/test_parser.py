@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tiltframe.lang import parse_app, parse_query
-from tiltframe.lang import parser as parser_module
+from tiltframe.lang.siddhiql import parser as parser_module
 from tiltframe.model.aggregations import AggregateItem, AggregationSpec, ExpressionItem, KeyItem, PurgeSpec, StoreSpec
 from tiltframe.model.durations import Granularity, Unit
 from tiltframe.model.expressions import Attr, Binary, Call, Literal, Pos, Unary

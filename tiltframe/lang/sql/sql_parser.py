@@ -21,10 +21,10 @@ from typing import Any
 from lark import Lark, Token, Tree, UnexpectedInput
 
 from tiltframe.errors import unknown
-from tiltframe.lang._annotations import continuous_options
-from tiltframe.lang._build import ParseTree, SpecBuilder, _kids, _present
+from tiltframe.lang.siddhiql.annotations import continuous_options
+from tiltframe.lang.siddhiql.trees import ParseTree, SpecBuilder, _kids, _present
+from tiltframe.lang.siddhiql.vocabulary import RawAnnotation
 from tiltframe.lang.syntax import Vocabulary, build_lark, syntax_error
-from tiltframe.lang.vocabulary import RawAnnotation
 from tiltframe.model.continuous import (
     TILT_INTERVAL,
     TILT_SIZE,
@@ -101,7 +101,7 @@ def _unsupported(word: str, expected: set[str]) -> str | None:
 
 @functools.cache
 def _lark() -> Lark:
-    return build_lark("sql.lark", ["sql_text"])
+    return build_lark("sql/sql.lark", ["sql_text"])
 
 
 SQL = Vocabulary(

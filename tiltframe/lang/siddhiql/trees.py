@@ -1,6 +1,6 @@
 """Turn lark parse trees into the frozen spec dataclasses of :mod:`tiltframe.model.app`.
 
-Kept apart from :mod:`tiltframe.lang.parser` (grammar loading and syntax errors) so that each module does
+Kept apart from :mod:`tiltframe.lang.siddhiql.parser` (grammar loading and syntax errors) so that each module does
 one job: this one knows the tree shapes of ``grammar.lark`` and the meaning of each clause.  Errors found
 here are :class:`DefinitionError` at the position of the offending node, with a caret snippet.
 """
@@ -14,9 +14,9 @@ from lark import Token, Tree
 
 from tiltframe.aggregates import registry
 from tiltframe.errors import DefinitionError, unknown
-from tiltframe.lang._annotations import aggregation_options, stream_options
+from tiltframe.lang.siddhiql.annotations import aggregation_options, stream_options
+from tiltframe.lang.siddhiql.vocabulary import RawAnnotation, check_annotations
 from tiltframe.lang.syntax import snippet
-from tiltframe.lang.vocabulary import RawAnnotation, check_annotations
 from tiltframe.model.aggregations import AggregateItem, AggregationSpec, ExpressionItem, KeyItem, SelectItem
 from tiltframe.model.durations import Granularity, unit_named, unit_range
 from tiltframe.model.expressions import (

@@ -4,7 +4,7 @@ Seeds 000 and 001 list the annotations Siddhi gives meaning to: ``@store``, ``@B
 ``@IgnoreEventsOlderThanBuffer``, ``@purge`` (with a nested ``@retentionPeriod``), ``@retentionPeriod`` and
 ``@PartitionById``; ``@timezone`` and ``@allowedLateness`` are ours, and so is ``@eventTime`` on a stream
 (the attribute continuous queries window by).  Names are matched case-insensitively, as Siddhi does.  What
-each place takes is listed in :mod:`tiltframe.lang.vocabulary`, which refuses the rest first; the
+each place takes is listed in :mod:`tiltframe.lang.siddhiql.vocabulary`, which refuses the rest first; the
 annotations accepted and ignored there are kept raw on the spec (``explain`` shows them).
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tiltframe.errors import DefinitionError, did_you_mean
-from tiltframe.lang.vocabulary import RawAnnotation, check_annotations
+from tiltframe.lang.siddhiql.vocabulary import RawAnnotation, check_annotations
 from tiltframe.model.aggregations import PurgeSpec, StoreSpec
 from tiltframe.model.durations import parse_length
 from tiltframe.model.expressions import Pos

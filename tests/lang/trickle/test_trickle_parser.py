@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tiltframe.errors import DefinitionError, NotSupportedYet
-from tiltframe.lang.trickle_parser import parse_trickle
+from tiltframe.lang.trickle.trickle_parser import parse_trickle
 from tiltframe.model.expressions import Binary, Call, Literal
 from tiltframe.model.trickle import Array, GroupEach, GroupExpr, GroupSet, Patch, PatchOp, Path, Record
 
