@@ -136,7 +136,7 @@ def pipeline(spark, parquet_dir: Path, data_dir: Path, files_per_batch: int | No
     from tiltframe.engine.inputs.sources import FileInput
     from tiltframe.model.durations import Granularity, Unit
     from tiltframe.store import store_location
-    from tiltframe.store.registry import StoreRegistry
+    from tiltframe.store.open_stores import StoreRegistry
 
     shutil.rmtree(data_dir, ignore_errors=True)
     app = tf.load_app(app_text)

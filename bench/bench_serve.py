@@ -130,7 +130,7 @@ def expected_rows(parquet: Path, key: str) -> list[dict[str, Any]]:
 
 def json_body(answer: tuple[Any, str]) -> str:
     """The body ``POST /api/query`` makes of an answer."""
-    from tiltframe.http.app import answer_json
+    from tiltframe.http.routes import answer_json
 
     return answer_json(*answer)
 
@@ -147,7 +147,7 @@ def _serve(app_text: str, data_dir: str, env: dict[str, str], keep: bool, conn: 
     """A server process: ``tiltframe serve``'s app on uvicorn; sends its URL, serves until ``stop``."""
     os.environ.update(env)
     import tiltframe as tf
-    from tiltframe.http.app import create_app
+    from tiltframe.http.routes import create_app
     from tiltframe.http.server import BackgroundServer
 
     with BackgroundServer(create_app(tf.load_app(app_text), data_dir, keep_answers=keep)) as server:
@@ -161,7 +161,7 @@ def serving(mode: str, app_text: str, data_dir: Path, env: dict[str, str], keep:
     ``keep``: whether it gives kept answers again while the store is unchanged (``tiltframe serve``'s way)."""
     if mode == "thread":
         import tiltframe as tf
-        from tiltframe.http.app import create_app
+        from tiltframe.http.routes import create_app
         from tiltframe.http.server import BackgroundServer
 
         with BackgroundServer(create_app(tf.load_app(app_text), data_dir, keep_answers=keep)) as server:

@@ -15,7 +15,7 @@ from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.engine.rollup.pipeline import AggregationPipeline
 from tiltframe.engine.rollup.reports import PipelineTotals
 from tiltframe.model.app import AppSpec
-from tiltframe.store.registry import StoreRegistry
+from tiltframe.store.open_stores import StoreRegistry
 
 #: The app every oracle comparison runs: all built-in functions plus a latest-event value.
 APP = """

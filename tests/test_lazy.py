@@ -53,7 +53,7 @@ def test_the_command_line_starts_without_pandas_sqlalchemy_or_spark() -> None:
     """Every command's module is imported to build the command line (``--help`` included); pandas, NumPy,
     SQLAlchemy, PySpark and the store are imported by the commands that use them (half a second)."""
     heavy = ("pandas", "numpy", "pyarrow", "sqlalchemy", "pyspark", "tiltframe.aggregates.layout")
-    code = f"import sys\nimport tiltframe.cli.app\nprint(' '.join(m for m in {heavy!r} if m in sys.modules))"
+    code = f"import sys\nimport tiltframe.cli.commands\nprint(' '.join(m for m in {heavy!r} if m in sys.modules))"
     assert printed_by(code) == []
 
 
@@ -61,7 +61,7 @@ def test_validating_an_app_needs_no_pandas_sqlalchemy_or_spark() -> None:
     """``tiltframe validate APP`` (no store) checks every function of the app without pandas (its scalar
     functions import it when they compute) or the store's SQLAlchemy."""
     app = Path(tiltframe.__file__).parent / "examples" / "trades.siddhi"
-    code = ("import atexit, sys\nfrom tiltframe.cli.app import main\n"
+    code = ("import atexit, sys\nfrom tiltframe.cli.commands import main\n"
             f"sys.argv = ['tiltframe', 'validate', {str(app)!r}, '--format', 'json']\n"
             "atexit.register(lambda: print('loaded:', *(m for m in ('pandas', 'pyarrow', 'sqlalchemy', 'pyspark')\n"
             "                                        if m in sys.modules)))\n"

@@ -18,7 +18,7 @@ if (
     # demo, ...) could shadow same-named top-level modules.  Import tiltframe from where it is installed.
     sys.path.pop(0)
 
-from tiltframe.cli.app import main
+from tiltframe.cli.commands import main
 
 if __name__ == "__main__":
     main()

@@ -15,7 +15,7 @@ from tiltframe.errors import DefinitionError, QueryError, StoreError, UsageError
 from tiltframe.model.app import AppSpec
 from tiltframe.model.queries import RetrievalQuery
 from tiltframe.model.trickle import TRICKLE_SUFFIX, TrickleQuery
-from tiltframe.store.registry import StoreRegistry, default_data_dir
+from tiltframe.store.open_stores import StoreRegistry, default_data_dir
 
 if TYPE_CHECKING:
     import pandas as pd

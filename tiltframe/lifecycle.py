@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from tiltframe.errors import StoreError, UsageError
 from tiltframe.model.app import AppSpec
-from tiltframe.store.registry import StoreRegistry, default_data_dir
+from tiltframe.store.open_stores import StoreRegistry, default_data_dir
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -149,8 +149,8 @@ def _rebuilt(change: DefinitionPlan | None, layout: AggregationLayout) -> bool:
 def _swap(app: AppSpec, layout: AggregationLayout, store: Store, inputs: Mapping[str, str | Path | FileInput],
           directory: str | Path, checkpoint_dir: str | Path | None, spark: SparkSession | None) -> list[str]:
     """Rebuild ``layout``'s rollup from ``inputs`` as the files its running pipeline committed, beside the
-    stored one, and swap it in (``engine.lifecycle.rollup_swaps``); what was done, in words."""
-    from tiltframe.engine.lifecycle.rollup_swaps import swap_rollup
+    stored one, and swap it in (``engine.lifecycle.rebuild_swaps``); what was done, in words."""
+    from tiltframe.engine.lifecycle.rebuild_swaps import swap_rollup
 
     with contextlib.closing(_recomputations(app, inputs, directory, None, layout.name, checkpoint_dir,
                                             spark)) as found:

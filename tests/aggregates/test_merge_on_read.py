@@ -14,8 +14,8 @@ from tests.aggregates.test_statistics_oracle import ANCHORS, rollup, trades
 from tests.oracle import run_batches
 from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.model.durations import Granularity, Unit
+from tiltframe.store.open_stores import StoreRegistry
 from tiltframe.store.reads.pandas_merges import finalize, merge_rows
-from tiltframe.store.registry import StoreRegistry
 
 APP = """
 define stream TradeStream (symbol string, price double, quantity long, ts long);

@@ -24,7 +24,7 @@ from tiltframe.engine.rollup.reports import PipelineTotals
 from tiltframe.model.app import AppSpec
 from tiltframe.model.durations import Granularity, Unit
 from tiltframe.store.base import AggregationInfo
-from tiltframe.store.registry import StoreRegistry
+from tiltframe.store.open_stores import StoreRegistry
 
 #: The stores every store-sensitive kind runs on: the embedded one and the two servers.
 STORES = ("sqlite", "postgresql", "mysql")

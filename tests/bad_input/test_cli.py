@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from tiltframe import api
 from tiltframe.aggregates.layout import AggregationLayout
-from tiltframe.cli.app import app
+from tiltframe.cli.commands import app
 from tiltframe.store import connect_store
 
 runner = CliRunner()

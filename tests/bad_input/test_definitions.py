@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import tiltframe as tf
 from tests.bad_input.harness import run
 from tiltframe.errors import DefinitionError
-from tiltframe.lang.checks.app import check_runnable
+from tiltframe.lang.checks.cross_references import check_runnable
 
 STREAM = "define stream S (sym string, v double, n long, ts long);\n"
 AGG = "define aggregation A from S select sum(v) as total aggregate by ts every sec;\n"

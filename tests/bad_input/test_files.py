@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 import tiltframe as tf
 from tests.bad_input.harness import Outcome, run
-from tiltframe.cli.app import app as cli
+from tiltframe.cli.commands import app as cli
 from tiltframe.errors import TiltframeError
 from tiltframe.timeutil.parse import parse_timestamp
 

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 import tiltframe as tf
 from tests.bad_input.harness import Outcome, run
 from tests.servers import app_with_store
-from tiltframe.cli.app import app as cli
+from tiltframe.cli.commands import app as cli
 from tiltframe.errors import StoreError
 from tiltframe.model.aggregations import StoreSpec
 from tiltframe.store import DB_FILE_NAME

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tiltframe.cli.app import app
+from tiltframe.cli.commands import app
 
 runner = CliRunner()
 
@@ -195,7 +195,7 @@ def test_query_does_not_start_spark(app_file: Path, tmp_path: Path) -> None:
     """``query`` answers from the store alone; a missing store is a runtime error (exit 1), not a crash."""
     code = (
         "import atexit, sys\n"
-        "from tiltframe.cli.app import main\n"
+        "from tiltframe.cli.commands import main\n"
         f"sys.argv = ['tiltframe', 'query', {str(app_file)!r}, {DAILY!r}, '--data-dir', {str(tmp_path)!r}]\n"
         "atexit.register(lambda: print('pyspark loaded:', 'pyspark' in sys.modules))\n"  # main() ends the process
         "main()\n"

@@ -21,7 +21,7 @@ from tests.seed003 import (
     SEED_TUMBLE_DEFAULT,
     SEED_TUMBLE_DELAY_TYPO,
 )
-from tiltframe.cli.app import app
+from tiltframe.cli.commands import app
 
 runner = CliRunner()
 

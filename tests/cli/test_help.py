@@ -13,7 +13,7 @@ import typer
 from typer.testing import CliRunner
 
 from tiltframe.cli import logs
-from tiltframe.cli.app import app
+from tiltframe.cli.commands import app
 from tiltframe.cli.group import GLOBAL_PANEL, reflow
 
 runner = CliRunner()

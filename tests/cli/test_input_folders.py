@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from tiltframe.cli.app import app
+from tiltframe.cli.commands import app
 
 pytestmark = pytest.mark.slow
 runner = CliRunner()

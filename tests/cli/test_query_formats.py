@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from tests.bad_input.harness import STORES, run, store_url
 from tests.servers import app_with_store
 from tiltframe.cli import querying
-from tiltframe.cli.app import app
+from tiltframe.cli.commands import app
 
 runner = CliRunner()
 

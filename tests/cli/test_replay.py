@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.lang.trickle.test_trickle_parser import SEED_TUMBLING
-from tiltframe.cli.app import app
+from tiltframe.cli.commands import app
 
 runner = CliRunner()
 SECOND = 1_000_000_000

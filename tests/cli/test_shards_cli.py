@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.cli.test_cli import APP, EVENTS
-from tiltframe.cli.app import app
+from tiltframe.cli.commands import app
 
 runner = CliRunner()
 QUERY = ('from TradeAggregation within "2023-01-01 00:00:00", "2025-01-01 00:00:00" per "years" '

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tiltframe.cli.app import app
+from tiltframe.cli.commands import app
 
 runner = CliRunner()
 APP = """@preaggregate(workers='2')

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from tests.engine.trickle.test_seed_tilt_frame import windows
 from tests.lang.trickle.test_trickle_parser import SEED_TUMBLING
-from tiltframe.cli.app import app
+from tiltframe.cli.commands import app
 
 pytestmark = pytest.mark.slow
 runner = CliRunner()

@@ -32,10 +32,10 @@ import pytest
 from typer.testing import CliRunner
 
 import tiltframe as tf
-from tiltframe.cli.app import app as cli
+from tiltframe.cli.commands import app as cli
 from tiltframe.engine.sinks import JsonLinesSink
 from tiltframe.errors import DefinitionError
-from tiltframe.timeutil.columns import AGG_TIME
+from tiltframe.timeutil.time_columns import AGG_TIME
 
 STOCK = (
     "define stream stockStream (symbol string, price float, lastClosingPrice float, volume long , "

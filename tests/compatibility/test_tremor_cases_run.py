@@ -14,7 +14,7 @@ import pytest
 from tests.compatibility.test_tremor_cases_parse import CASES, OUTSIDE_THE_SUBSET
 from tiltframe.aggregates.trickle_stats import STATES
 from tiltframe.engine.replay_inputs import Event, read_replay_file
-from tiltframe.engine.trickle.replay import QueryGraph, replay
+from tiltframe.engine.trickle.graph_replay import QueryGraph, replay
 from tiltframe.functions.trickle_values import TrickleRuntimeError
 from tiltframe.lang.trickle.trickle_parser import parse_trickle
 

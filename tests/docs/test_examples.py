@@ -328,7 +328,7 @@ PACKAGES = ("engine", "store", "retrieval", "lang", "model", "functions", "http"
 def test_the_files_and_modules_the_docs_name_exist() -> None:
     """Every path the pages name (``tiltframe/store/reads/sql_reads.py``, ``store/reads/sql_reads.py``, ``tests/...``,
     ``bench/...``), every bare file name in backquotes (```views.py```) and every dotted name
-    (``tiltframe.lang.checks.tables.validate_table``) is there: a module moved or renamed shows here."""
+    (``tiltframe.lang.checks.table_defs.validate_table``) is there: a module moved or renamed shows here."""
     import importlib
 
     files = {p.name for folder in ("tiltframe", "tests", "bench", "scripts", "web", "docs")
@@ -383,7 +383,7 @@ def test_the_example_apps_validate_with_what_their_comments_offer() -> None:
     """Each app of tiltframe/examples/ is valid and runnable, also with the annotations its comment says
     may be added: a server store (PostgreSQL, MySQL/MariaDB) and seed 000's late-event policies."""
     from tiltframe.lang import parse_app
-    from tiltframe.lang.checks.app import check_runnable
+    from tiltframe.lang.checks.cross_references import check_runnable
 
     additions = ("", "@store(type='rdbms', jdbc.url='jdbc:postgresql://db:5432/rollups', username='tf', "
                      "password='secret')",

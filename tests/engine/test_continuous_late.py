@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 import tiltframe as tf
-from tiltframe.cli.app import app as cli
+from tiltframe.cli.commands import app as cli
 from tiltframe.engine.sinks import CallbackSink
 
 pytestmark = pytest.mark.slow

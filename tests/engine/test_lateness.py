@@ -16,7 +16,7 @@ from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.engine.inputs.sources import FileInput
 from tiltframe.model.app import AppSpec
 from tiltframe.model.durations import Granularity, Unit
-from tiltframe.store.registry import StoreRegistry
+from tiltframe.store.open_stores import StoreRegistry
 from tiltframe.timeutil.parse import parse_timestamp
 
 pytestmark = pytest.mark.slow

@@ -18,13 +18,13 @@ from tests.bad_input.harness import STORES, run, store_url
 from tests.engine.rollup.test_staged_writes import Spy
 from tests.servers import app_with_store, fresh_database
 from tiltframe.aggregates.layout import AggregationLayout
-from tiltframe.cli.app import app as cli
+from tiltframe.cli.commands import app as cli
 from tiltframe.engine.inputs.batch_sessions import SMALL_BATCH_ENV
 from tiltframe.engine.inputs.filesystems import checkpoint_root
 from tiltframe.engine.rollup.markers import checkpoint_dir
 from tiltframe.engine.rollup.pipeline import AggregationPipeline, pipeline_id_for
 from tiltframe.engine.rollup.staged_writes import STAGED_WRITES_ENV
-from tiltframe.store.registry import StoreRegistry
+from tiltframe.store.open_stores import StoreRegistry
 from tiltframe.store.schema import SKIPPED_VALUES
 
 pytestmark = pytest.mark.slow

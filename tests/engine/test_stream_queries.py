@@ -134,7 +134,7 @@ def test_the_cli_runs_stream_queries_from_a_csv_with_a_header(tmp_path: Path) ->
     and the stream nothing reads goes to its output with its rejected row counted."""
     from typer.testing import CliRunner
 
-    from tiltframe.cli.app import app as cli
+    from tiltframe.cli.commands import app as cli
 
     folder = tmp_path / "in dir"
     folder.mkdir()

@@ -16,7 +16,7 @@ import tiltframe as tf
 from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.engine.sinks import JsonLinesSink
 from tiltframe.model.durations import Granularity, Unit
-from tiltframe.store.registry import StoreRegistry
+from tiltframe.store.open_stores import StoreRegistry
 from tiltframe.timeutil.parse import FORMATS, parse_timestamp
 
 APP = """

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 import tiltframe as tf
-from tiltframe.cli.app import app as cli
+from tiltframe.cli.commands import app as cli
 from tiltframe.engine.rollup.reports import BatchReport
 from tiltframe.errors import UsageError
 

@@ -12,7 +12,7 @@ import pytest
 import tiltframe as tf
 from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.model.durations import Granularity, Unit
-from tiltframe.store.registry import StoreRegistry
+from tiltframe.store.open_stores import StoreRegistry
 
 APP = """
 define stream TradeStream (symbol string, price double, quantity long, timestamp string);

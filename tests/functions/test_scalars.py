@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from tiltframe.engine.events.expressions import to_column
+from tiltframe.engine.events.spark_expressions import to_column
 from tiltframe.functions import scalars
 from tiltframe.model.expressions import Attr, Call, Literal
 from tiltframe.model.streams import Attribute, AttrType, StreamDef

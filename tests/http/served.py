@@ -16,7 +16,7 @@ import pandas as pd
 import tiltframe as tf
 from tests.cli.test_cli import APP  # the README's trades aggregation, with a count
 from tests.servers import app_with_store
-from tiltframe.http.app import create_app
+from tiltframe.http.routes import create_app
 from tiltframe.http.server import BackgroundServer
 from tiltframe.model.app import AppSpec
 

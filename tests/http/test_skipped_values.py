@@ -18,7 +18,7 @@ import tiltframe as tf
 from tests.bad_input.harness import STORES, store_url
 from tests.http.served import SYMBOLS, T0, Served, serving
 from tests.servers import app_with_store
-from tiltframe.store.registry import StoreRegistry
+from tiltframe.store.open_stores import StoreRegistry
 from tiltframe.store.schema import SKIPPED_VALUES
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,7 @@ from tiltframe.aggregates import registry, states
 from tiltframe.errors import DefinitionError
 from tiltframe.lang import builder as b
 from tiltframe.lang import parse_app, parse_expression
-from tiltframe.lang.checks.app import check_runnable
+from tiltframe.lang.checks.cross_references import check_runnable
 from tiltframe.model.aggregations import AggregateItem, AggregationSpec, ExpressionItem, KeyItem, PurgeSpec, StoreSpec
 from tiltframe.model.durations import Granularity, Unit
 from tiltframe.model.expressions import Attr, Binary, Call, Literal

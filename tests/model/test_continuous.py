@@ -11,8 +11,8 @@ from tests.errors import refused_at
 from tests.seed003 import SEED_GLOBAL_PERIODIC, SEED_ON_UPDATE, SEED_TUMBLE_DELAY_TYPO
 from tiltframe.errors import DefinitionError
 from tiltframe.lang import parse_app, parse_continuous
-from tiltframe.lang.checks.app import validate_app
-from tiltframe.lang.checks.continuous import DEFAULT_PERIODIC_MS, validate_continuous
+from tiltframe.lang.checks.continuous_queries import DEFAULT_PERIODIC_MS, validate_continuous
+from tiltframe.lang.checks.cross_references import validate_app
 from tiltframe.model.aggregations import AggregateItem
 from tiltframe.model.continuous import ContinuousQuery, Emit, EmitPolicy, SqlItem, Window, WindowKind
 from tiltframe.model.expressions import Attr, Binary, Call, Literal, Unary

@@ -68,7 +68,7 @@ def test_select_star_and_where_over_the_rows_of_a_with_query() -> None:
 
 
 def test_validating_twice_gives_the_same_query() -> None:
-    from tiltframe.lang.checks.continuous import validate_continuous
+    from tiltframe.lang.checks.continuous_queries import validate_continuous
 
     q = valid(SEED_OTEL.replace("SELECT json_encode", "SELECT span_ms, json_encode").replace(
         "FROM grouped", "FROM grouped WHERE span_ms > 500"))

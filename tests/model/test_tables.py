@@ -11,8 +11,8 @@ from tests.errors import refused_at
 from tests.lang.siddhiql.test_tables_parser import AD_NETWORK, COLUMNS, COLUMNS_TEXT
 from tiltframe.aggregates.measures import measure_types
 from tiltframe.errors import DefinitionError
-from tiltframe.lang.checks.app import validate_app
-from tiltframe.lang.checks.tables import validate_table
+from tiltframe.lang.checks.cross_references import validate_app
+from tiltframe.lang.checks.table_defs import validate_table
 from tiltframe.lang.siddhiql.parser import parse_app
 from tiltframe.model.aggregations import AggregateItem, KeyItem
 from tiltframe.model.app import AppSpec

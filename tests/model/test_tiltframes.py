@@ -14,7 +14,7 @@ import tiltframe
 from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.errors import DefinitionError
 from tiltframe.lang import builder as b
-from tiltframe.lang.checks.app import validate_app
+from tiltframe.lang.checks.cross_references import validate_app
 from tiltframe.model.app import AppSpec
 from tiltframe.model.durations import Granularity, Unit
 

@@ -22,7 +22,7 @@ from hdrh.histogram import HdrHistogram
 
 import tiltframe as tf
 from tiltframe.aggregates.layout import AggregationLayout
-from tiltframe.store.registry import StoreRegistry
+from tiltframe.store.open_stores import StoreRegistry
 
 APP = """
 define stream S (k string, x double, n long, ts string);

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 import tiltframe as tf
 from tests.http.served import serving
 from tests.retrieval.empty_sketches import DAY1, DAY2, DAYS, EMPTY, HOUR, build, sketch_states
-from tiltframe.cli.app import app as cli
+from tiltframe.cli.commands import app as cli
 
 pytestmark = pytest.mark.slow
 OUTPUTS = ("c", "q_p50", "d_p50", "h_p50", "u", "m")

@@ -20,7 +20,7 @@ from tiltframe.errors import DefinitionError, QueryError
 from tiltframe.model.bucket_bounds import bucket_start
 from tiltframe.model.durations import Granularity, Unit
 from tiltframe.retrieval.range_totals import tiles
-from tiltframe.store.registry import StoreRegistry
+from tiltframe.store.open_stores import StoreRegistry
 
 ZONE = "Europe/Berlin"
 APP = f"""

@@ -18,7 +18,7 @@ from tiltframe.lang.siddhiql.parser import parse_table_query
 from tiltframe.model.app import AppSpec
 from tiltframe.retrieval.select import _time_range, select
 from tiltframe.store.base import Store
-from tiltframe.store.registry import StoreRegistry
+from tiltframe.store.open_stores import StoreRegistry
 
 APP = """
 @preaggregate(workers='3')

@@ -60,7 +60,7 @@ def test_an_edited_app_reads_what_the_store_holds(spark, tmp_path: Path) -> None
 def test_inspect_of_an_edited_app_shows_the_store_and_the_plan(spark, tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from tiltframe.cli.app import app as cli
+    from tiltframe.cli.commands import app as cli
 
     data, inbox = tmp_path / "data", tmp_path / "in"
     inbox.mkdir()

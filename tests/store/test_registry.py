@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import tiltframe.store.registry as registry
-from tiltframe.store.registry import StoreRegistry
+import tiltframe.store.open_stores as registry
+from tiltframe.store.open_stores import StoreRegistry
 
 from .conftest import SEC
 from .test_sql_store import T0, batch, row

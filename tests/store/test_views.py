@@ -25,9 +25,9 @@ from typer.testing import CliRunner
 import tiltframe as tf
 from tests.servers import app_with_store, fresh_database
 from tiltframe.aggregates.layout import AggregationLayout
-from tiltframe.cli.app import app as cli
+from tiltframe.cli.commands import app as cli
 from tiltframe.model.durations import Granularity, Unit
-from tiltframe.store.registry import StoreRegistry
+from tiltframe.store.open_stores import StoreRegistry
 from tiltframe.store.views import view_name
 
 ZONE = "America/New_York"

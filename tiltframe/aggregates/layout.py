@@ -60,8 +60,9 @@ BOOKKEEPING_TABLES = ("TILTFRAME_AGGREGATIONS", "TILTFRAME_BATCHES", "TILTFRAME_
                       "TILTFRAME_TABLES", "TILTFRAME_DEFINITIONS", "TILTFRAME_SKIPPED_VALUES")
 #: Suffix of the view of final values beside each table (``TradeAggregation_DAYS_FINAL``, ``store.views``).
 VIEW_SUFFIX = "_FINAL"
-#: Suffix of the name a pre-aggregated table's rows wait under while it is rebuilt (``store.lifecycle.table_changes``;
-#: SQLite's ``__before_shards`` is left out, as SQLite takes names of any length).
+#: Suffix of the name a pre-aggregated table's rows wait under while it is rebuilt
+#: (``store.lifecycle.table_migrations``; SQLite's ``__before_shards`` is left out, as SQLite takes names of
+#: any length).
 ASIDE_SUFFIX = "__old"
 #: The longest identifier every supported store takes: PostgreSQL's 63 bytes (MySQL and MariaDB take 64
 #: characters, SQLite has no practical limit).  Apps move between stores, so all are held to the least.

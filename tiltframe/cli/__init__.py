@@ -1,7 +1,7 @@
-"""The ``tiltframe`` command line (Typer); see :mod:`tiltframe.cli.app`."""
+"""The ``tiltframe`` command line (Typer); see :mod:`tiltframe.cli.commands`."""
 
 from __future__ import annotations
 
-from tiltframe.cli.app import app, main
+from tiltframe.cli.commands import app, main
 
 __all__ = ["app", "main"]

@@ -6,7 +6,7 @@
   type in a column (``<bool>`` for a flag) unless it has a metavar; a flag gets an empty one.
 - The group's options ``--debug``, ``-v/--verbose`` and ``--log-format`` may also follow the command
   (``tiltframe query APP -v ...``): each command gets a copy of the group's own option (one definition,
-  in ``tiltframe.cli.app``'s callback), listed under "Global options" in its help; given there, it applies
+  in ``tiltframe.cli.commands``'s callback), listed under "Global options" in its help; given there, it applies
   on top of what came before the command.
 """
 
@@ -27,7 +27,7 @@ except ImportError:  # pragma: no cover - older typer
     import click  # type: ignore[no-redef]
 
 from tiltframe.cli import logs
-from tiltframe.cli.errors import EXIT_OK, EXIT_RUNTIME, say
+from tiltframe.cli.failing import EXIT_OK, EXIT_RUNTIME, say
 from tiltframe.cli.output import stderr_console
 from tiltframe.errors import unknown
 

@@ -64,7 +64,7 @@ def cell(value: Any) -> str:
 def result_table(frame: pd.DataFrame, *, zone: str = "UTC", title: str | None = None) -> Table:
     """A rich table of a query answer, datetimes (``AGG_TIME``) as ISO-8601 text; an ``AGG_TIMESTAMP``
     without its ``AGG_TIME`` beside it is also shown as a date in the aggregation's zone."""
-    from tiltframe.timeutil.columns import AGG_TIME, readable_frame  # pandas: not for every command's start
+    from tiltframe.timeutil.time_columns import AGG_TIME, readable_frame  # pandas: not for every command's start
 
     label = "time (GMT)" if zone.upper() in ("UTC", "GMT") else f"time ({zone})"
     dated = AGG_TIME not in frame.columns

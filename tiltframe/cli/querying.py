@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tiltframe import api
-from tiltframe.cli.errors import handle_errors
+from tiltframe.cli.failing import handle_errors
 from tiltframe.cli.options import AppArg, DataDirOpt, check_format, resolve_data_dir
 from tiltframe.cli.output import result_table, stderr_console, stdout_console
 from tiltframe.errors import UsageError

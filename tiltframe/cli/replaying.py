@@ -16,7 +16,7 @@ import typer
 
 from tiltframe import api
 from tiltframe.cli import logs
-from tiltframe.cli.errors import handle_errors
+from tiltframe.cli.failing import handle_errors
 from tiltframe.cli.options import LangOpt, is_trickle, pairs
 from tiltframe.cli.output import stderr_console
 from tiltframe.errors import UsageError
@@ -52,7 +52,7 @@ def replay(
     with handle_errors(str(query_file)):
         given = pairs(inputs, "STREAM=FILE")
         if is_trickle(query_file, lang):
-            from tiltframe.engine.trickle.replay import QueryGraph
+            from tiltframe.engine.trickle.graph_replay import QueryGraph
 
             query = api.load_trickle(query_file)
             if set(given) != {INPUT_PORT}:

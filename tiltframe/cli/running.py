@@ -12,7 +12,7 @@ from rich.table import Table
 
 from tiltframe import api
 from tiltframe.cli import logs
-from tiltframe.cli.errors import handle_errors
+from tiltframe.cli.failing import handle_errors
 from tiltframe.cli.interrupts import wait_interruptibly
 from tiltframe.cli.options import (
     AppArg,
@@ -194,7 +194,7 @@ def run(
                         master=master, refused=refused)
             return
         spec = api.load_app(app_file)
-        from tiltframe.lang.checks.app import check_runnable
+        from tiltframe.lang.checks.cross_references import check_runnable
 
         check_runnable(spec)
         inputs = pairs(input_, "--input")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tiltframe import api
-from tiltframe.cli.errors import handle_errors
+from tiltframe.cli.failing import handle_errors
 from tiltframe.cli.options import AppArg, DataDirOpt, resolve_data_dir
 from tiltframe.cli.output import stderr_console
 
@@ -40,7 +40,7 @@ def serve(
 ) -> None:
     """Serve the store over HTTP (read-only): the query API (/api, OpenAPI at /docs), a page with charts
     (/) and Prometheus metrics (/metrics), until Ctrl-C."""
-    from tiltframe.http.app import create_app
+    from tiltframe.http.routes import create_app
     from tiltframe.http.server import bind, serve_on
 
     with handle_errors():
@@ -57,8 +57,8 @@ def serve(
 def serve_beside(spec: AppSpec, directory: Path, port: int, host: str, token: str | None,
                  status: PipelineStatus, err: Console) -> BackgroundServer:
     """The server on a thread of this process, for ``tiltframe run --serve`` (the caller stops it)."""
-    from tiltframe.http.app import create_app
     from tiltframe.http.metrics import Metrics
+    from tiltframe.http.routes import create_app
     from tiltframe.http.server import BackgroundServer
 
     metrics = Metrics()

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tiltframe import api, lifecycle
-from tiltframe.cli.errors import handle_errors
+from tiltframe.cli.failing import handle_errors
 from tiltframe.cli.options import AppArg, LangOpt, check_format, is_trickle
 from tiltframe.cli.output import stdout_console
 from tiltframe.retrieval.formats import to_json
@@ -181,7 +181,7 @@ def validate(
         return
     with handle_errors(str(app_file)):
         spec = api.load_app(app_file)
-        from tiltframe.lang.checks.app import check_runnable
+        from tiltframe.lang.checks.cross_references import check_runnable
 
         check_runnable(spec)
         doc = app_document(spec, app_file)
@@ -204,7 +204,7 @@ def trickle_document(query: TrickleQuery, query_file: Path) -> dict[str, Any]:
     ``windows`` (``name``, ``interval_ns`` or ``size``, ``max_groups``, ``emit_empty_windows``, ``script``:
     whether one gives the time or weight), ``streams`` (made with ``create stream``) and ``selects`` (``index``,
     ``from``, ``windows``: the tilt frame, ``into``, ``grouped``, ``aggregates``: the functions it applies)."""
-    from tiltframe.lang.checks.trickle import aggregate_calls
+    from tiltframe.lang.checks.trickle_queries import aggregate_calls
 
     windows = [{"name": w.name, "interval_ns": w.interval_ns, "size": w.size, "max_groups": w.max_groups,
                 "emit_empty_windows": w.emit_empty_windows, "script": w.script is not None} for w in query.windows]

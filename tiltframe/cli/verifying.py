@@ -14,7 +14,7 @@ from rich.table import Table
 
 from tiltframe import api, lifecycle
 from tiltframe.cli import logs
-from tiltframe.cli.errors import handle_errors
+from tiltframe.cli.failing import handle_errors
 from tiltframe.cli.options import AppArg, CheckpointDirOpt, DataDirOpt, pairs, resolve_data_dir
 from tiltframe.cli.output import stdout_console
 from tiltframe.errors import UsageError

@@ -41,11 +41,11 @@ from tiltframe.engine.spark.failures import BatchFailed, describe_failure, said_
 from tiltframe.engine.spark.session import get_session
 from tiltframe.engine.stream_queries import StreamRows, StreamTotals, apply_stream_query, consumed_streams
 from tiltframe.errors import UsageError, unknown
-from tiltframe.lang.checks.app import check_runnable
+from tiltframe.lang.checks.cross_references import check_runnable
 from tiltframe.model.app import AppSpec
 from tiltframe.store.lifecycle.compaction import Compactor
 from tiltframe.store.lifecycle.purge import Purger
-from tiltframe.store.registry import StoreRegistry
+from tiltframe.store.open_stores import StoreRegistry
 
 logger = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ from sqlalchemy.engine import Connection, Engine
 from tiltframe.errors import DefinitionError, StoreError, UsageError, did_you_mean
 from tiltframe.functions.scalars import json_value
 from tiltframe.store.urls import hide_password
-from tiltframe.timeutil.columns import aware_times, readable_frame
+from tiltframe.timeutil.time_columns import aware_times, readable_frame
 
 
 class Sink(Protocol):

@@ -26,7 +26,7 @@ from tiltframe.lang.siddhiql.parser import parse_retrieval, parse_table_query
 from tiltframe.model.durations import Granularity
 from tiltframe.retrieval.retrieve import retrieve
 from tiltframe.store.credentials import mask_credentials
-from tiltframe.store.registry import StoreRegistry
+from tiltframe.store.open_stores import StoreRegistry
 from tiltframe.timeutil.parse import iso_ts, parse_timestamp
 from tiltframe.timeutil.ranges import within_range
 

@@ -3,7 +3,8 @@
 Every piece written as text can be written here, and means the same: expression strings are read by the
 project's grammar (:func:`tiltframe.lang.parse_expression`), select items are sorted into keys, aggregates
 and latest-value expressions by the rules of the parser, comma duration lists are sorted finest first, and
-:func:`app` ends with :func:`~tiltframe.lang.checks.app.validate_app`, so both routes report the same errors.
+:func:`app` ends with :func:`~tiltframe.lang.checks.cross_references.validate_app`, so both routes report the
+same errors.
 Builder errors are :class:`~tiltframe.errors.DefinitionError` (without a line and column: there is no text).
 
 Example:
@@ -44,7 +45,7 @@ from typing import Any
 
 from tiltframe.aggregates import registry
 from tiltframe.errors import DefinitionError, unknown
-from tiltframe.lang.checks.app import validate_app
+from tiltframe.lang.checks.cross_references import validate_app
 from tiltframe.lang.siddhiql.parser import parse_expression, parse_query
 from tiltframe.model.aggregations import (
     AggregateItem,
@@ -344,7 +345,7 @@ def aggregation(
     ``every`` is a range (``"sec ... year"``) or a list (``"min, day"``, ``["min", "day"]``); ``by`` names
     the event-time attribute (arrival time when omitted).  The remaining keywords are the annotations
     (``@timezone``, ``@store``, ``@BufferSize``, ...): the builder accepts every one the text accepts,
-    and :func:`~tiltframe.lang.checks.app.check_runnable` refuses those whose behaviour is not built yet.
+    and :func:`~tiltframe.lang.checks.cross_references.check_runnable` refuses those whose behaviour is not built yet.
     References to the source stream are checked by :func:`app`, which knows the streams.
     """
     keys = (group_by,) if isinstance(group_by, str) else tuple(group_by)
@@ -409,7 +410,7 @@ def app(
     """The validated app: definitions in any order (as in text), ``@app:name`` and ``@app:timezone``.
 
     Raises:
-        DefinitionError: the first problem :func:`~tiltframe.lang.checks.app.validate_app` finds.
+        DefinitionError: the first problem :func:`~tiltframe.lang.checks.cross_references.validate_app` finds.
     """
     streams = tuple(d for d in definitions if isinstance(d, StreamDef))
     aggregations = tuple(d for d in definitions if isinstance(d, AggregationSpec))

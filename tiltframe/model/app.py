@@ -21,7 +21,8 @@ from tiltframe.model.tables import TableSpec
 
 @dataclass(frozen=True, slots=True)
 class AppSpec:
-    """A whole app: definitions in text order.  Built through :func:`tiltframe.lang.checks.app.validate_app`.
+    """A whole app: definitions in text order.  Built through
+    :func:`tiltframe.lang.checks.cross_references.validate_app`.
 
     ``continuous`` holds the streaming SQL queries (``SELECT ... FROM tumble(...) ... EMIT ...``), filled in
     by validation (see :class:`~tiltframe.model.continuous.ContinuousQuery`).

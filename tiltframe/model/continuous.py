@@ -2,7 +2,7 @@
 
 ``SELECT ... FROM tumble(stream, 5s) [WHERE ...] GROUP BY ... [HAVING ...] EMIT ...`` is parsed by
 :mod:`tiltframe.lang.sql.sql_parser` into a :class:`ContinuousQuery` as written; validation
-(:func:`tiltframe.lang.checks.continuous.validate_continuous`) checks every name against the stream,
+(:func:`tiltframe.lang.checks.continuous_queries.validate_continuous`) checks every name against the stream,
 resolves the EMIT defaults and splits the select list into the aggregates the engine keeps state for and
 the expressions computed from them, so the engine never re-reads the text.
 """

@@ -77,7 +77,7 @@ class StreamQuery:
     """``from S[filter] select ... insert into T``, Siddhi's plain stream query: each event of ``source`` the
     filter passes becomes one event of ``target``, its attributes computed by ``select`` (no window, no
     state).  ``select`` is None for ``select *`` or no select clause.  Validation
-    (``lang.checks.stream_queries``) fills ``outputs``: each attribute of ``target`` with its expression over
+    (``lang.checks.plain_queries``) fills ``outputs``: each attribute of ``target`` with its expression over
     ``source``, and adds ``target`` to the app's streams unless it is defined."""
 
     source: str

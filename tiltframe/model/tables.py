@@ -9,7 +9,7 @@ input :class:`StreamDef` the engine runs, so a measure is exactly an aggregate o
 What a measure gives a query (its columns and their types) is the registry's business:
 :mod:`tiltframe.aggregates.measures`.
 
-Validation lives in :mod:`tiltframe.lang.checks.tables` (definitions) and
+Validation lives in :mod:`tiltframe.lang.checks.table_defs` (definitions) and
 :mod:`tiltframe.lang.checks.table_query` (queries); changes of a stored definition in
 :mod:`tiltframe.model.table_changes`.
 """

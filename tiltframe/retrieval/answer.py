@@ -30,7 +30,7 @@ from tiltframe.model.expressions import Attr, Call, Expr, output_name
 from tiltframe.model.queries import RetrievalQuery
 from tiltframe.retrieval.evaluate import as_column, compute, is_request_attr, request_value
 from tiltframe.store.reads.pandas_merges import numbered
-from tiltframe.timeutil.columns import AGG_TIME
+from tiltframe.timeutil.time_columns import AGG_TIME
 
 __all__ = ["all_columns", "answer"]
 

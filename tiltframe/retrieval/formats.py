@@ -58,7 +58,7 @@ def to_json(value: Any, *, indent: int | None = 2) -> str:
 def records_json(frame: pd.DataFrame) -> str:
     """Rows as a JSON array of objects: plain numbers, NaN and infinities as null, datetimes (``AGG_TIME``)
     as ISO-8601 text."""
-    from tiltframe.timeutil.columns import readable_frame  # pandas's, imported by whoever made the frame
+    from tiltframe.timeutil.time_columns import readable_frame  # pandas's, imported by whoever made the frame
 
     return readable_frame(frame).to_json(orient="records", double_precision=15, default_handler=str)
 
@@ -70,6 +70,6 @@ def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 
 def csv_text(frame: pd.DataFrame) -> str:
     """CSV with a header row; datetimes (``AGG_TIME``) as ISO-8601 text with their offset."""
-    from tiltframe.timeutil.columns import readable_frame
+    from tiltframe.timeutil.time_columns import readable_frame
 
     return readable_frame(frame).to_csv(index=False)

@@ -16,7 +16,7 @@ import pandas as pd
 from tiltframe.aggregates import registry
 from tiltframe.aggregates.layout import AGG_EVENT_TIMESTAMP, AggregationLayout, expression_type
 from tiltframe.aggregates.targets.in_pandas import BUILD, BuildInput
-from tiltframe.lang.checks.continuous import output_scope
+from tiltframe.lang.checks.continuous_queries import output_scope
 from tiltframe.model.aggregations import AggregationSpec, KeyItem
 from tiltframe.model.app import AppSpec
 from tiltframe.model.continuous import ContinuousQuery

@@ -26,8 +26,8 @@ from tiltframe.retrieval.pushdown import pinned_keys
 from tiltframe.retrieval.range_totals import other_zone_buckets, rows_of_ranges
 from tiltframe.store.base import Store
 from tiltframe.store.reads.pandas_merges import finalize, merge_rows
-from tiltframe.timeutil.columns import AGG_TIME, aware_times
 from tiltframe.timeutil.ranges import instant, within_range
+from tiltframe.timeutil.time_columns import AGG_TIME, aware_times
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from tiltframe.store.lifecycle import rollup_swaps
 from tiltframe.store.lifecycle.definition_changes import apply_plan, complete_from
 from tiltframe.store.lifecycle.definitions import Definition, DefinitionPlan, plan
 from tiltframe.store.lifecycle.level_fills import fill_level
-from tiltframe.store.lifecycle.table_changes import follow_change
+from tiltframe.store.lifecycle.table_migrations import follow_change
 from tiltframe.store.lifecycle.table_rebuilds import alter_with_shard, copy_with_shard, primary_key
 from tiltframe.store.retries import retried
 from tiltframe.store.schema import (
@@ -57,7 +57,7 @@ class SqlSchema(SqlConnections):
         """Create the tables of ``layout`` and register it, or check that the stored ones match its spec.
 
         A pre-aggregated table whose definition changed is rebuilt to follow it
-        (:mod:`tiltframe.store.lifecycle.table_changes`); returns what changed, in words (nothing otherwise).
+        (:mod:`tiltframe.store.lifecycle.table_migrations`); returns what changed, in words (nothing otherwise).
         """
         key = (layout.name, layout.spec_hash, layout.partitioned)
         if key in self._ready:

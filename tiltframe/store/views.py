@@ -24,7 +24,7 @@ from tiltframe.aggregates.layout import AGG_COUNT, AGG_EVENT_TIMESTAMP, AGG_TIME
 from tiltframe.aggregates.targets.in_sql import GROUP_MERGE, SqlOps
 from tiltframe.model.durations import Granularity
 from tiltframe.store.dialects.mysql import sa_mysql
-from tiltframe.timeutil.columns import AGG_TIME
+from tiltframe.timeutil.time_columns import AGG_TIME
 
 __all__ = ["VIEW_SUFFIX", "agg_time_sql", "replace_view", "view_name", "view_select"]
 

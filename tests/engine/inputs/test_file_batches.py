@@ -14,7 +14,7 @@ from tiltframe.engine.inputs.file_batches import FileBatches, batch_files, logge
 from tiltframe.engine.inputs.sources import FileInput, list_stream
 from tiltframe.model.app import AppSpec
 from tiltframe.model.durations import Granularity, Unit
-from tiltframe.store.registry import StoreRegistry
+from tiltframe.store.open_stores import StoreRegistry
 from tiltframe.timeutil.parse import parse_timestamp
 
 T0 = parse_timestamp("2024-12-31 23:59:50")

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 import tiltframe as tf
 from tests.engine.conftest import MountedDir
-from tiltframe.cli.app import app as cli
+from tiltframe.cli.commands import app as cli
 from tiltframe.engine.inputs.file_batches import batch_files
 from tiltframe.engine.inputs.filesystems import Folder, checkpoint_root, local_path, open_folder
 from tiltframe.engine.inputs.hadoop_paths import HadoopPath

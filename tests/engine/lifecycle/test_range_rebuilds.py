@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 import tiltframe as tf
 from tests.servers import app_with_store, fresh_database
-from tiltframe.cli.app import app as cli
+from tiltframe.cli.commands import app as cli
 from tiltframe.engine.lifecycle import recompute
 from tiltframe.errors import StoreError
 

@@ -17,7 +17,7 @@ from tests.servers import app_with_store, fresh_database
 from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.errors import StoreError
 from tiltframe.store.base import BatchStats, BatchWrite
-from tiltframe.store.registry import StoreRegistry
+from tiltframe.store.open_stores import StoreRegistry
 
 A, B = APP, ZONED
 KEYS = A.replace("select symbol,", "select symbol, venue,").replace("group by symbol", "group by symbol, venue")

@@ -19,9 +19,9 @@ from typer.testing import CliRunner
 import tiltframe as tf
 from tests.servers import app_with_store, fresh_database
 from tiltframe.aggregates.layout import AggregationLayout
-from tiltframe.cli.app import app as cli
+from tiltframe.cli.commands import app as cli
 from tiltframe.engine.inputs.sources import FileInput
-from tiltframe.store.registry import StoreRegistry
+from tiltframe.store.open_stores import StoreRegistry
 
 pytestmark = pytest.mark.slow
 

@@ -27,7 +27,7 @@ from tiltframe.engine.rollup.staged_writes import FAIL_FIRST_ATTEMPT_ENV, STAGED
 from tiltframe.errors import StoreError
 from tiltframe.model.aggregations import StoreSpec
 from tiltframe.store.base import BatchWrite
-from tiltframe.store.registry import StoreRegistry
+from tiltframe.store.open_stores import StoreRegistry
 from tiltframe.store.urls import store_target
 from tiltframe.store.writes.staging import STAGE_BATCH, STAGE_LEVEL, STAGE_PIPELINE, STAGE_TAG, staging_name
 

@@ -11,7 +11,7 @@ import pandas as pd
 
 from tests.lang.trickle.test_trickle_parser import SEED_TILT, TILT_WINDOWS
 from tiltframe.engine.replay_inputs import Event
-from tiltframe.engine.trickle.replay import replay
+from tiltframe.engine.trickle.graph_replay import replay
 from tiltframe.lang.trickle.trickle_parser import parse_trickle
 
 SECOND = 1_000_000_000

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tiltframe.engine.replay_inputs import Event
-from tiltframe.engine.trickle.replay import replay
+from tiltframe.engine.trickle.graph_replay import replay
 from tiltframe.lang.trickle.trickle_parser import parse_trickle
 
 SELECT = ('select {{"g": group[0], "n": aggr::stats::count(), "s": aggr::stats::sum(event.v), '

@@ -21,7 +21,7 @@ STREAM = "define stream S (sym string, v double, ts long);\n"
 def test_store_names_agree_with_the_store() -> None:
     """``validate`` checks the names the store makes; the store defines them in its own modules."""
     from tiltframe.store import schema, sql_connections, views
-    from tiltframe.store.lifecycle import table_changes
+    from tiltframe.store.lifecycle import table_migrations as table_changes
 
     assert set(layout.BOOKKEEPING_TABLES) == {schema.AGGREGATIONS, schema.BATCHES, schema.REJECTED, schema.PURGES,
                                               schema.TABLES, schema.DEFINITIONS, schema.SKIPPED_VALUES}

@@ -17,7 +17,7 @@ import tiltframe as tf
 from tests.servers import app_with_store, fresh_database
 from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.errors import StoreError
-from tiltframe.store.registry import StoreRegistry
+from tiltframe.store.open_stores import StoreRegistry
 
 A = """
 define stream Trades (symbol string, price double, volume long, ts long);

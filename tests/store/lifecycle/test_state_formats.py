@@ -19,7 +19,7 @@ from tiltframe.aggregates.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.aggregates.sketches import ddsketch as dd
 from tiltframe.model.durations import Granularity, Unit
 from tiltframe.store.lifecycle import state_formats
-from tiltframe.store.registry import StoreRegistry
+from tiltframe.store.open_stores import StoreRegistry
 
 APP = """
 define stream Trades (symbol string, price double, ts long);

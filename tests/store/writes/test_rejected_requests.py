@@ -14,7 +14,7 @@ import tiltframe as tf
 from tests.servers import app_with_store, fresh_database
 from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.store.base import REJECTED_COLUMNS
-from tiltframe.store.registry import StoreRegistry
+from tiltframe.store.open_stores import StoreRegistry
 from tiltframe.store.writes.rejected_requests import record_rejected_requests
 
 APP = """define stream S (symbol string, price double, ts long);

@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 
 from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.engine.events.event_time import event_time_ms
-from tiltframe.engine.events.expressions import to_column
+from tiltframe.engine.events.spark_expressions import to_column
 from tiltframe.engine.events.typed import SPARK_TYPES
 from tiltframe.model.continuous import EMIT_VERSION, ContinuousQuery, Emit, EmitPolicy, Window
 from tiltframe.model.expressions import Attr

@@ -45,7 +45,7 @@ from tiltframe.engine.continuous.columns import (
     version_outputs,
 )
 from tiltframe.engine.continuous.processor import ContinuousProcessor
-from tiltframe.engine.events.expressions import to_column
+from tiltframe.engine.events.spark_expressions import to_column
 from tiltframe.engine.events.typed import EVENT_TS, SPARK_TYPES, type_events
 from tiltframe.engine.events.typed import RAW as TYPED_RAW
 from tiltframe.engine.events.typed import REASON as TYPED_REASON

@@ -14,7 +14,7 @@ Rules (documented in docs/time.md):
 
 The offset-change cut is what makes levels nest: a bucket never spans two offsets, so the bucket of a
 finer bucket's start is the bucket of every instant in it (``bucket_start(bucket_start(t, f), c) ==
-bucket_start(t, c)`` whenever ``f`` divides ``c``, the rule ``lang.checks.app`` enforces).
+bucket_start(t, c)`` whenever ``f`` divides ``c``, the rule ``lang.checks.cross_references`` enforces).
 
 Only epoch arithmetic and the session-independent ``from_utc_timestamp`` / ``to_utc_timestamp`` are used,
 so results do not depend on ``spark.sql.session.timeZone``.

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from tiltframe.engine.events.expressions import to_column
+from tiltframe.engine.events.spark_expressions import to_column
 from tiltframe.engine.events.typed import ARRIVAL_PART, FIELD, PRIOR_PROBLEM, PRIOR_RAW, RAW, REASON, VALUE, type_events
 from tiltframe.model.app import AppSpec
 from tiltframe.model.expressions import Attr

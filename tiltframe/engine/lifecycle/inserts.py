@@ -30,9 +30,9 @@ from tiltframe.model.app import AppSpec
 from tiltframe.model.streams import StreamDef
 from tiltframe.model.tables import TableSpec
 from tiltframe.store.base import BatchStats, Store
+from tiltframe.store.open_stores import StoreRegistry
 from tiltframe.store.raw_rows import RAW_FOLD, read_raw_rows, unfolded_raw_rows, write_raw_rows
 from tiltframe.store.reads.frames import ARROW_TYPES
-from tiltframe.store.registry import StoreRegistry
 
 logger = logging.getLogger(__name__)
 

@@ -30,9 +30,9 @@ from tiltframe.aggregates.states import Build, Merge
 from tiltframe.aggregates.targets.in_spark import BUILD, MERGE, NOT_BUILT, BuildInput, SparkOps
 from tiltframe.engine.events.arrival import ARRIVAL_SEQ, RECORD
 from tiltframe.engine.events.buckets import bucket_start
-from tiltframe.engine.events.expressions import to_column
+from tiltframe.engine.events.spark_expressions import to_column
 from tiltframe.engine.events.typed import EVENT_TS, REASON, SPARK_TYPES
-from tiltframe.engine.rollup.overflow import ansi_enabled
+from tiltframe.engine.rollup.sum_overflow import ansi_enabled
 from tiltframe.model.durations import Granularity, nests_in, rollup_source
 from tiltframe.model.expressions import Expr
 from tiltframe.model.streams import AttrType
@@ -305,7 +305,7 @@ class Levels:
     function call.  They are unresolved expressions in the process's one JVM, so ``levels_for`` keeps one
     ``Levels`` per layout for every run and session of the process (building them took a run's first
     batch about 0.2 s), and per ANSI mode: long sums rely on ANSI arithmetic to fail on overflow where it
-    is on, and check for it themselves where it is off (``tiltframe.engine.rollup.overflow``).
+    is on, and check for it themselves where it is off (``tiltframe.engine.rollup.sum_overflow``).
     """
 
     def __init__(self, layout: AggregationLayout, ansi: bool = True) -> None:

@@ -30,10 +30,10 @@ from tiltframe.engine.inputs.file_reads import FileProblem
 from tiltframe.engine.inputs.hadoop_paths import HadoopPath, as_location
 from tiltframe.engine.rollup import staged_writes
 from tiltframe.engine.rollup.markers import write_marker
-from tiltframe.engine.rollup.overflow import explain_overflow, is_overflow
 from tiltframe.engine.rollup.partials import LEVEL, RECORD_LEVEL, REJECTED, counted_columns, levels_for
 from tiltframe.engine.rollup.reports import BatchReport, PipelineTotals, log_batch
 from tiltframe.engine.rollup.staged_writes import stage
+from tiltframe.engine.rollup.sum_overflow import explain_overflow, is_overflow
 from tiltframe.engine.spark import py4j_cycles
 from tiltframe.errors import DataError, StoreError
 from tiltframe.model.durations import Granularity

@@ -57,7 +57,7 @@ from tiltframe.engine.inputs.filesystems import local_path, open_folder
 from tiltframe.engine.inputs.hadoop_paths import Location
 from tiltframe.engine.inputs.sources import NO_MAX_FILE_AGE, FileInput, json_glob
 from tiltframe.engine.sinks import BatchFileSink, JsonTextSink
-from tiltframe.engine.trickle.replay import QueryGraph
+from tiltframe.engine.trickle.graph_replay import QueryGraph
 from tiltframe.engine.trickle.steps import (
     ERROR_STREAM,
     ORDER,

@@ -24,9 +24,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle, TimerValues
 
-from tiltframe.engine.trickle.select import Input, SelectOperator, group_key, text_times
+from tiltframe.engine.trickle.select_operator import Input, SelectOperator, group_key, text_times
 from tiltframe.functions.trickle_values import TrickleRuntimeError
-from tiltframe.lang.checks.trickle import nodes_in
+from tiltframe.lang.checks.trickle_queries import nodes_in
 from tiltframe.model.expressions import Call
 from tiltframe.model.trickle import INPUT_PORT, TrickleQuery
 

@@ -27,7 +27,7 @@ from tiltframe.aggregates import registry
 from tiltframe.aggregates.measures import aggregate_of, measure_types, output_names
 from tiltframe.errors import DefinitionError, unknown
 from tiltframe.functions import scalars
-from tiltframe.lang.checks.continuous import aggregate_function
+from tiltframe.lang.checks.continuous_queries import aggregate_function
 from tiltframe.model.aggregations import AggregateItem
 from tiltframe.model.app import AppSpec
 from tiltframe.model.continuous import SqlItem

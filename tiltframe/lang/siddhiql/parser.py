@@ -20,7 +20,7 @@ from collections.abc import Collection
 
 from lark import Lark, Token, Tree, UnexpectedInput
 
-from tiltframe.lang.checks.app import validate_app
+from tiltframe.lang.checks.cross_references import validate_app
 from tiltframe.lang.siddhiql.retrieval_trees import build_query
 from tiltframe.lang.siddhiql.table_trees import build_table, build_table_query
 from tiltframe.lang.siddhiql.trees import ParseTree, SpecBuilder, _kids, _present
@@ -207,7 +207,7 @@ def parse_app(text: str) -> AppSpec:
     with snippets_added(text):
         app = builder.app(tree)
         if builder.tables:
-            from tiltframe.lang.checks.tables import with_tables
+            from tiltframe.lang.checks.table_defs import with_tables
 
             app = with_tables(app, builder.tables)
         return validate_app(app)
@@ -276,7 +276,7 @@ def parse_continuous(text: str, app: AppSpec) -> ContinuousQuery:
     Raises:
         DefinitionError: a syntax error or an invalid reference, at its line and column.
     """
-    from tiltframe.lang.checks.continuous import validate_continuous
+    from tiltframe.lang.checks.continuous_queries import validate_continuous
 
     builder = AppBuilder(text)
     tree = _parse(text, "continuous_text")

@@ -7,7 +7,7 @@ SiddhiQL's (:func:`tiltframe.lang.syntax.syntax_error`), with this grammar's wor
 
 This module checks what the text alone decides: window calls and their arguments, intervals, the order of
 the EMIT clauses and that only one policy is given.  Names are checked against the app's streams by
-:func:`tiltframe.lang.checks.continuous.validate_continuous`.
+:func:`tiltframe.lang.checks.continuous_queries.validate_continuous`.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ refused by name where they are written, never read as something else.
 This module decides what the text alone decides: the window settings (constant integer arithmetic and
 ``nanos::from_seconds(15)``), ``use``d modules, and the shape of every expression.  Names of streams and
 windows, functions and where aggregates may appear are checked by
-:func:`tiltframe.lang.checks.trickle.validate_trickle`.
+:func:`tiltframe.lang.checks.trickle_queries.validate_trickle`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 from lark import Lark, Token, Tree, UnexpectedInput
 
 from tiltframe.errors import DefinitionError, NotSupportedYet, unknown
-from tiltframe.lang.checks.trickle import validate_trickle
+from tiltframe.lang.checks.trickle_queries import validate_trickle
 from tiltframe.lang.syntax import Vocabulary, build_lark, snippet, snippets_added, syntax_error
 from tiltframe.model.expressions import Binary, Call, Literal, Pos, Unary
 from tiltframe.model.trickle import (
@@ -129,7 +129,7 @@ TRICKLE = Vocabulary(
 
 def parse_trickle(text: str) -> TrickleQuery:
     """The query of a ``.trickle`` text, its names checked
-    (:func:`~tiltframe.lang.checks.trickle.validate_trickle`).
+    (:func:`~tiltframe.lang.checks.trickle_queries.validate_trickle`).
 
     Raises:
         DefinitionError: at the line and column of the first problem (``NotSupportedYet`` for a construct of

@@ -1,5 +1,5 @@
 """Level tables made anew around their rows: a table given a shard column (``tiltframe migrate``), or
-following a changed table definition (``store.lifecycle.table_changes``)."""
+following a changed table definition (``store.lifecycle.table_migrations``)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 The parser and Python callers both end with :func:`validate_tables`, so both report the same errors.  The
 checks a measure needs are the registry's own (``bounded``, ``check_arg``, ``resolve``), as for ``define
-aggregation``; the compiled rollup then goes through :func:`tiltframe.lang.checks.app.validate_app`, so a
+aggregation``; the compiled rollup then goes through :func:`tiltframe.lang.checks.cross_references.validate_app`, so a
 table the engine would refuse never validates.
 """
 
@@ -16,7 +16,7 @@ from typing import NoReturn
 from tiltframe.aggregates import registry
 from tiltframe.aggregates.measures import output_names
 from tiltframe.errors import DefinitionError
-from tiltframe.lang.checks.app import validate_app
+from tiltframe.lang.checks.cross_references import validate_app
 from tiltframe.model.app import AppSpec
 from tiltframe.model.expressions import Pos
 from tiltframe.model.streams import Attribute, AttrType

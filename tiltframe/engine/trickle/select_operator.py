@@ -30,7 +30,7 @@ import pandas as pd
 from tiltframe.aggregates.trickle_stats import STATES, State
 from tiltframe.functions.trickle_times import text_times_ms
 from tiltframe.functions.trickle_values import Scope, TrickleRuntimeError, evaluate, is_number, type_name
-from tiltframe.lang.checks.trickle import aggregate_calls, nodes_in
+from tiltframe.lang.checks.trickle_queries import aggregate_calls, nodes_in
 from tiltframe.model.trickle import GroupEach, GroupExpr, Select, TrickleQuery, WindowDef, dimensions
 
 #: Tremor's error when a new group would pass the windows' ``max_groups``.

@@ -9,7 +9,7 @@ import pytest
 
 from tiltframe.errors import DefinitionError, NotSupportedYet
 from tiltframe.lang import parse_app, parse_query
-from tiltframe.lang.checks.app import check_runnable, validate_app
+from tiltframe.lang.checks.cross_references import check_runnable, validate_app
 from tiltframe.lang.checks.retrieval import validate_query
 from tiltframe.model.aggregations import KeyItem
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from tiltframe.engine.replay_inputs import BadLine, Event, Output, Tick
-from tiltframe.engine.trickle.select import SelectOperator
+from tiltframe.engine.trickle.select_operator import SelectOperator
 from tiltframe.functions.trickle_values import TrickleRuntimeError
 from tiltframe.model.trickle import INPUT_PORT, OUTPUT_PORTS, TrickleQuery
 

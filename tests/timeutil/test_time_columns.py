@@ -11,7 +11,7 @@ import pandas as pd
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tiltframe.timeutil.columns import aware_times, iso_text
+from tiltframe.timeutil.time_columns import aware_times, iso_text
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 FIRST_MS, LAST_MS = -62_135_596_800_000, 253_402_300_799_999  # 0001-01-01, 9999-12-31 (UTC)

@@ -2,7 +2,7 @@
 
 Every command is one call into :mod:`tiltframe.api`, so the CLI and the library behave the same.  Data
 (query answers, summaries) goes to stdout; progress and errors go to stderr, a failure in one line first
-(:mod:`tiltframe.cli.errors`), Spark's own log to ``<data-dir>/logs/spark.log`` (:mod:`tiltframe.cli.logs`).
+(:mod:`tiltframe.cli.failing`), Spark's own log to ``<data-dir>/logs/spark.log`` (:mod:`tiltframe.cli.logs`).
 Exit codes: 0 success, 1 runtime or data error, 2 usage error or invalid definition.
 """
 
@@ -16,7 +16,7 @@ from rich.table import Table
 
 from tiltframe import api, lifecycle
 from tiltframe.cli import logs
-from tiltframe.cli.errors import handle_errors
+from tiltframe.cli.failing import handle_errors
 from tiltframe.cli.group import TiltframeGroup, configure_logging
 from tiltframe.cli.inspection import info_document, print_info
 from tiltframe.cli.options import (

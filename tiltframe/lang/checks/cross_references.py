@@ -16,10 +16,10 @@ from contextlib import contextmanager
 
 from tiltframe.aggregates.registry import get, is_aggregate
 from tiltframe.errors import DefinitionError
-from tiltframe.lang.checks.continuous import validate_continuous
+from tiltframe.lang.checks.continuous_queries import validate_continuous
 from tiltframe.lang.checks.names import validate_names
+from tiltframe.lang.checks.plain_queries import validate_stream_queries
 from tiltframe.lang.checks.retrieval import output_stream, validate_query
-from tiltframe.lang.checks.stream_queries import validate_stream_queries
 from tiltframe.model.aggregations import AggregateItem, AggregationSpec, ExpressionItem, KeyItem
 from tiltframe.model.app import AppSpec
 from tiltframe.model.durations import Granularity, Unit, rollup_source
@@ -54,8 +54,8 @@ def _located(pos: Pos | None) -> Iterator[None]:
 
 def validate_app(app: AppSpec) -> AppSpec:
     """Check every reference and type in ``app``; returns it when valid, its continuous queries filled in
-    by :func:`~tiltframe.lang.checks.continuous.validate_continuous`, its plain stream queries' target
-    streams added (:func:`~tiltframe.lang.checks.stream_queries.validate_stream_queries`)."""
+    by :func:`~tiltframe.lang.checks.continuous_queries.validate_continuous`, its plain stream queries' target
+    streams added (:func:`~tiltframe.lang.checks.plain_queries.validate_stream_queries`)."""
     app = validate_stream_queries(app)
     definitions = (*app.streams, *app.aggregations)
     names = Counter(d.name for d in definitions)
@@ -365,7 +365,7 @@ def check_runnable(app: AppSpec) -> None:
     for agg in app.aggregations:
         store = agg.store
         if store is not None:
-            from tiltframe.store.registry import check_store_spec
+            from tiltframe.store.open_stores import check_store_spec
 
             with _located(_annotation_pos(agg, "store")):
                 check_store_spec(store)

@@ -17,7 +17,7 @@ from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.aggregates.states import LONG_MAX, Build
 from tiltframe.aggregates.targets.in_spark import OVERFLOW
 from tiltframe.engine.events.buckets import bucket_start
-from tiltframe.engine.events.expressions import to_column
+from tiltframe.engine.events.spark_expressions import to_column
 from tiltframe.engine.events.typed import EVENT_TS, REASON
 from tiltframe.timeutil.parse import format_ts
 
