@@ -322,7 +322,8 @@ def test_the_parts_are_read_as_written() -> None:
 PAGES_AND_EXAMPLES = (*DOCS, *(f"tiltframe/examples/{p.name}" for p in sorted((ROOT / "tiltframe/examples").glob("*"))))
 #: Paths the docs name that are not in the repository on purpose.
 NOT_COMMITTED = ("web/node_modules",)
-PACKAGES = ("engine", "store", "retrieval", "lang", "model", "functions", "http", "cli", "timeutil", "examples")
+PACKAGES = ("engine", "store", "aggregates", "retrieval", "lang", "model", "functions", "http", "cli", "timeutil",
+            "examples")
 
 
 def test_the_files_and_modules_the_docs_name_exist() -> None:

@@ -4,7 +4,7 @@ SQLite, PostgreSQL and MySQL/MariaDB share this class.  It is made of parts, one
 and its transactions (``sql_connections``), the tables (``sql_schema``), batch writes, compaction and
 purges (``sql_writes``), reads (``sql_reads``).  Beside them: the table definitions (``schema``),
 MySQL/MariaDB's text and keys (``mysql``), the multi-row upserts (``upserts``) and their merge expressions
-(``merges``), commit records (``commits``), recorded events (``recorded``), values a state cannot hold
+(``upsert_merges``), commit records (``commits``), recorded events (``recorded``), values a state cannot hold
 (``overflow``), query results as DataFrames (``frames``), the ``_FINAL`` views for BI tools (``views``).
 """
 

@@ -1,8 +1,9 @@
 """The registry's primitives in Spark: how each state column is built from a bucket's events (``BUILD``) and
 how a group's partial values of it merge (``MERGE``), as Spark aggregate columns; ``SparkOps`` for the
-finalize and combine functions.  The engine's rollups ask here and never branch on a primitive themselves;
-``NOT_BUILT`` and ``NOT_MERGED`` name what Spark leaves to another part (``tests/aggregates/test_targets.py``
-holds every target to every primitive).
+finalize and combine functions.  The engine's rollups ask here for every primitive but those that merge
+several state columns as one (a combine function's states, an event's fields), which
+``engine/rollup/partials.py`` merges; ``NOT_BUILT`` and ``NOT_MERGED`` name what Spark leaves to another
+part (``tests/aggregates/test_targets.py`` holds every target to every primitive).
 """
 
 from __future__ import annotations
