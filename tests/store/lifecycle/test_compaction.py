@@ -10,16 +10,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests.store.conftest import BACKENDS, SEC, fresh_store, make_layout
+from tests.store.test_shards import shard_batch, stored_rows
+from tests.store.test_sql_store import T0, row
 from tiltframe.aggregates.layout import SHARD_ID, AggregationLayout
 from tiltframe.model.durations import Granularity, Unit
 from tiltframe.store.lifecycle.compaction import closed_before
 from tiltframe.store.reads.pandas_merges import finalize, merge_rows
 from tiltframe.store.sql import SqlStore
 from tiltframe.store.writes.upserts import COMPACTED
-
-from .conftest import BACKENDS, SEC, fresh_store, make_layout
-from .test_shards import shard_batch, stored_rows
-from .test_sql_store import T0, row
 
 
 @pytest.fixture(params=BACKENDS)

@@ -19,14 +19,13 @@ from hypothesis import strategies as st
 import tiltframe.store.writes.appends as appends
 import tiltframe.store.writes.bulk_formats as bulk_formats
 from tests.private_servers import private_server
+from tests.store.conftest import SEC, fresh_store, make_layout
+from tests.store.test_sql_store import T0, batch, row
 from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.errors import StoreError
 from tiltframe.model.aggregations import StoreSpec
 from tiltframe.store.sql import SqlStore
 from tiltframe.store.urls import store_target
-
-from .conftest import SEC, fresh_store, make_layout
-from .test_sql_store import T0, batch, row
 
 #: Keys a text format could mangle: its separators, quotes, escapes, NULL's spellings, an empty string.
 AWKWARD = ["IBM", "", "a\tb", "line\nbreak", "cr\rlf", "back\\slash", "\\N", "NULL", 'quo"te', "it's", "x,y",

@@ -10,13 +10,12 @@ import pyarrow as pa
 import pytest
 import sqlalchemy as sa
 
+from tests.store.conftest import BACKENDS, SEC, fresh_store, make_layout
+from tests.store.test_shards import HOUR_ROWS, shard_batch
+from tests.store.test_sql_store import T0, batch, row
 from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.errors import StoreError
 from tiltframe.store.sql import SqlStore
-
-from .conftest import BACKENDS, SEC, fresh_store, make_layout
-from .test_shards import HOUR_ROWS, shard_batch
-from .test_sql_store import T0, batch, row
 
 
 @pytest.fixture

@@ -9,11 +9,10 @@ import math
 import pandas as pd
 import pytest
 
+from tests.store.conftest import MIN, SEC
+from tests.store.test_sql_store import T0, batch, row
 from tiltframe.errors import StoreError
 from tiltframe.store.sql import SqlStore
-
-from .conftest import MIN, SEC
-from .test_sql_store import T0, batch, row
 
 BIG = 2**63 - 10
 
