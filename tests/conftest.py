@@ -43,9 +43,12 @@ def spark() -> Iterator[object]:
 #: first) put them last.  The rest follow, most tests first.  Only the order changes: every test runs.
 LONGEST = (
     "tests/integration/test_crash.py",
-    "tests/aggregates/test_statistics_oracle.py",
     "tests/bad_input/test_properties.py",
+    "tests/aggregates/test_statistics_oracle.py",
+    "tests/aggregates/test_empty_buckets.py",
+    "tests/aggregates/sketches/test_sketch_accuracy.py",
     "tests/engine/test_continuous.py",
+    "tests/engine/test_continuous_late.py",
     "tests/integration/test_cluster.py",
     "tests/cli/test_logs.py",
     "tests/http/test_cli_serve.py",
@@ -60,9 +63,18 @@ LONGEST = (
 ONE_UNIT_PER_TEST = ("tests/integration/test_crash.py",)
 
 
+#: Markers given by the fixtures a test uses (directly or through others), for the fast tier:
+#: ``-m "not slow and not spark and not browser"`` runs what needs no JVM, browser or extra process
+#: (docs/performance.md, "The test suite").
+FIXTURE_MARKERS = {"spark": pytest.mark.spark, "browser": pytest.mark.browser}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     files: dict[str, int] = {}
     for item in items:
+        for fixture, marker in FIXTURE_MARKERS.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(marker)
         path = item.nodeid.split("::", 1)[0]
         files[path] = files.get(path, 0) + 1
     rank = {path: i for i, path in enumerate(LONGEST)}

@@ -146,6 +146,10 @@ SKIPPED_BY_REASON: dict[str, list[tuple[str, str]]] = {
         ("docs/performance.md", "python bench/bench_exports.py --repeat 3"),
         ("docs/scaling.md", "python bench/bench_scaling.py --store sqlite postgresql"),
     ],
+    "runs a tier of the test suite: this file is part of it": [
+        ("docs/performance.md", "env -u TILTFRAME_TEST_POSTGRES_URL -u TILTFRAME_TEST_MYSQL_URL .venv/bin/python "
+                                '-m pytest -n 2 -m "not slow and not spark and not browser"'),
+    ],
     "starts the test database servers, as root (scripts/services.sh)": [
         ("docs/scaling.md", 'eval "$(bash scripts/services.sh)"'),
     ],

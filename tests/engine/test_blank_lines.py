@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from tests.bad_input.harness import run
@@ -50,6 +50,7 @@ def pandas_rows(text: str, header: bool) -> list[tuple]:
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
           phases=[Phase.explicit, Phase.reuse, Phase.generate])  # a Spark read per example: no slow shrinking
 @given(lines=LINES, header=st.booleans(), line_break=st.sampled_from(["\n", "\r\n"]))
+@example(lines=["\f", " \t ", "\t", " "], header=False, line_break="\n")  # a form feed alone is a row
 def test_csv_rows_are_pandas_rows(spark, tmp_path: Path, lines: list, header: bool, line_break: str) -> None:
     """The rows Spark reads of a CSV file with blank lines here and there are the rows pandas reads.  (A
     lone CR line in a CRLF file would make it a file of mixed line breaks, whose short rows keep their CR:
@@ -63,7 +64,8 @@ def test_csv_rows_are_pandas_rows(spark, tmp_path: Path, lines: list, header: bo
     frames, problems = read_files(spark, [f"file:{path}"], "csv", stream)
     assert not problems
     got = sorted((r.k or "", r.v or "", r.ts or "") for df in frames for r in df.collect())
-    assert got == (pandas_rows(text, header) if text.strip() else [])
+    # pandas refuses a file with no field at all; Python's strip() would take the form feed for one.
+    assert got == (pandas_rows(text, header) if text.strip(" \t\r\n") else [])
 
 
 @pytest.mark.slow
