@@ -1,8 +1,9 @@
 """Partial states in Spark: events -> finest buckets, and finer buckets -> the coarser levels.
 
-The registry's ``Build`` and ``Merge`` primitives are translated to Spark aggregate functions here and
-nowhere else.  Non-aggregate items keep the values of the latest event: the maximum of a struct whose
-leading fields are (event time, batch, arrival seq) carries the values of exactly that event.
+Each state column is built and merged by its primitive's Spark aggregate (``aggregates/targets/in_spark``);
+the states that merge as one (a combine function's, an event's fields) are folded here.  Non-aggregate
+items keep the values of the latest event: the maximum of a struct whose leading fields are (event time,
+batch, arrival seq) carries the values of exactly that event.
 """
 
 from __future__ import annotations
