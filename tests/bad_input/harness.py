@@ -28,6 +28,16 @@ from tiltframe.store.open_stores import StoreRegistry
 
 #: The stores every store-sensitive kind runs on: the embedded one and the two servers.
 STORES = ("sqlite", "postgresql", "mysql")
+#: The app the tests of input files feed: per key, the sum of ``v`` and the count of events, every sec ... day.
+TOTALS_APP = """
+define stream S (k string, v double, ts long);
+define aggregation A from S
+select k, sum(v) as total, count() as events
+group by k
+aggregate by ts every sec ... day;
+"""
+#: 2024-01-05 00:00:00 GMT: where those tests' event times start.
+T0 = 1_704_412_800_000
 
 
 @contextmanager

@@ -15,21 +15,12 @@ import pytest
 from typer.testing import CliRunner
 
 import tiltframe as tf
-from tests.bad_input.harness import Outcome, run
+from tests.bad_input.harness import T0, TOTALS_APP, Outcome, run
 from tiltframe.cli.commands import app as cli
 from tiltframe.errors import TiltframeError
-from tiltframe.timeutil.parse import parse_timestamp
 
 pytestmark = pytest.mark.slow
 
-APP = """
-define stream S (k string, v double, ts long);
-define aggregation A from S
-select k, sum(v) as total, count() as events
-group by k
-aggregate by ts every sec ... day;
-"""
-T0 = parse_timestamp("2024-01-05 00:00:00")
 
 
 def totals(outcome: Outcome) -> dict[str, tuple[float, int]]:
@@ -67,7 +58,7 @@ def test_csv_header_is_decided_per_file(spark, tmp_path: Path) -> None:
     (inbox / "a.csv").write_text("k,v,ts\n" + csv_lines([("x", 1.0), ("y", 2.0)]))
     (inbox / "b.csv").write_text(csv_lines([("x", 4.0), ("z", 8.0)], 10))
     (inbox / "c.csv").write_text(f"TS,note,V,K\n{T0 + 50},hello,16.0,x\n")
-    out = run(spark, APP, {"S": inbox}, tmp_path / "data")
+    out = run(spark, TOTALS_APP, {"S": inbox}, tmp_path / "data")
     assert out.totals["A"].events_rejected == 0
     assert totals(out) == oracle([("x", 1.0), ("y", 2.0), ("x", 4.0), ("z", 8.0), ("x", 16.0)])
 
@@ -77,7 +68,7 @@ def test_a_byte_order_mark_is_not_data(spark, tmp_path: Path) -> None:
     inbox.mkdir()
     (inbox / "a.csv").write_bytes(("\ufeffk,v,ts\n" + csv_lines([("x", 1.0)])).encode())
     (inbox / "b.csv").write_bytes(("\ufeff" + csv_lines([("x", 2.0)])).encode())
-    out = run(spark, APP, {"S": inbox}, tmp_path / "data")
+    out = run(spark, TOTALS_APP, {"S": inbox}, tmp_path / "data")
     assert out.totals["A"].events_rejected == 0
     assert totals(out) == oracle([("x", 1.0), ("x", 2.0)])
 
@@ -86,7 +77,7 @@ def test_quoted_newlines_and_crlf_keep_one_event_per_row(spark, tmp_path: Path) 
     inbox = tmp_path / "in"
     inbox.mkdir()
     (inbox / "a.csv").write_bytes(f'"IB\nM",1.5,{T0}\r\n"A, Inc.",2.5,{T0}\r\nx,3.5,{T0}\r\n'.encode())
-    out = run(spark, APP, {"S": inbox}, tmp_path / "data")
+    out = run(spark, TOTALS_APP, {"S": inbox}, tmp_path / "data")
     assert totals(out) == oracle([("IB\nM", 1.5), ("A, Inc.", 2.5), ("x", 3.5)])
 
 
@@ -99,7 +90,7 @@ def test_a_quoted_carriage_return_at_the_end_of_the_last_field_is_kept(spark, tm
     (inbox / "lf.csv").write_bytes(f'v,ts,k\n1.0,{T0},"a\r"\n2.0,{T0},b\n'.encode())
     (inbox / "crlf.csv").write_bytes(f'v,ts,k\r\n4.0,{T0},"a\r"\r\n8.0,{T0},b\r\n16.0,{T0},"c\r\n"\r\n'.encode())
     (inbox / "mixed.csv").write_bytes(f'v,ts,k\n32.0,{T0},b\r\n64.0,{T0},d\n'.encode())
-    out = run(spark, APP, {"S": inbox}, tmp_path / "data")
+    out = run(spark, TOTALS_APP, {"S": inbox}, tmp_path / "data")
     assert out.totals["A"].events_rejected == 0
     assert totals(out) == oracle([("a\r", 1.0), ("b", 2.0), ("a\r", 4.0), ("b", 8.0), ("c\r\n", 16.0), ("b", 32.0),
                                   ("d", 64.0)])
@@ -109,7 +100,7 @@ def test_csv_rows_with_missing_or_extra_fields_are_rejected(spark, tmp_path: Pat
     inbox = tmp_path / "in"
     inbox.mkdir()
     (inbox / "a.csv").write_text(f"x,1.0\nx,2.0,{T0},surplus\nx,4.0,{T0}\n")
-    out = run(spark, APP, {"S": inbox}, tmp_path / "data")
+    out = run(spark, TOTALS_APP, {"S": inbox}, tmp_path / "data")
     assert (out.totals["A"].events_aggregated, out.totals["A"].events_rejected) == (1, 2)
     assert set(out.recorded("A")["reason"]) == {"malformed record: cannot be read as a row of the stream"}
     assert totals(out) == oracle([("x", 4.0)])
@@ -121,7 +112,7 @@ def test_header_only_and_empty_files_hold_no_events(spark, tmp_path: Path) -> No
     (inbox / "a.csv").write_text("k,v,ts\n")
     (inbox / "b.csv").write_text("")
     (inbox / "c.csv").write_text(csv_lines([("x", 1.0)]))
-    out = run(spark, APP, {"S": inbox}, tmp_path / "data")
+    out = run(spark, TOTALS_APP, {"S": inbox}, tmp_path / "data")
     assert (out.totals["A"].events_read, out.totals["A"].files_rejected) == (1, 0)
 
 
@@ -140,7 +131,7 @@ def test_every_file_is_read_once_whatever_its_name(spark, tmp_path: Path, store)
     for i, name in enumerate(ODD_NAMES):
         (inbox / name).write_text(csv_lines([(name, float(2**i))], i))
         events.append((name, float(2**i)))
-    out = run(spark, APP, {"S": inbox}, tmp_path / "data", store=store)
+    out = run(spark, TOTALS_APP, {"S": inbox}, tmp_path / "data", store=store)
     assert (out.totals["A"].events_read, out.totals["A"].files_rejected) == (len(ODD_NAMES), 0)
     assert totals(out) == oracle(events)
 
@@ -150,11 +141,11 @@ def test_a_backfilled_file_with_an_old_time_is_read(spark, tmp_path: Path) -> No
     inbox = tmp_path / "in"
     inbox.mkdir()
     (inbox / "new.csv").write_text(csv_lines([("x", 1.0)]))
-    run(spark, APP, {"S": inbox}, tmp_path / "data")
+    run(spark, TOTALS_APP, {"S": inbox}, tmp_path / "data")
     old = inbox / "old.csv"
     old.write_text(csv_lines([("x", 2.0)], 5))
     os.utime(old, (1_000_000_000, 1_000_000_000))  # 2001
-    out = run(spark, APP, {"S": inbox}, tmp_path / "data")
+    out = run(spark, TOTALS_APP, {"S": inbox}, tmp_path / "data")
     assert out.totals["A"].events_read == 1
     assert totals(out) == oracle([("x", 1.0), ("x", 2.0)])
 
@@ -169,7 +160,7 @@ def test_files_in_subfolders_that_are_not_read_are_named(spark, tmp_path: Path, 
     (inbox / "archive" / "2023" / "older.CSV").write_text(csv_lines([("x", 8.0)], 3))
     (inbox / "archive" / "notes.json").write_text("{}\n")  # another format: not the stream's files
     with caplog.at_level("WARNING", logger="tiltframe.engine.inputs.sources"):
-        out = run(spark, APP, {"S": inbox}, tmp_path / "data")
+        out = run(spark, TOTALS_APP, {"S": inbox}, tmp_path / "data")
     assert totals(out) == oracle([("x", 1.0)])
     (said,) = [r.getMessage() for r in caplog.records if r.name == "tiltframe.engine.inputs.sources"]
     assert f"2 csv files in its subfolders ('{inbox / 'archive' / '2023'}') are not read" in said
@@ -184,7 +175,7 @@ def test_partition_folders_are_read_with_every_file_below_them(spark, tmp_path: 
     (inbox / "date=2024-01-05" / "p.csv").write_text(csv_lines([("x", 2.0)], 1))
     (inbox / "date=2024-01-05" / "plain" / "q.csv").write_text(csv_lines([("x", 8.0)], 3))
     with caplog.at_level("WARNING", logger="tiltframe.engine.inputs.sources"):
-        out = run(spark, APP, {"S": inbox}, tmp_path / "data")
+        out = run(spark, TOTALS_APP, {"S": inbox}, tmp_path / "data")
     assert totals(out) == oracle([("x", 2.0), ("x", 8.0)])
     assert not [r for r in caplog.records if r.name == "tiltframe.engine.inputs.sources"]
 
@@ -192,7 +183,7 @@ def test_partition_folders_are_read_with_every_file_below_them(spark, tmp_path: 
 def refused_run(tmp_path: Path, inbox: Path) -> str:
     """What ``tiltframe run`` over ``inbox`` says when it refuses it as a usage error (exit 2), on one line."""
     app_file = tmp_path / "app.siddhi"
-    app_file.write_text(APP)
+    app_file.write_text(TOTALS_APP)
     done = CliRunner().invoke(cli, ["run", str(app_file), "--input", f"S={inbox}", "--data-dir",
                                     str(tmp_path / "refused")])
     assert done.exit_code == 2, done.output
@@ -214,7 +205,7 @@ def test_a_folder_of_partition_folders_tells_its_format(spark, tmp_path: Path) -
     inbox = tmp_path / "in"
     (inbox / "date=2024-01-05").mkdir(parents=True)
     (inbox / "date=2024-01-05" / "a.csv").write_text(csv_lines([("x", 1.0), ("y", 2.0)]))
-    assert totals(run(spark, APP, {"S": inbox}, tmp_path / "data")) == oracle([("x", 1.0), ("y", 2.0)])
+    assert totals(run(spark, TOTALS_APP, {"S": inbox}, tmp_path / "data")) == oracle([("x", 1.0), ("y", 2.0)])
 
 
 def test_partition_folders_beside_other_folders_with_files_are_a_usage_error(spark, tmp_path: Path) -> None:
@@ -224,7 +215,7 @@ def test_partition_folders_beside_other_folders_with_files_are_a_usage_error(spa
     (inbox / "date=2024-01-05").mkdir(parents=True)
     (inbox / "date=2024-01-05" / "a.csv").write_text(csv_lines([("x", 1.0)]))
     (inbox / "top.csv").write_text(csv_lines([("y", 2.0)], 1))
-    assert totals(run(spark, APP, {"S": inbox}, tmp_path / "data")) == oracle([("x", 1.0), ("y", 2.0)])
+    assert totals(run(spark, TOTALS_APP, {"S": inbox}, tmp_path / "data")) == oracle([("x", 1.0), ("y", 2.0)])
     (inbox / "docs").mkdir()
     (inbox / "docs" / "readme.txt").write_text("not events\n")
     said = refused_run(tmp_path, inbox)
@@ -240,9 +231,9 @@ def test_hidden_files_wait_until_they_are_moved_in(spark, tmp_path: Path) -> Non
     (inbox / ".partial.csv").write_text(csv_lines([("x", 1.0)]))
     (inbox / "_copying.csv").write_text(csv_lines([("x", 2.0)]))
     (inbox / "done.csv").write_text(csv_lines([("x", 4.0)]))
-    assert totals(run(spark, APP, {"S": inbox}, tmp_path / "data")) == oracle([("x", 4.0)])
+    assert totals(run(spark, TOTALS_APP, {"S": inbox}, tmp_path / "data")) == oracle([("x", 4.0)])
     (inbox / ".partial.csv").rename(inbox / "partial.csv")
-    assert totals(run(spark, APP, {"S": inbox}, tmp_path / "data")) == oracle([("x", 4.0), ("x", 1.0)])
+    assert totals(run(spark, TOTALS_APP, {"S": inbox}, tmp_path / "data")) == oracle([("x", 4.0), ("x", 1.0)])
 
 
 def test_a_file_that_grows_after_it_was_read_is_reported(spark, tmp_path: Path) -> None:
@@ -253,7 +244,7 @@ def test_a_file_that_grows_after_it_was_read_is_reported(spark, tmp_path: Path) 
     log = inbox / "log.csv"
     log.write_text(csv_lines([("x", 1.0)]))
     size = log.stat().st_size
-    app = tf.load_app(APP)
+    app = tf.load_app(TOTALS_APP)
     tf.run(app, {"S": inbox}, data_dir=tmp_path / "data", spark=spark)
     with log.open("a") as fh:
         fh.write(csv_lines([("x", 2.0)], 3))
@@ -263,7 +254,7 @@ def test_a_file_that_grows_after_it_was_read_is_reported(spark, tmp_path: Path) 
     assert f"{log.stat().st_size - size} bytes" in changed.message
     assert [c.path for c in tf.changed_files(app, data_dir=tmp_path / "data")["A"]] == [changed.path]
     app_file = tmp_path / "app.siddhi"
-    app_file.write_text(APP)
+    app_file.write_text(TOTALS_APP)
     shown = CliRunner().invoke(cli, ["inspect", str(app_file), "--data-dir", str(tmp_path / "data"),
                                      "--format", "json"])
     assert shown.exit_code == 0, shown.output
@@ -290,7 +281,7 @@ def test_unreadable_parquet_files_are_recorded_and_the_rest_is_read(spark, tmp_p
     (inbox / "c-random.parquet").write_bytes(os.urandom(3000))
     (inbox / "d-empty.parquet").write_bytes(b"")
     _parquet(inbox / "e.parquet", [{"k": "x", "v": 4.0, "ts": T0}])
-    out = run(spark, APP, {"S": inbox}, tmp_path / "data", store=store)
+    out = run(spark, TOTALS_APP, {"S": inbox}, tmp_path / "data", store=store)
     assert (out.totals["A"].events_read, out.totals["A"].files_rejected) == (2, 3)
     bad = recorded(out, "file")
     assert [Path(p).name for p, _ in bad] == ["b-truncated.parquet", "c-random.parquet", "d-empty.parquet"]
@@ -308,7 +299,7 @@ def test_a_later_parquet_file_with_other_column_types_is_read_as_it_is(spark, tm
     _parquet(inbox / "b.parquet", [{"k": "x", "v": 2, "ts": T0}],
              pa.schema([("k", pa.string()), ("v", pa.int32()), ("ts", pa.int64())]))
     _parquet(inbox / "c.parquet", [{"k": "x", "v": "4.25", "ts": T0}, {"k": "x", "v": "abc", "ts": T0}])
-    out = run(spark, APP, {"S": inbox}, tmp_path / "data")
+    out = run(spark, TOTALS_APP, {"S": inbox}, tmp_path / "data")
     assert (out.totals["A"].events_aggregated, out.totals["A"].events_rejected) == (3, 1)
     assert list(out.recorded("A")["reason"]) == ["field 'v': value 'abc' is not a double"]
     assert totals(out) == oracle([("x", 1.5), ("x", 2.0), ("x", 4.25)])
@@ -322,7 +313,7 @@ def test_parquet_nanosecond_timestamps_are_instants(spark, tmp_path: Path) -> No
                                      pa.timestamp("ns", tz="UTC"))})
     inbox.mkdir()
     pq.write_table(table, inbox / "a.parquet")
-    out = run(spark, APP, {"S": inbox}, tmp_path / "data")
+    out = run(spark, TOTALS_APP, {"S": inbox}, tmp_path / "data")
     assert totals(out) == oracle([("x", 1.0), ("y", 2.0)])
     seconds = out.query('from A within "2024-01-05", "2024-01-06" per "seconds" select AGG_TIMESTAMP, k')
     assert sorted(seconds["AGG_TIMESTAMP"]) == [T0, T0 + 86_399_000]
@@ -338,7 +329,7 @@ def test_random_bytes_and_invalid_utf8_in_json_are_rejected_line_by_line(spark, 
     (inbox / "a.json").write_bytes(good[0] + b'\n{"k": "b\xff\xfe", "v": 1, "ts": 1\n' + good[1] + b"\n")
     (inbox / "b.json").write_bytes(b"\x00\x01garbage\x00\n\xff\xfe\xfd\n")
     (inbox / "c.json").write_text(json.dumps({"k": "nul\u0000key", "v": 3.0, "ts": T0}) + "\n")
-    out = run(spark, APP, {"S": inbox}, tmp_path / "data", store=store)
+    out = run(spark, TOTALS_APP, {"S": inbox}, tmp_path / "data", store=store)
     assert (out.totals["A"].events_aggregated, out.totals["A"].events_rejected) == (2, 4)
     reasons = sorted(out.recorded("A")["reason"])
     assert reasons.count("malformed record: cannot be read as a row of the stream") == 3
@@ -351,7 +342,7 @@ def test_on_bad_file_fail_stops_at_the_first_unreadable_file(spark, tmp_path: Pa
     _parquet(inbox / "a.parquet", [{"k": "x", "v": 1.0, "ts": T0}])
     (inbox / "b.parquet").write_bytes(b"PAR1 not really")
     with pytest.raises(TiltframeError, match=r"aggregation A, batch 0: .*b\.parquet: not a readable Parquet file"):
-        tf.run(tf.load_app(APP), {"S": inbox}, data_dir=tmp_path / "data", spark=spark, on_bad_file="fail")
+        tf.run(tf.load_app(TOTALS_APP), {"S": inbox}, data_dir=tmp_path / "data", spark=spark, on_bad_file="fail")
 
 
 def test_a_file_gone_before_its_batch_is_recorded(spark, tmp_path: Path) -> None:
@@ -360,7 +351,7 @@ def test_a_file_gone_before_its_batch_is_recorded(spark, tmp_path: Path) -> None
     inbox.mkdir()
     (inbox / "a.csv").write_text(csv_lines([("x", 1.0)]))
     (inbox / "b.csv").write_text(csv_lines([("x", 2.0)]))
-    app = tf.load_app(APP)
+    app = tf.load_app(TOTALS_APP)
     seen: list[int] = []
 
     def remove_b(report: object) -> None:  # after the first batch (a.csv), b.csv vanishes
@@ -386,7 +377,7 @@ def test_a_parquet_file_whose_pages_are_corrupt_is_found_and_set_aside(spark, tm
     broken[4:2004] = os.urandom(2000)  # the first column chunk; the footer at the end stays whole
     (inbox / "b.parquet").write_bytes(bytes(broken))
     _parquet(inbox / "c.parquet", [{"k": "x", "v": 4.0, "ts": T0}])
-    out = run(spark, APP, {"S": inbox}, tmp_path / "data")
+    out = run(spark, TOTALS_APP, {"S": inbox}, tmp_path / "data")
     assert (out.totals["A"].events_read, out.totals["A"].files_rejected) == (2, 1)
     [(path, reason)] = recorded(out, "file")
     assert path.endswith("b.parquet") and reason.startswith("file cannot be read: ")

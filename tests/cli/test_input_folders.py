@@ -15,19 +15,12 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from tests.bad_input.harness import T0, TOTALS_APP
 from tiltframe.cli.commands import app
 
 pytestmark = pytest.mark.slow
 runner = CliRunner()
 
-APP = """
-define stream S (k string, v double, ts long);
-define aggregation A from S
-select k, sum(v) as total, count() as events
-group by k
-aggregate by ts every sec ... day;
-"""
-T0 = 1704412800000
 DAY = 'from A within "2024-01-05", "2024-01-06" per "days" select k, total, events'
 
 
@@ -50,7 +43,7 @@ def by_key(frames: list[pd.DataFrame]) -> dict[str, list]:
 
 def test_compressed_exports_then_a_moved_folder(spark: object, tmp_path: Path) -> None:
     app_file = tmp_path / "app.siddhi"
-    app_file.write_text(APP)
+    app_file.write_text(TOTALS_APP)
     landing = tmp_path / "landing"
     landing.mkdir()
     months = [month(i, 20 + i) for i in range(4)]
@@ -103,7 +96,7 @@ def test_compressed_exports_then_a_moved_folder(spark: object, tmp_path: Path) -
 def test_bz2_json_lines_folder_tells_its_format(spark: object, tmp_path: Path) -> None:
     """A folder of .jsonl.bz2 files alone is read as JSON Lines without --input-format."""
     app_file = tmp_path / "app.siddhi"
-    app_file.write_text(APP)
+    app_file.write_text(TOTALS_APP)
     inbox = tmp_path / "in"
     inbox.mkdir()
     df = month(5, 12)

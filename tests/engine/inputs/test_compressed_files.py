@@ -22,18 +22,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from tests.bad_input.harness import Outcome, run
+from tests.bad_input.harness import T0, TOTALS_APP, Outcome, run
 from tiltframe.engine.inputs.compressed_files import codec_of, damage, without_codec
 from tiltframe.engine.inputs.sources import file_format, list_stream
-
-APP = """
-define stream S (k string, v double, ts long);
-define aggregation A from S
-select k, sum(v) as total, count() as events
-group by k
-aggregate by ts every sec ... day;
-"""
-T0 = 1704412800000  # 2024-01-05 00:00:00 GMT
 
 
 def events(seed: int, n: int) -> pd.DataFrame:
@@ -161,7 +152,7 @@ def test_compressed_files_give_the_events_of_the_same_rows_plain(spark, tmp_path
             data = write(df)
             data = COMPRESS.get(suffix.lower(), lambda b: b)(data)
             (inbox / f"part{i}-{names[i % 2]}{suffix}").write_bytes(data)
-        out = run(spark, APP, {"S": inbox}, tmp_path / f"data-{fmt}")
+        out = run(spark, TOTALS_APP, {"S": inbox}, tmp_path / f"data-{fmt}")
         t = out.totals["A"]
         assert (t.events_read, t.events_rejected, t.files_rejected) == (sum(len(f) for f in frames), 0, 0)
         assert totals(out) == oracle(frames)
@@ -181,7 +172,7 @@ def test_spark_written_lz4_and_snappy_are_read(spark, tmp_path: Path) -> None:
             str(written))
         part = next(written.glob(f"part-*.csv.{codec}"))
         part.rename(inbox / f"spark-{codec}.csv.{codec}")
-    out = run(spark, APP, {"S": inbox}, tmp_path / "data")
+    out = run(spark, TOTALS_APP, {"S": inbox}, tmp_path / "data")
     assert (out.totals["A"].events_read, out.totals["A"].files_rejected) == (6000, 0)
     assert totals(out) == oracle(frames)
 
@@ -208,7 +199,7 @@ def test_damaged_compressed_files_are_recorded_and_the_rest_aggregated(spark, tm
     }
     for name, data in bad.items():
         (inbox / name).write_bytes(data)
-    out = run(spark, APP, {"S": inbox}, tmp_path / "data")
+    out = run(spark, TOTALS_APP, {"S": inbox}, tmp_path / "data")
     t = out.totals["A"]
     assert (t.events_read, t.events_rejected, t.files_rejected) == (110, 0, len(bad))
     assert totals(out) == oracle(good)
@@ -232,7 +223,7 @@ def test_a_folder_of_compressed_files_tells_its_format(spark, tmp_path: Path) ->
     from tiltframe.engine.inputs.sources import FileInput
     from tiltframe.lang.siddhiql.parser import parse_app
 
-    stream = parse_app(APP).stream("S")
+    stream = parse_app(TOTALS_APP).stream("S")
     for name, fmt in (("a.csv.gz", "csv"), ("b.jsonl.zst", "json")):
         folder = tmp_path / fmt
         folder.mkdir()

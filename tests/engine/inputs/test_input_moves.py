@@ -16,20 +16,12 @@ import pandas as pd
 import pytest
 
 import tiltframe as tf
-from tests.bad_input.harness import Outcome, run
+from tests.bad_input.harness import T0, TOTALS_APP, Outcome, run
 from tiltframe.engine.sinks import CallbackSink
 from tiltframe.errors import UsageError
 
 pytestmark = pytest.mark.slow
 
-APP = """
-define stream S (k string, v double, ts long);
-define aggregation A from S
-select k, sum(v) as total, count() as events
-group by k
-aggregate by ts every sec ... day;
-"""
-T0 = 1704412800000  # 2024-01-05 00:00:00 GMT
 #: Names Hadoop and URIs spell apart: a space, '#', '%', non-ASCII.
 NAMES = ["2024-01.csv", "2024-02 trades #2 %.csv", "été.csv", "2024-04.csv"]
 
@@ -68,7 +60,7 @@ def test_a_moved_folder_is_followed(spark, tmp_path: Path) -> None:
     compact = "spark.sql.streaming.fileSource.log.compactInterval"
     spark.conf.set(compact, "2")
     try:
-        first = run(spark, APP, {"S": landing}, data, max_files_per_trigger=1)
+        first = run(spark, TOTALS_APP, {"S": landing}, data, max_files_per_trigger=1)
     finally:
         spark.conf.unset(compact)
     assert first.totals["A"].events_read == 5 * 30
@@ -78,10 +70,10 @@ def test_a_moved_folder_is_followed(spark, tmp_path: Path) -> None:
     moved = tmp_path / "landing2"
     landing.rename(moved)
     export(moved, NAMES[3], month(99, 17))
-    second = run(spark, APP, {"S": moved}, data)
+    second = run(spark, TOTALS_APP, {"S": moved}, data)
     assert second.totals["A"].events_read == 17
     assert totals(second) == oracle([moved])
-    third = run(spark, APP, {"S": moved}, data)
+    third = run(spark, TOTALS_APP, {"S": moved}, data)
     assert third.totals["A"].events_read == 0
     assert json.loads((checkpoint / "input.json").read_text())["folder"] == str(moved)
 
@@ -96,12 +88,12 @@ def test_a_renamed_mount_point_is_followed(spark, tmp_path: Path) -> None:
         export(disk / "landing", name, month(10 + i))
     (tmp_path / "mnt-a").symlink_to(disk)
     data = tmp_path / "data"
-    run(spark, APP, {"S": tmp_path / "mnt-a" / "landing"}, data, max_files_per_trigger=2)
+    run(spark, TOTALS_APP, {"S": tmp_path / "mnt-a" / "landing"}, data, max_files_per_trigger=2)
 
     (tmp_path / "mnt-a").unlink()
     (tmp_path / "mnt-b").symlink_to(disk)
     export(disk / "landing", NAMES[3], month(20, 11))
-    out = run(spark, APP, {"S": tmp_path / "mnt-b" / "landing"}, data)
+    out = run(spark, TOTALS_APP, {"S": tmp_path / "mnt-b" / "landing"}, data)
     assert out.totals["A"].events_read == 11
     assert totals(out) == oracle([disk / "landing"])
 
@@ -110,7 +102,7 @@ def test_a_renamed_mount_point_is_followed(spark, tmp_path: Path) -> None:
     (tmp_path / "mnt-b").unlink()
     (tmp_path / "mnt-b").symlink_to(copy)
     export(copy / "landing", "2024-05.csv", month(21, 5))
-    out = run(spark, APP, {"S": tmp_path / "mnt-b" / "landing"}, data)
+    out = run(spark, TOTALS_APP, {"S": tmp_path / "mnt-b" / "landing"}, data)
     assert out.totals["A"].events_read == 5
     assert totals(out) == oracle([copy / "landing"])
 
@@ -125,18 +117,18 @@ def test_a_relative_path_from_another_directory_is_followed(spark, tmp_path: Pat
     export(real / "landing", NAMES[0], month(30))
     (tmp_path / "link").symlink_to(real)
     data = tmp_path / "data"
-    run(spark, APP, {"S": tmp_path / "link" / "landing"}, data)
+    run(spark, TOTALS_APP, {"S": tmp_path / "link" / "landing"}, data)
     checkpoint = next((data / "checkpoints").iterdir())
     (checkpoint / "input.json").unlink()  # as a checkpoint written before the marker existed
 
     monkeypatch.chdir(real)
     export(real / "landing", NAMES[1], month(31, 9))
-    out = run(spark, APP, {"S": Path("landing")}, data)
+    out = run(spark, TOTALS_APP, {"S": Path("landing")}, data)
     assert out.totals["A"].events_read == 9
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
     export(real / "landing", NAMES[2], month(32, 4))
-    out = run(spark, APP, {"S": Path("../real/landing")}, data)
+    out = run(spark, TOTALS_APP, {"S": Path("../real/landing")}, data)
     assert out.totals["A"].events_read == 4
     assert totals(out) == oracle([real / "landing"])
 
@@ -148,18 +140,18 @@ def test_another_folder_of_the_same_names_is_refused(spark, tmp_path: Path) -> N
     jan.mkdir()
     export(jan, "day01.csv", month(40))
     data = tmp_path / "data"
-    run(spark, APP, {"S": jan}, data)
+    run(spark, TOTALS_APP, {"S": jan}, data)
     feb = tmp_path / "february"
     feb.mkdir()
     export(feb, "day01.csv", month(41, 31))
     with pytest.raises(UsageError) as err:
-        run(spark, APP, {"S": feb}, data)
+        run(spark, TOTALS_APP, {"S": feb}, data)
     said = str(err.value)
     assert "\n" not in said
     for part in (str(jan), str(feb), "day01.csv", f"--input S={jan}", "--rebuild", "--data-dir"):
         assert part in said, part
     export(jan, "day02.csv", month(42, 6))
-    out = run(spark, APP, {"S": jan}, data)
+    out = run(spark, TOTALS_APP, {"S": jan}, data)
     assert out.totals["A"].events_read == 6
     assert totals(out) == oracle([jan])
 
@@ -171,13 +163,13 @@ def test_following_keeps_a_grown_file_said(spark, tmp_path: Path) -> None:
     real.mkdir()
     export(real, "a.csv", month(50))
     data = tmp_path / "data"
-    run(spark, APP, {"S": real}, data)
+    run(spark, TOTALS_APP, {"S": real}, data)
     (tmp_path / "alias").symlink_to(real)
     with (real / "a.csv").open("a") as fh:
         fh.write(f"z,1.0,{T0}\n")
     from tiltframe import api
 
-    result = api.run(api.load_app(APP), {"S": tmp_path / "alias"}, data_dir=data, spark=spark)
+    result = api.run(api.load_app(TOTALS_APP), {"S": tmp_path / "alias"}, data_dir=data, spark=spark)
     assert result.aggregations["A"].events_read == 0
     assert [os.path.basename(c.path) for c in result.files_changed["A"]] == ["a.csv"]
 
