@@ -5,6 +5,7 @@ and rejected ones set aside), assigns tumble, hop and count windows and merges p
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -189,7 +190,7 @@ class Step(Sessions, Emission, Tilt):
         if self.watermark is not None:
             late, reasons = self._late(events)
             if late.any():
-                self._records("late", events[late], reasons[late])
+                self._records("late", events[late], reasons())
                 events = events[~late].reset_index(drop=True)
         if events.empty:
             return
@@ -212,9 +213,11 @@ class Step(Sessions, Emission, Tilt):
         partial[DIRTY] = True
         self.open = partial if is_empty(self.open) else self._merge(pd.concat([self.open, partial], ignore_index=True))
 
-    def _late(self, events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-        """Which events are late, and why (Proton's ``WatermarkStamper``: an event is late when its time is
-        below the watermark of the events before it, here the watermark at the micro-batch's start).
+    def _late(self, events: pd.DataFrame) -> tuple[np.ndarray, Callable[[], np.ndarray]]:
+        """Which events are late, and a function giving why for each of them (asked only when some are:
+        the text is made for the late events alone).  Proton's ``WatermarkStamper``: an event is late when
+        its time is below the watermark of the events before it, here the watermark at the micro-batch's
+        start.
 
         The watermark of a tumble or hop window is the end of the last window that the greatest event time
         minus the delay closed (``TumbleWatermarkStamper``, ``HopWatermarkStamper``), so an event is late
@@ -226,30 +229,30 @@ class Step(Sessions, Emission, Tilt):
         ts = events[TS].to_numpy(dtype="int64")
         known = ~np.isnan(marks)
         base = np.where(known, marks, 0).astype("int64")
-        delay = int(self.emit.delay_ms or 0)
-        greatest = (base + delay).astype(str).astype(object)
-        of = " of its substream" if self.query.partitions else ""
-        if self.window.kind in (WindowKind.TUMBLE, WindowKind.HOP):
-            size = int(self.window.size_ms or 0)
-            slide = int(self.window.slide_ms or size) if self.window.kind is WindowKind.HOP else size
-            mark = np.floor_divide(base - size, slide) * slide + size
-            first = (np.floor_divide(ts - size, slide) + 1) * slide
-            which = "its window" if self.window.kind is WindowKind.TUMBLE else "its earliest window"
-            into = "" if self.window.kind is WindowKind.TUMBLE else " into none of its windows"
-            reasons = (
-                f"{which} [" + first.astype(str).astype(object) + ", " + (first + size).astype(str).astype(object)
-                + ") has closed: event time " + ts.astype(str).astype(object) + " is below the watermark "
-                + mark.astype(str).astype(object) + ", the end of the last window closed by the greatest event "
-                f"time{of} " + greatest + f" minus delay {delay} ms; not aggregated{into}"
-            )
-        else:
-            mark = base
-            reasons = (
-                "event time " + ts.astype(str).astype(object) + " is below the watermark "
-                + mark.astype(str).astype(object) + f", the greatest event time{of} " + greatest
-                + f" minus delay {delay} ms; not aggregated"
-            )
-        return known & (ts < mark), np.asarray(reasons, dtype=object)
+        kind = self.window.kind
+        windowed = kind in (WindowKind.TUMBLE, WindowKind.HOP)
+        size = int(self.window.size_ms or 0)
+        slide = (int(self.window.slide_ms or size) if kind is WindowKind.HOP else size) if windowed else 0
+        mark = np.floor_divide(base - size, slide) * slide + size if windowed else base
+        late = known & (ts < mark)
+
+        def reasons() -> np.ndarray:
+            at, held, closed = ts[late], mark[late], base[late]
+            delay = int(self.emit.delay_ms or 0)
+            greatest = f"the greatest event time{' of its substream' if self.query.partitions else ''} "
+            tail = greatest + _text(closed + delay) + f" minus delay {delay} ms; not aggregated"
+            if not windowed:
+                return np.asarray("event time " + _text(at) + " is below the watermark " + _text(held) + ", " + tail,
+                                  dtype=object)
+            first = (np.floor_divide(at - size, slide) + 1) * slide
+            which, into = ("its window", "") if kind is WindowKind.TUMBLE else ("its earliest window",
+                                                                                " into none of its windows")
+            return np.asarray(
+                f"{which} [" + _text(first) + ", " + _text(first + size) + ") has closed: event time " + _text(at)
+                + " is below the watermark " + _text(held) + ", the end of the last window closed by " + tail + into,
+                dtype=object)
+
+        return late, reasons
 
     def _windows(self, events: pd.DataFrame) -> pd.DataFrame:
         """Each event once per window it belongs to: ``AGG_TIMESTAMP`` (window start), ``WS``, ``WE``."""
@@ -268,10 +271,10 @@ class Step(Sessions, Emission, Tilt):
             counts = np.maximum(last - first + 1, 0).astype("int64")
             if slide > size and (counts == 0).any():  # a sampling hop: between two windows, in none
                 between = counts == 0
-                after = (last[between] * slide + size).astype(str).astype(object)
+                after = _text(last[between] * slide + size)
                 self._records("unwindowed", events[between], (
-                    "event time " + ts[between].astype(str).astype(object) + " falls between the windows ending at "
-                    + after + " and starting at " + ((last[between] + 1) * slide).astype(str).astype(object)
+                    "event time " + _text(ts[between]) + " falls between the windows ending at " + after
+                    + " and starting at " + _text((last[between] + 1) * slide)
                     + f" (the hop's slide {slide} ms is longer than its size {size} ms: it samples); not aggregated"))
             repeated = events.loc[events.index.repeat(counts)].copy()
             offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
@@ -310,3 +313,7 @@ class Step(Sessions, Emission, Tilt):
 
     # --- sessions ---------------------------------------------------------------------------------------
 
+
+def _text(numbers: np.ndarray) -> np.ndarray:
+    """Whole numbers as text, for building reasons element-wise with ``+``."""
+    return numbers.astype(str).astype(object)
