@@ -67,16 +67,16 @@ def follow_folder(folder: Folder, checkpoint: Location, stream: str) -> None:
     if logs is None:  # a log in a form not known here: Spark's own checks stand
         return
     uris = [e["path"] for entries in logs.values() for e in entries]
-    if all(u.startswith(uri + "/") for u in uris):
+    if _all_under(uris, uri):
         _mark(home, folder, uri)
         return
     old_uri, old_path = _read_folder(home, uris, folder)
-    if old_uri is None or not all(u.startswith(old_uri + "/") or u.startswith(uri + "/") for u in uris):
+    if old_uri is None or not _all_under(uris, old_uri, uri):
         msg = (f"input of stream {stream}: the checkpoint {checkpoint} read files outside '{folder.path}' that "
                f"tiltframe cannot place in one folder ({_example(uris, uri)}). {_ways(stream, old_path, folder)}")
         raise UsageError(msg)
     sizes = _recorded_sizes(home)
-    moved = [_Read(u, logged_path(u), None) for u in uris if u.startswith(old_uri + "/")]
+    moved = [_Read(u, logged_path(u), None) for u in uris if _under(u, old_uri)]
     moved = [_Read(r.uri, r.path, sizes.get(r.path)) for r in moved]
     old = local_path(old_path) if old_path else None
     if folder.local is None or old is None:
@@ -84,7 +84,7 @@ def follow_folder(folder: Folder, checkpoint: Location, stream: str) -> None:
                f"and files off this machine are not followed to another folder (their sizes are not recorded). "
                f"{_ways(stream, old_path, folder)}")
         raise UsageError(msg)
-    same = old.exists() and os.path.samefile(old, folder.local)
+    same = _same_folder(old, folder)
     known = 0
     for r in moved:
         rel = PurePosixPath(r.uri[len(old_uri) + 1:])
@@ -117,40 +117,60 @@ def check_spark_folder(folder: Folder, checkpoint: Location, stream: str, what: 
     for log in (sources.iterdir() if sources.is_dir() else []):
         logs = _source_logs(log) if log.is_dir() else None
         uris = [e["path"] for entries in (logs or {}).values() for e in entries]
-        if logs is None or all(u.startswith(uri + "/") for u in uris):
+        if logs is None or _all_under(uris, uri):
             continue
         old_uri, old_path = _read_folder(checkpoint, uris, folder)
         old = local_path(old_path) if old_path else None
-        if (old_uri is not None and old is not None and folder.local is not None and old.exists()
-                and os.path.samefile(old, folder.local)
-                and all(u.startswith(old_uri + "/") or u.startswith(uri + "/") for u in uris)):
+        if old_uri is not None and _same_folder(old, folder) and _all_under(uris, old_uri, uri):
             _rewrite(log, logs, old_uri, uri)
             logger.warning("input of stream %s: %s read '%s'; following '%s' now (the same folder)", stream, what,
                            old_path, folder.path)
             continue
         where = f"'{old_path}'" if old_path else f"files outside it ({_example(uris, uri)})"
-        back = f"--input {stream}={old_path} to go on with that folder, or " if old_path else ""
-        msg = (f"input of stream {stream}: {what} read {where} before, not '{folder.path}': Spark knows its files by "
-               f"their paths alone, so it would read the files of another folder again. Give {back}a new "
-               f"--checkpoint-dir (or --data-dir) to start {what} over from '{folder.path}' "
-               f"(docs/bad-input.md, \"A moved folder\")")
+        msg = (f"input of stream {stream}: {what} read {where} before, not '{folder.path}': Spark knows its files "
+               f"by their paths alone, so it would read the files of another folder again. Give "
+               f"{_back(stream, old_path)}a new --checkpoint-dir (or --data-dir) to start {what} over from "
+               f"'{folder.path}' (docs/bad-input.md, \"A moved folder\")")
         raise UsageError(msg)
 
 
 def _ways(stream: str, old: str | None, folder: Folder) -> str:
-    back = f"--input {stream}={old} to go on with that folder, or " if old else ""
-    return (f"Give {back}--rebuild to start over from '{folder.path}' alone (what the aggregations hold of "
-            f"the other folder is dropped), or a new --data-dir (or --checkpoint-dir) for a rollup of its own "
+    return (f"Give {_back(stream, old)}--rebuild to start over from '{folder.path}' alone (what the aggregations "
+            f"hold of the other folder is dropped), or a new --data-dir (or --checkpoint-dir) for a rollup of its own "
             f"(docs/bad-input.md, \"A moved folder\")")
 
 
+def _back(stream: str, old: str | None) -> str:
+    """The way back to the folder read before, where it is known."""
+    return f"--input {stream}={old} to go on with that folder, or " if old else ""
+
+
 def _example(uris: list[str], uri: str) -> str:
-    return next((u for u in uris if not u.startswith(uri + "/")), "?")
+    return next((u for u in uris if not _under(u, uri)), "?")
+
+
+def _under(uri: str, root: str) -> bool:
+    return uri.startswith(root + "/")
+
+
+def _all_under(uris: list[str], *roots: str) -> bool:
+    """Whether every logged file is in one of the folders ``roots``."""
+    return all(any(_under(u, r) for r in roots) for u in uris)
+
+
+def _same_folder(old: Path | None, folder: Folder) -> bool:
+    """Whether the local folder read before is ``folder`` under another name."""
+    return old is not None and folder.local is not None and old.exists() and os.path.samefile(old, folder.local)
 
 
 def _folder_uri(folder: Folder) -> str:
     """The folder as Spark's source log writes its files' paths: its qualified URI (``file:///x/y``)."""
-    jpath = folder._jvm.org.apache.hadoop.fs.Path(folder.path)
+    return _qualified(folder, folder.path)
+
+
+def _qualified(folder: Folder, path: str) -> str:
+    """``path`` qualified on ``folder``'s file system, as Spark's source log writes paths."""
+    jpath = folder._jvm.org.apache.hadoop.fs.Path(path)
     return str(folder._fs.makeQualified(jpath).toUri().toString()).rstrip("/")
 
 
@@ -182,16 +202,15 @@ def _read_folder(home: Location, uris: list[str], folder: Folder) -> tuple[str |
     if marker.exists():
         content = json.loads(marker.read_text(encoding="utf-8"))
         return str(content["uri"]), str(content["folder"])
-    paths = [logged_path(u) for u in uris if not u.startswith(_folder_uri(folder) + "/")]
+    given = _folder_uri(folder)
+    paths = [logged_path(u) for u in uris if not _under(u, given)]
     locals_ = [local_path(p) for p in paths]
     if not paths or any(p is None for p in locals_):
         return None, None
     common = Path(os.path.commonpath([str(p.parent) for p in locals_ if p is not None]))
     while "=" in common.name:
         common = common.parent
-    jvm, fs = folder._jvm, folder._fs
-    uri = str(fs.makeQualified(jvm.org.apache.hadoop.fs.Path(str(common))).toUri().toString()).rstrip("/")
-    return uri, str(common)
+    return _qualified(folder, str(common)), str(common)
 
 
 def _recorded_sizes(home: Location) -> dict[str, int]:
