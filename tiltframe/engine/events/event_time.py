@@ -33,8 +33,8 @@ _COMMON = (r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]
 
 
 def text_time_ms(text: Column) -> Column:
-    """Epoch ms of a timestamp string in one of the accepted forms; null for anything else."""
-    text = F.trim(text)
+    """Epoch ms of a trimmed timestamp string in one of the accepted forms; null for anything else (the
+    caller trims once for this and ``text_long``)."""
     # A common form ends in its offset (Z, or a sign six characters from the end) or has none: then GMT.
     zoned = text.endswith("Z") | F.substring(text, -6, 1).isin("+", "-")
     common = F.unix_millis(F.when(zoned, text).otherwise(F.concat(text, F.lit("Z"))).try_cast("timestamp"))
