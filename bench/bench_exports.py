@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sqlite3
 import statistics
@@ -41,11 +40,8 @@ import exports
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 ZONE = "America/New_York"
-#: The plain job's two rollups: their key and (output, Spark build, merge) per measure, as the app has them.
-ROLLUPS = {
-    "DelaysByCarrier": ("carrier", ["dep_delay", "arr_delay", "tailnum"]),
-    "TrafficByOrigin": ("origin", ["distance", "air_time", "arr_delay", "dest", "dep_delay"]),
-}
+#: The plain job's two rollups and the key of each, as the app has them.
+ROLLUPS = {"DelaysByCarrier": "carrier", "TrafficByOrigin": "origin"}
 
 
 def schema(form: str) -> str:
@@ -63,12 +59,15 @@ def plain(form: str, data: Path) -> dict[str, Any]:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
+    from tiltframe.engine.spark.session import tiltframe_defaults
+
     t0 = time.perf_counter()
-    # The settings tiltframe gives its own sessions where nobody set them (a few shuffle partitions per core,
-    # 4g for the driver): Spark's 200 partitions made this job ten times slower on small data.
-    spark = (SparkSession.builder.master("local[*]").config("spark.ui.enabled", "false")
-             .config("spark.sql.session.timeZone", ZONE).config("spark.driver.memory", "4g")
-             .config("spark.sql.shuffle.partitions", str(max(4, 2 * (os.cpu_count() or 2)))).getOrCreate())
+    # The shuffle partitions and driver memory tiltframe gives its own sessions where nobody set them: Spark's
+    # 200 partitions made this job ten times slower on small data.
+    sized = {k: v for k, v in tiltframe_defaults("local[*]").items()
+             if k in ("spark.sql.shuffle.partitions", "spark.driver.memory")}
+    builder = SparkSession.builder.master("local[*]").config("spark.ui.enabled", "false")
+    spark = builder.config("spark.sql.session.timeZone", ZONE).config(map=sized).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     if form == "parquet":  # pandas writes nanosecond timestamps, which Spark reads only as longs
         spark.conf.set("spark.sql.legacy.parquet.nanosAsLong", "true")
@@ -79,7 +78,7 @@ def plain(form: str, data: Path) -> dict[str, Any]:
           "parquet": F.timestamp_micros(F.floor(F.col("time_hour") / 1000))}[form]
     events = events.withColumn("ts", ts)
     totals: dict[str, Any] = {}
-    for name, (key, _) in ROLLUPS.items():
+    for name, key in ROLLUPS.items():
         if name == "DelaysByCarrier":
             level = events.groupBy(F.date_trunc("HOUR", "ts").alias("b"), key).agg(
                 F.count(F.lit(1)).alias("n"), F.sum("dep_delay").alias("s"), F.count("dep_delay").alias("c"),
