@@ -1,7 +1,7 @@
 """Input streams: a directory of CSV, JSON Lines or Parquet files (the text ones compressed or not) watched for
-new files, on any file system
-Spark reaches (``tiltframe.engine.inputs.filesystems``), or a caller's streaming DataFrame (Kafka or anything else
-Spark reads; ``tiltframe.engine.inputs.text_sources`` types a column of JSON or CSV text).
+new files, on any file system Spark reaches (``tiltframe.engine.inputs.filesystems``), or a caller's streaming
+DataFrame (Kafka or anything else Spark reads; ``tiltframe.engine.inputs.text_sources`` types a column of
+JSON or CSV text).
 
 An aggregation's folder is listed by Spark's file source (``list_stream``) and each micro-batch's files are
 read by ``tiltframe.engine.inputs.file_batches``.  Continuous queries and request streams consume rows as Spark
