@@ -30,6 +30,7 @@ EDGES = [
     "-62135596800001", "253402300799999", "253402300800000", "9223372036854775807", "9223372036854775808",
     "-9223372036854775808", "-9223372036854775809", "00000000000000000000000042", "1.5", "1e3", "2024-1-5",
     "24-01-05", "2024-01-05T10", "2024-01-05T10:00:00.", "2024-01-05\t10:00:00", "\t2024-01-05", "٢٠٢٤-01-05",
+    "29\x0c", "\t42\x7f", "\x0c+5", "\x0c-5", "-5\t", "-\x0c5", "+\t5", "\x01\x1f", "5\x0c6",
 ]
 
 
@@ -44,7 +45,9 @@ def parts() -> st.SearchStrategy[str]:
     stamp = st.tuples(year, digits, digits, sep, digits, digits, digits, fraction, offset).map(
         lambda p: f"{p[0]}-{p[1]}-{p[2]}{p[3]}{p[4]}:{p[5]}:{p[6]}{p[7]}{p[8]}")
     date = st.tuples(year, digits, digits).map(lambda p: f"{p[0]}-{p[1]}-{p[2]}")
-    number = st.one_of(st.integers(-(2**64), 2**64).map(str), st.integers(-(10**15), 10**15).map(lambda n: f" {n} "))
+    controls = st.text(st.sampled_from(["\t", "\x0c", "\x1f", "\x7f", " "]), max_size=2)
+    wrapped = st.tuples(controls, st.integers(-(10**15), 10**15), controls).map(lambda p: "".join(map(str, p)))
+    number = st.one_of(st.integers(-(2**64), 2**64).map(str), wrapped)
     return st.one_of(stamp, date, number, st.text(max_size=12))
 
 

@@ -3,12 +3,12 @@ milliseconds: the forms of docs/time.md ("Event time"), vectorised over a pandas
 
 The acceptance is that of the Spark side (``engine.events.event_time.event_time_ms`` over a string, then the
 range check of ``engine.events.typed``): spaces around the text are ignored; a whole number (an optional sign,
-ASCII digits, within a long) is epoch milliseconds; otherwise ``timeutil.parse.TIME_PATTERN`` (Siddhi's
-``yyyy-MM-dd HH:mm:ss`` with or without an offset, ISO-8601 with ``T``, ``Z``, offsets and fractions, dates)
-with a real calendar date, hours to 23, minutes and seconds to 59 and an offset of at most 18 hours (Java's
-``ZoneOffset``, which Spark parses with); digits after the millisecond are dropped.  The reasons are Spark's
-too: a text of no such form "is not a timestamp", an instant outside years 0001-9999 "is outside years
-0001-9999".
+ASCII digits, within a long; control characters around it ignored, as Spark's cast does) is epoch
+milliseconds; otherwise ``timeutil.parse.TIME_PATTERN`` (Siddhi's ``yyyy-MM-dd HH:mm:ss`` with or without an
+offset, ISO-8601 with ``T``, ``Z``, offsets and fractions, dates) with a real calendar date, hours to 23,
+minutes and seconds to 59 and an offset of at most 18 hours (Java's ``ZoneOffset``, which Spark parses with);
+digits after the millisecond are dropped.  The reasons are Spark's too: a text of no such form "is not a
+timestamp", an instant outside years 0001-9999 "is outside years 0001-9999".
 """
 
 from __future__ import annotations
@@ -23,7 +23,10 @@ from tiltframe.timeutil.parse import FORMATS, TIME_PATTERN
 
 #: The pattern as Java reads it (``\\s`` and digits ASCII only), which is how Spark applies it.
 _TIME = re.compile(TIME_PATTERN, re.ASCII)
-_WHOLE = re.compile(r"^[+-]?[0-9]+$", re.ASCII)
+#: A whole number as Spark's cast to long reads it: the cast also ignores ASCII control characters around
+#: the digits (``"29\\f"`` is 29), but a minus only where it is the text's first character (``text_long``).
+_CONTROLS = "".join(map(chr, [*range(0x21), 0x7F]))
+_WHOLE = re.compile(r"^(?:-[0-9]+|[\x00-\x20\x7f]*\+?[0-9]+)[\x00-\x20\x7f]*$", re.ASCII)
 _MIN_MS = -62_135_596_800_000  # 0001-01-01 00:00:00 GMT
 _MAX_MS = 253_402_300_799_999  # 9999-12-31 23:59:59.999 GMT
 _MONTH_DAYS = np.array([31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])
@@ -86,7 +89,7 @@ def text_times_ms(values: pd.Series, where: str | Sequence[str]) -> tuple[np.nda
     whole = text.str.match(_WHOLE).to_numpy(dtype=bool)
     if whole.any():
         at = np.flatnonzero(whole)
-        ms[at], found[at] = _whole_ms(text[whole].reset_index(drop=True))
+        ms[at], found[at] = _whole_ms(text[whole].str.strip(_CONTROLS).reset_index(drop=True))
     rest = ~whole
     if rest.any():
         parts = text[rest].str.extract(_TIME)
