@@ -19,6 +19,7 @@ from tiltframe.model.app import AppSpec
 from tiltframe.model.expressions import Attr
 from tiltframe.model.streams import Attribute, AttrType, StreamDef
 from tiltframe.store.base import REJECTED_COLUMNS, REJECTED_TIMES, BatchStats, BatchWrite
+from tiltframe.store.dialects.lookup import dialect_of
 from tiltframe.store.dialects.mysql import KEY_HASH, key_hash_sql
 from tiltframe.store.schema import level_tables
 from tiltframe.store.sql import SqlStore
@@ -159,7 +160,7 @@ def test_tables_made_before_key_digests_keep_working_and_are_named(tmp_path: Pat
     layout = make_layout()
     with fresh_store("mysql", tmp_path / "db", make_layout(name="Other")) as (store, _):
         with store._engine.begin() as conn:
-            for table in level_tables(layout, "mysql", hashed=False).values():
+            for table in level_tables(layout, dialect_of("mysql"), hashed=False).values():
                 table.create(conn)
         store.ensure_schema(layout)
         assert "made by an earlier tiltframe" in caplog.text and "--rebuild" in caplog.text

@@ -31,6 +31,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from tiltframe.errors import DefinitionError, StoreError, UsageError, did_you_mean
 from tiltframe.functions.scalars import json_value
+from tiltframe.store.dialects.lookup import dialect_of
 from tiltframe.store.urls import hide_password
 from tiltframe.timeutil.time_columns import aware_times, readable_frame
 
@@ -384,11 +385,10 @@ class StoreTableSink:
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[Connection]:
-        """One write transaction; on SQLite ``BEGIN IMMEDIATE`` (see ``sqlite_engine``), so that two writers
-        never both read and then fail to upgrade their lock."""
+        """One write transaction, exclusive from its start where the database needs telling (SQLite's ``BEGIN
+        IMMEDIATE``: two writers must never both read and then fail to upgrade their lock)."""
         with self._engine.connect() as conn:
-            if conn.dialect.name == "sqlite":
-                conn = conn.execution_options(tiltframe_begin="BEGIN IMMEDIATE")
+            conn = dialect_of(conn).exclusive(conn)
             with conn.begin():
                 yield conn
 

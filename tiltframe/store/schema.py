@@ -15,7 +15,8 @@ from tiltframe.aggregates.layout import SHARD_ID, AggregationLayout
 from tiltframe.model.durations import Granularity
 from tiltframe.model.streams import AttrType
 from tiltframe.store.base import REJECTED_COLUMNS, REJECTED_TIMES
-from tiltframe.store.dialects.mysql import KEY_HASH, StoredText, hashes_keys, is_mysql, primary_key, sa_mysql
+from tiltframe.store.dialects.base import StoreDialect
+from tiltframe.store.dialects.mysql import KEY_HASH, StoredText, primary_key, sa_mysql
 
 AGGREGATIONS = "TILTFRAME_AGGREGATIONS"
 BATCHES = "TILTFRAME_BATCHES"
@@ -96,12 +97,12 @@ def sql_type(t: AttrType) -> sa.types.TypeEngine[Any]:
 
 
 def level_tables(
-    layout: AggregationLayout, dialect: str, *, hashed: bool | None = None
+    layout: AggregationLayout, dialect: StoreDialect, *, hashed: bool | None = None
 ) -> dict[Granularity, sa.Table]:
     """The table of each granularity of ``layout`` on ``dialect``: its columns in order, keyed by
     ``stored_key_names``, or on MySQL/MariaDB with string keys by ``AGG_KEY_HASH`` in their place
     (``store.dialects.mysql``; ``hashed=False``: a table made before, keyed by its VARCHAR(255) keys)."""
-    hashed = hashes_keys(layout, dialect) if hashed is None else hashed
+    hashed = dialect.hashes_keys(layout) if hashed is None else hashed
     key = primary_key(layout) if hashed else list(layout.stored_key_names)
     md = sa.MetaData()
 
@@ -117,8 +118,8 @@ def level_tables(
             for g in layout.spec.granularities}
 
 
-def _text(layout: AggregationLayout, dialect: str, hashed: bool, column: str) -> StoredText:
+def _text(layout: AggregationLayout, dialect: StoreDialect, hashed: bool, column: str) -> StoredText:
     """A text column: a shard id is short; so is a key of a MySQL table keyed by its text (one made before
     ``AGG_KEY_HASH``), since MySQL cannot key a LONGTEXT column."""
-    short = column == SHARD_ID or (is_mysql(dialect) and not hashed and column in layout.stored_key_names)
+    short = column == SHARD_ID or (dialect.short_text_keys(hashed) and column in layout.stored_key_names)
     return StoredText(255) if short else StoredText()

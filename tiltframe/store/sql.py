@@ -14,7 +14,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from tiltframe.store.dialects import mysql
+from tiltframe.store.dialects.lookup import dialect_of
 from tiltframe.store.reads.sql_reads import SqlReads
 from tiltframe.store.sql_connections import sqlite_engine
 from tiltframe.store.writes.sql_writes import SqlWrites
@@ -39,10 +39,9 @@ class SqlStore(SqlWrites, SqlReads):
         gives every read one snapshot, so a query never sees half of a batch.  MySQL connections speak
         utf8mb4 unless the URL says otherwise (``store.dialects.mysql``).
         """
-        args: dict[str, object] = {}
-        if mysql.is_mysql(url.get_backend_name()):  # LOAD DATA LOCAL appends new buckets (store.appends)
-            args = {"local_infile": True, **({} if "charset" in url.query else {"charset": "utf8mb4"})}
+        dialect = dialect_of(url.get_backend_name())
+        args = dialect.connect_args(url)
         engine = sa.create_engine(url, paramstyle="format", pool_pre_ping=True, isolation_level="REPEATABLE READ",
                                   connect_args=args)
-        return cls(engine, read_only=read_only)
+        return cls(engine, dialect=dialect, read_only=read_only)
 

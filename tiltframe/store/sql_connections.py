@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, NamedTuple, Self
 
@@ -16,7 +16,8 @@ from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.errors import StoreError
 from tiltframe.model.durations import Granularity
 from tiltframe.store.base import Capabilities
-from tiltframe.store.dialects import mysql
+from tiltframe.store.dialects.base import StoreDialect
+from tiltframe.store.dialects.lookup import dialect_of
 from tiltframe.store.lifecycle.definitions import Definition, DefinitionPlan, backfill_hint, plan
 from tiltframe.store.reads.frames import fetch_compiled
 from tiltframe.store.reads.merged_reads import MergedReads
@@ -48,8 +49,6 @@ _REGISTRATION = RegistrationRead()
 
 #: How long an SQLite connection waits for another writer's lock before it fails.
 BUSY_TIMEOUT_MS = 30_000
-#: The longest table or column name each database takes (``lang.checks.names`` checks apps against it).
-MAX_IDENTIFIER_LENGTH = {"sqlite": 1024, "postgresql": 63, "mysql": 64, "mariadb": 64}
 
 
 def sqlite_engine(path: Path, *, read_only: bool) -> Engine:
@@ -104,15 +103,16 @@ class SqlConnections:
     """The store's engine and its transactions: what every part of :class:`~tiltframe.store.sql.SqlStore`
     reads and writes through."""
 
-    def __init__(self, engine: Engine, *, read_only: bool = False, path: Path | None = None) -> None:
+    def __init__(self, engine: Engine, *, dialect: StoreDialect | None = None, read_only: bool = False,
+                 path: Path | None = None) -> None:
         self._engine = engine
+        #: What differs on this store's database (``store.dialects``).
+        self.dialect = dialect_of(engine) if dialect is None else dialect
         self._read_only = read_only
         self._path = path
         self.url = hide_password(engine.url)
-        dialect = engine.dialect.name
-        self.capabilities = Capabilities(max_identifier_length=MAX_IDENTIFIER_LENGTH.get(dialect, 63),
-                                         staged_writes=(dialect == "postgresql" or mysql.is_mysql(dialect))
-                                         and not read_only)
+        self.capabilities = Capabilities(max_identifier_length=self.dialect.max_identifier_length,
+                                         staged_writes=self.dialect.bulk_loads and not read_only)
         self._tables_cache: dict[tuple[str, str, bool], dict[Granularity, sa.Table]] = {}
         self._ready: set[tuple[str, str, bool]] = set()
         self._plans = ReadPlans(engine.dialect)
@@ -147,7 +147,7 @@ class SqlConnections:
     def _tables(self, layout: AggregationLayout) -> dict[Granularity, sa.Table]:
         key = (layout.name, layout.spec_hash, layout.partitioned)
         if key not in self._tables_cache:
-            self._tables_cache[key] = level_tables(layout, self._engine.dialect.name)
+            self._tables_cache[key] = level_tables(layout, self.dialect)
         return self._tables_cache[key]
 
     def _check_same_spec(self, conn: Connection, layout: AggregationLayout, row: Registration, *,
@@ -243,18 +243,14 @@ class SqlConnections:
         every other schema change of the store (pipelines of several shards start at once, and
         ``CREATE TABLE IF NOT EXISTS`` is no guard against a concurrent one on PostgreSQL).
 
-        SQLite's ``BEGIN IMMEDIATE`` takes the database's one write lock at once.  A server connection
-        writes in READ COMMITTED (so that once the lock is held, it reads what the transaction before
-        it committed) and locks the aggregation's row of the registry table.
+        How is the dialect's (``StoreDialect.write_connection``, ``schema_lock``, ``locks_rows``): SQLite's
+        ``BEGIN IMMEDIATE`` takes the database's one write lock at once; a server connection writes in READ
+        COMMITTED and locks the aggregation's row of the registry table.
         """
         self._present.clear()  # a write may drop a table
-        conn = self._engine.connect()
-        if conn.dialect.name == "sqlite":
-            conn = conn.execution_options(tiltframe_begin="BEGIN IMMEDIATE")
-        else:
-            conn = conn.execution_options(isolation_level="READ COMMITTED")
-        with conn, _schema_lock(conn, held=schema), conn.begin():
-            if layout is not None and conn.dialect.name != "sqlite":
+        conn = self.dialect.write_connection(self._engine.connect())
+        with conn, self.dialect.schema_lock(conn) if schema else nullcontext(), conn.begin():
+            if layout is not None and self.dialect.locks_rows:
                 a = AGGREGATIONS_TABLE.c
                 conn.execute(sa.select(a.name).where(a.name == layout.name).with_for_update())
             yield conn
@@ -301,44 +297,3 @@ class SqlConnections:
         """Database failures become a ``StoreError`` naming the store and the aggregation."""
         with self._failures(f"{action} aggregation {layout.name}"):
             yield
-
-
-
-_SCHEMA_LOCK = "CONCAT('tiltframe.schema.', MD5(DATABASE()))"  # MySQL's named locks span databases
-_SCHEMA_LOCK_KEY = 0x7469_6C74  # PostgreSQL advisory locks take a number
-_SCHEMA_LOCK_WAIT_S = 300
-
-
-@contextmanager
-def _schema_lock(conn: Connection, *, held: bool) -> Iterator[None]:
-    """Hold the store-wide schema lock of a server database around one transaction of ``conn``.
-
-    PostgreSQL takes a session-level advisory lock (released after the transaction, which the caller
-    opens inside); MySQL's DDL commits by itself, so its named lock spans the whole sequence.  SQLite
-    needs none: ``BEGIN IMMEDIATE`` already excludes every other writer.
-    """
-    dialect = conn.dialect.name
-    if not held or dialect == "sqlite":
-        yield
-        return
-    if dialect == "postgresql":
-        conn.exec_driver_sql(f"SELECT pg_advisory_lock({_SCHEMA_LOCK_KEY})")
-        conn.commit()
-        release = f"SELECT pg_advisory_unlock({_SCHEMA_LOCK_KEY})"
-    else:
-        got = conn.exec_driver_sql(f"SELECT GET_LOCK({_SCHEMA_LOCK}, {_SCHEMA_LOCK_WAIT_S})").scalar()
-        conn.commit()
-        if got != 1:
-            msg = f"another process held the schema lock of the store for {_SCHEMA_LOCK_WAIT_S} s"
-            raise StoreError(msg)
-        release = f"SELECT RELEASE_LOCK({_SCHEMA_LOCK})"
-    try:
-        yield
-    finally:
-        try:
-            if conn.in_transaction():
-                conn.rollback()
-            conn.exec_driver_sql(release)
-            conn.commit()
-        except sa.exc.DBAPIError:
-            conn.invalidate()  # a pooled session must not keep the lock; closing it releases it

@@ -49,7 +49,7 @@ class SqlSchema(SqlConnections):
         for name in names:
             if len(name) > limit:
                 msg = (f"the name {name!r} of aggregation {layout.name} is {len(name)} characters long, "
-                       f"but {self._engine.dialect.name} allows at most {limit}; use a shorter name")
+                       f"but {self.dialect.name} allows at most {limit}; use a shorter name")
                 raise DefinitionError(msg)
 
     @retried
@@ -81,11 +81,11 @@ class SqlSchema(SqlConnections):
             else:
                 self._check_same_spec(conn, layout, row)
             complete = self._record_aggregation(conn, layout)
-            if mysql.hashes_keys(layout, conn.dialect):  # tables made before AGG_KEY_HASH keep their keys
+            if self.dialect.hashes_keys(layout):  # tables made before AGG_KEY_HASH keep their keys
                 earlier = mysql.earlier_keys(conn, layout.table_name(layout.spec.finest), layout)
                 if earlier:
                     logger.warning("%s", earlier)
-                self._tables_cache[key] = level_tables(layout, conn.dialect.name, hashed=None if earlier is None
+                self._tables_cache[key] = level_tables(layout, self.dialect, hashed=None if earlier is None
                                                        else False)
             for g, table in self._tables(layout).items():
                 table.create(conn, checkfirst=True)
@@ -328,7 +328,7 @@ class SqlSchema(SqlConnections):
                            f"shard's pipeline, then rebuild them all (each with --rebuild)")
                     raise StoreError(msg)
             commits.forget(conn, layout)
-            if conn.dialect.name == "postgresql":
+            if self.dialect.bulk_loads and self.dialect.transactional_ddl:  # MySQL's DROP would commit
                 staging.drop_staging(conn, layout)
                 self._staging_ready.discard((layout.name, layout.spec_hash))
             quote = conn.dialect.identifier_preparer.quote  # MySQL commits the deletes before its first DROP
@@ -364,10 +364,10 @@ class SqlSchema(SqlConnections):
                 if table.name not in present or SHARD_ID in primary_key(conn, table.name):
                     continue
                 conn.exec_driver_sql(f"DROP VIEW IF EXISTS {quote(view_name(layout, g))}")
-                if conn.dialect.name == "sqlite":
-                    copy_with_shard(conn, layout, table, shard_id)
+                if self.dialect.alters_primary_key:
+                    alter_with_shard(conn, self.dialect, layout, table, shard_id)
                 else:
-                    alter_with_shard(conn, layout, table, shard_id)
+                    copy_with_shard(conn, layout, table, shard_id)
                 definition = self._definition(conn, layout.name)
                 replace_view(conn, layout, table, g, definition.complete_from if definition else None)
                 changed.append(table.name)

@@ -23,28 +23,16 @@ from sqlalchemy.engine import Connection
 from tiltframe.aggregates.layout import AGG_COUNT, AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP, AggregationLayout
 from tiltframe.aggregates.targets.in_sql import GROUP_MERGE, SqlOps
 from tiltframe.model.durations import Granularity
-from tiltframe.store.dialects.mysql import sa_mysql
+from tiltframe.store.dialects.lookup import dialect_of
 from tiltframe.timeutil.time_columns import AGG_TIME
 
-__all__ = ["VIEW_SUFFIX", "agg_time_sql", "replace_view", "view_name", "view_select"]
+__all__ = ["VIEW_SUFFIX", "replace_view", "view_name", "view_select"]
 
 #: Suffix of the view of final values beside each table (``TradeAggregation_DAYS_FINAL``).
 VIEW_SUFFIX = "_FINAL"
 
 def view_name(layout: AggregationLayout, g: Granularity) -> str:
     return layout.table_name(g) + VIEW_SUFFIX
-
-
-def agg_time_sql(dialect: sa.Dialect, ms: sa.ColumnElement[int]) -> sa.ColumnElement[object]:
-    """Epoch milliseconds ``ms`` as the dialect's time type, exactly and whatever the session's time zone."""
-    if dialect.name == "postgresql":
-        epoch = sa.literal_column("TIMESTAMPTZ '1970-01-01 00:00:00+00'")
-        return epoch.op("+")(ms.op("*")(sa.literal_column("INTERVAL '1 millisecond'")))
-    if dialect.name in ("mysql", "mariadb"):
-        epoch = sa.cast(sa.literal("1970-01-01 00:00:00"), sa_mysql().DATETIME(fsp=3))
-        added = sa.func.timestampadd(sa.literal_column("MICROSECOND"), ms.op("*")(sa.literal_column("1000")), epoch)
-        return sa.cast(added, sa_mysql().DATETIME(fsp=3))
-    return sa.func.strftime("%Y-%m-%dT%H:%M:%fZ", ms.op("/")(sa.literal_column("1000.0")), "unixepoch")
 
 
 def view_select(dialect: sa.Dialect, layout: AggregationLayout, table: sa.Table,
@@ -61,7 +49,7 @@ def view_select(dialect: sa.Dialect, layout: AggregationLayout, table: sa.Table,
     (``complete_from``, ``store.lifecycle.definitions``), as retrieval does.
     """
     c = (_merged_in_sql(layout, table) if layout.partitioned else table).c
-    columns = [c[AGG_TIMESTAMP], agg_time_sql(dialect, c[AGG_TIMESTAMP]).label(AGG_TIME),
+    columns = [c[AGG_TIMESTAMP], dialect_of(dialect).agg_time(c[AGG_TIMESTAMP]).label(AGG_TIME),
                *(c[k.name] for k in layout.keys)]
     since = {out: at for measure, at in (complete_from or {}).items() for out in layout.outputs_of(measure)}
 
@@ -78,22 +66,8 @@ def replace_view(conn: Connection, layout: AggregationLayout, table: sa.Table, g
                  complete_from: Mapping[str, int] | None = None) -> None:
     """Create the ``_FINAL`` view of ``table``, replacing whatever view of that name an earlier version
     made; runs inside the caller's transaction."""
-    dialect = conn.dialect
-    quoted = dialect.identifier_preparer.quote(view_name(layout, g))
-    body = view_select(dialect, layout, table, complete_from)
-    if dialect.name == "sqlite":
-        conn.exec_driver_sql(f"DROP VIEW IF EXISTS {quoted}")
-        conn.exec_driver_sql(f"CREATE VIEW {quoted} AS {body}")
-        return
-    if dialect.name != "postgresql":
-        conn.exec_driver_sql(f"CREATE OR REPLACE VIEW {quoted} AS {body}")
-        return
-    try:
-        with conn.begin_nested():
-            conn.exec_driver_sql(f"CREATE OR REPLACE VIEW {quoted} AS {body}")
-    except sa.exc.DBAPIError:  # columns renamed, moved or retyped: CREATE OR REPLACE cannot follow
-        conn.exec_driver_sql(f"DROP VIEW IF EXISTS {quoted}")
-        conn.exec_driver_sql(f"CREATE VIEW {quoted} AS {body}")
+    quoted = conn.dialect.identifier_preparer.quote(view_name(layout, g))
+    dialect_of(conn).replace_view(conn, quoted, view_select(conn.dialect, layout, table, complete_from))
 
 
 def _merged_in_sql(layout: AggregationLayout, table: sa.Table) -> sa.Subquery:

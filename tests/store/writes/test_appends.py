@@ -47,9 +47,9 @@ def appended_rows(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     seen: list[int] = []
     append = appends.append_rows
 
-    def noting(conn: Any, layout: AggregationLayout, table: sa.Table, data: pa.Table) -> int:
+    def noting(conn: Any, dialect: Any, layout: AggregationLayout, table: sa.Table, data: pa.Table) -> int:
         seen.append(data.num_rows)
-        return append(conn, layout, table, data)
+        return append(conn, dialect, layout, table, data)
 
     monkeypatch.setattr(appends, "append_rows", noting)
     return seen

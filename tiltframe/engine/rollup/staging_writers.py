@@ -22,12 +22,12 @@ from tiltframe.store.base import StagingTarget
 from tiltframe.store.writes.bulk_formats import (
     BINARY_HEADER,
     BINARY_TRAILER,
+    FILE_MARK,
     binary_rows,
     check_no_warnings,
     file_literal,
     load_tsv,
 )
-from tiltframe.store.writes.staging import FILE_MARK
 
 #: The pipeline id, batch id and tag every staged row carries (before its level; ``store.writes.staging``).
 Leading = tuple[str, int, str]

@@ -18,7 +18,9 @@ they are.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
 from hashlib import sha256
 from types import ModuleType
 from typing import Any
@@ -29,7 +31,12 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from tiltframe.aggregates.layout import SHARD_ID, AggregationLayout
+from tiltframe.errors import StoreError
 from tiltframe.model.streams import AttrType
+from tiltframe.store.dialects.base import StoreDialect
+from tiltframe.store.writes.appends import ahead, tsv_files
+from tiltframe.store.writes.bulk_formats import FILE_MARK, LOAD_FORMAT, NON_FINITE, check_no_warnings, file_literal
+from tiltframe.store.writes.upsert_merges import merge_assignments
 
 MYSQL_DIALECTS = frozenset({"mysql", "mariadb"})
 #: The column of the string keys' digest, in the primary key in their place.
@@ -145,3 +152,106 @@ def earlier_keys(conn: Connection, table: str, layout: AggregationLayout) -> str
     return (f"table {table} was made by an earlier tiltframe: its string keys are limited to 255 characters and "
             f"compare in the database's collation, which may take keys differing only in case, accents or "
             f"trailing spaces for one; rebuild it (tiltframe run ... --rebuild) to keep them apart")
+
+
+#: Named locks span databases: the schema lock is named after this one.
+_SCHEMA_LOCK = "CONCAT('tiltframe.schema.', MD5(DATABASE()))"
+_SCHEMA_LOCK_WAIT_S = 300
+#: The staging table's row number, filled by the server.
+_STAGE_SEQ = "_tiltframe_seq"
+
+
+class MysqlDialect(StoreDialect):
+    """MySQL and MariaDB (see the module's docstring for their text and keys).  DDL commits by itself, so
+    the schema lock is a named lock held across the whole sequence; long sums read back as DECIMAL; there
+    is no NaN or infinity; executors and the driver bulk-load by ``LOAD DATA LOCAL`` where the server allows
+    it (``local_infile``)."""
+
+    names = ("mysql", "mariadb")
+    max_identifier_length = 64
+    unholdable = NON_FINITE
+    transactional_ddl = False
+    decimal_long_sums = True
+    collated_text = True
+
+    def connect_args(self, url: sa.URL) -> dict[str, object]:
+        """``LOAD DATA LOCAL`` appends new buckets (``store.writes.appends``); utf8mb4 unless the URL says."""
+        return {"local_infile": True, **({} if "charset" in url.query else {"charset": "utf8mb4"})}
+
+    def _take_schema_lock(self, conn: Connection) -> str:
+        got = conn.exec_driver_sql(f"SELECT GET_LOCK({_SCHEMA_LOCK}, {_SCHEMA_LOCK_WAIT_S})").scalar()
+        if got != 1:
+            conn.commit()
+            msg = f"another process held the schema lock of the store for {_SCHEMA_LOCK_WAIT_S} s"
+            raise StoreError(msg)
+        return f"SELECT RELEASE_LOCK({_SCHEMA_LOCK})"
+
+    def upsert(self, table: sa.Table, layout: AggregationLayout, rows: Any) -> sa.Executable:
+        my = sa_mysql().insert(table)
+        my = my.from_select(list(rows.selected_columns.keys()), rows) if isinstance(rows, sa.Select) \
+            else my.values(rows)
+        return my.on_duplicate_key_update(list(merge_assignments(layout, table, my.inserted).items()))
+
+    def agg_time(self, ms: sa.ColumnElement[int]) -> sa.ColumnElement[object]:
+        epoch = sa.cast(sa.literal("1970-01-01 00:00:00"), sa_mysql().DATETIME(fsp=3))
+        added = sa.func.timestampadd(sa.literal_column("MICROSECOND"), ms.op("*")(sa.literal_column("1000")), epoch)
+        return sa.cast(added, sa_mysql().DATETIME(fsp=3))
+
+    def rename_tables(self, conn: Connection, renames: Sequence[tuple[str, str]]) -> None:
+        quote = conn.dialect.identifier_preparer.quote  # one statement: all of them or none
+        conn.exec_driver_sql("RENAME TABLE " + ", ".join(f"{quote(a)} TO {quote(b)}" for a, b in renames))
+
+    def hashes_keys(self, layout: AggregationLayout) -> bool:
+        return bool(string_keys(layout))
+
+    def short_text_keys(self, hashed: bool) -> bool:
+        return not hashed  # a table made before AGG_KEY_HASH: InnoDB cannot key a LONGTEXT column
+
+    def shard_column_type(self, conn: Connection) -> str:
+        return shard_column_ddl(conn.dialect)
+
+    def add_shard_key(self, conn: Connection, layout: AggregationLayout, table: sa.Table) -> None:
+        add_shard_to_key(conn, table.name, layout)
+
+    def loads_local_files(self, conn: Connection) -> bool:
+        """Only with ``local_infile`` on (MariaDB's default; MySQL 8's is off)."""
+        return bool(int(conn.exec_driver_sql("SELECT @@GLOBAL.local_infile").scalar() or 0))
+
+    def bulk_append(self, conn: Connection, layout: AggregationLayout, table: sa.Table, data: pa.Table) -> int:
+        quote = conn.dialect.identifier_preparer.quote
+        into = f"INTO TABLE {quote(table.name)} {LOAD_FORMAT} ({', '.join(quote(c) for c in data.column_names)})"
+        if KEY_HASH in table.c:  # the key's digest, computed by the server from the loaded keys
+            digest = key_hash_sql(layout, {k: sa.literal_column(quote(k)) for k in string_keys(layout)})
+            into += f" SET {quote(KEY_HASH)} = {digest.compile(dialect=conn.dialect)}"
+        loaded = 0
+        with tempfile.TemporaryDirectory(prefix="tiltframe-append-") as folder, \
+                conn.connection.dbapi_connection.cursor() as cursor:
+            for path in ahead(tsv_files(data, folder)):
+                cursor.execute(f"LOAD DATA LOCAL INFILE {file_literal(path)} {into}")
+                loaded += cursor.rowcount
+                check_no_warnings(cursor, f"rows of {table.name}")
+                os.unlink(path)
+        return loaded
+
+    def staging_table(self, name: str, columns: Sequence[sa.Column[Any]], tag: str, level: str) -> sa.Table:
+        """Clustered by level and tag (a row number keeps rows apart: attempts may copy the same rows), so
+        that each level's merge reads its rows in one range and the load maintains no second index."""
+        seq = sa.Column(_STAGE_SEQ, sa.BigInteger(), autoincrement=True, nullable=False)
+        return sa.Table(name, sa.MetaData(), *columns, seq, sa.PrimaryKeyConstraint(level, tag, _STAGE_SEQ),
+                        sa.UniqueConstraint(_STAGE_SEQ, name=f"{name}_seq"))
+
+    def staging_load(self, quoted_table: str, names: str) -> tuple[str, str]:
+        return f"LOAD DATA LOCAL INFILE {FILE_MARK} INTO TABLE {quoted_table} {LOAD_FORMAT} ({names})", "load"
+
+    def merge_staged(self, conn: Connection, layout: AggregationLayout, staged: sa.Table, target: sa.Table,
+                     where: Sequence[sa.ColumnElement[bool]]) -> int:
+        """One upsert, read in the staging table's own order (a sort made it slower; a plain insert costs
+        what its upsert does), with the key digest computed by the server."""
+        columns, chosen = list(layout.stored_column_types), [staged.c[c] for c in layout.stored_column_types]
+        if KEY_HASH in target.c:
+            columns, chosen = [*columns, KEY_HASH], [*chosen, key_hash_sql(layout, staged.c)]
+        select = sa.select(*chosen).where(*where)
+        my = sa_mysql().insert(target).from_select(columns, select)
+        conn.execute(my.on_duplicate_key_update(list(merge_assignments(layout, target, my.inserted).items())))
+        # The server counts an updated row twice and an unchanged one not at all: count the rows merged.
+        return int(conn.execute(sa.select(sa.func.count()).select_from(staged).where(*where)).scalar() or 0)

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 
 from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.model.durations import Granularity
-from tiltframe.store.dialects.mysql import is_mysql
+from tiltframe.store.dialects.lookup import dialect_of
 from tiltframe.store.views import VIEW_SUFFIX
 from tiltframe.store.writes.upserts import merge_sketches, prepare_rows, upsert_rows
 
@@ -66,10 +66,6 @@ def swap(conn: Connection, layout: AggregationLayout, tables: Mapping[Granularit
     old = {f"{layout.name}_{s}" for s in stored_levels} | {t.name for t in tables.values()}
     renames = [(name, _name("old", layout, name)) for name in sorted(old & present)]
     renames += [(_built(layout, t, g).name, t.name) for g, t in tables.items()]
-    if is_mysql(conn.dialect):
-        conn.exec_driver_sql("RENAME TABLE " + ", ".join(f"{quote(a)} TO {quote(b)}" for a, b in renames))
-    else:
-        for a, b in renames:
-            conn.exec_driver_sql(f"ALTER TABLE {quote(a)} RENAME TO {quote(b)}")
+    dialect_of(conn).rename_tables(conn, renames)
     for name in sorted(old & present):
         conn.exec_driver_sql(f"DROP TABLE {quote(_name('old', layout, name))}")

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from tiltframe.aggregates.layout import SHARD_ID, AggregationLayout
-from tiltframe.store.dialects import mysql
+from tiltframe.store.dialects.base import StoreDialect
 
 
 def primary_key(conn: Connection, table: str) -> list[str]:
@@ -44,19 +44,12 @@ def copy_with_shard(conn: Connection, layout: AggregationLayout, table: sa.Table
     rebuild_table(conn, table, f"{table.name}__before_shards", fill)
 
 
-def alter_with_shard(conn: Connection, layout: AggregationLayout, table: sa.Table, shard_id: str) -> None:
-    """PostgreSQL and MySQL: add ``SHARD_ID``, fill it, and make it part of the key."""
+def alter_with_shard(conn: Connection, dialect: StoreDialect, layout: AggregationLayout, table: sa.Table,
+                     shard_id: str) -> None:
+    """A database that alters primary keys: add ``SHARD_ID``, fill it, and make it part of the key."""
     quote = conn.dialect.identifier_preparer.quote
-    name, shard = quote(table.name), quote(SHARD_ID)
-    on_mysql = mysql.is_mysql(conn.dialect)
     if SHARD_ID not in {c["name"] for c in sa.inspect(conn).get_columns(table.name)}:
-        kind = mysql.shard_column_ddl(conn.dialect) if on_mysql else "VARCHAR(255)"
-        conn.exec_driver_sql(f"ALTER TABLE {name} ADD COLUMN {shard} {kind} NULL")
+        kind = dialect.shard_column_type(conn)
+        conn.exec_driver_sql(f"ALTER TABLE {quote(table.name)} ADD COLUMN {quote(SHARD_ID)} {kind} NULL")
     conn.execute(sa.update(table).where(table.c[SHARD_ID].is_(None)).values({SHARD_ID: shard_id}))
-    if on_mysql:
-        mysql.add_shard_to_key(conn, table.name, layout)
-        return
-    key = ", ".join(quote(k) for k in layout.stored_key_names)
-    constraint = sa.inspect(conn).get_pk_constraint(table.name)["name"]
-    conn.exec_driver_sql(f"ALTER TABLE {name} ALTER COLUMN {shard} SET NOT NULL")
-    conn.exec_driver_sql(f"ALTER TABLE {name} DROP CONSTRAINT {quote(constraint)}, ADD PRIMARY KEY ({key})")
+    dialect.add_shard_key(conn, layout, table)

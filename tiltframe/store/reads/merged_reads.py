@@ -38,7 +38,7 @@ from tiltframe.aggregates.states import Merge
 from tiltframe.aggregates.targets.in_sql import GROUP_MERGE
 from tiltframe.model.streams import AttrType
 from tiltframe.store.base import KeyTerm
-from tiltframe.store.dialects.mysql import is_mysql
+from tiltframe.store.dialects.base import StoreDialect
 from tiltframe.store.reads.frames import fetch_compiled, typed_frame
 from tiltframe.store.reads.read_plans import ReadPlans
 from tiltframe.store.writes.overflow import LONG_MAX, LONG_MIN
@@ -57,7 +57,6 @@ BINARY_NO_PAD = frozenset({"utf8mb4_nopad_bin", "utf8mb4_0900_bin"})
 _SAFE_SUM = 2.0**1000
 _MAX_ABS, _ROWS = "AGG_MAX_ABS_", "AGG_ROWS"
 _ZERO = sa.literal_column("0")
-_NAN = sa.literal_column("'NaN'::float8")
 
 
 def merges_in_sql(states: Iterable[StateColumn]) -> bool:
@@ -71,7 +70,7 @@ class MergedRead:
     ``where`` holds, grouped by the bucket (with ``by_interval``) and the keys ``by``."""
 
     table: sa.Table
-    dialect: str
+    dialect: StoreDialect
     keys: tuple[KeyColumn, ...]
     by: tuple[str, ...]
     states: tuple[StateColumn, ...]
@@ -81,8 +80,9 @@ class MergedRead:
     where: tuple[KeyTerm, ...]
 
     @classmethod
-    def of(cls, table: sa.Table, dialect: str, layout: AggregationLayout, by: Sequence[str], states: Sequence[str],
-           start_ms: int | None, end_ms: int | None, by_interval: bool, where: Sequence[KeyTerm]) -> MergedRead:
+    def of(cls, table: sa.Table, dialect: StoreDialect, layout: AggregationLayout, by: Sequence[str],
+           states: Sequence[str], start_ms: int | None, end_ms: int | None, by_interval: bool,
+           where: Sequence[KeyTerm]) -> MergedRead:
         """The read of ``layout``'s ``table``, refusing what SQL cannot merge or compare exactly."""
         columns = {s.name: s for s in layout.states}
         chosen = tuple(columns[s] for s in states)
@@ -129,17 +129,15 @@ class MergedRead:
         c = self.table.c
         groups = [*([c[AGG_TIMESTAMP]] if self.by_interval else []), *(c[k] for k in self.by)]
         columns: list[Any] = [*groups, sa.func.max(c[AGG_EVENT_TIMESTAMP]).label(AGG_EVENT_TIMESTAMP)]
-        postgres = self.dialect == "postgresql"
+        d = self.dialect
         for s in self.states:
-            value = sa.func.nullif(c[s.name], _NAN) if postgres and not s.type.is_integral else c[s.name]
-            merged = GROUP_MERGE[s.merge](value)
-            if postgres and s.merge is Merge.SUM and s.type.is_integral:
-                merged = sa.cast(merged, sa.BigInteger)  # NUMERIC otherwise; beyond 64 bits an error (22003)
+            merged = GROUP_MERGE[s.merge](c[s.name] if s.type.is_integral else d.stored_double(c[s.name]))
+            if s.merge is Merge.SUM and s.type.is_integral:
+                merged = d.long_sum(merged)
             columns.append(merged.label(s.name))
         for i in self.guarded:
             s = self.states[i]
-            value = sa.func.nullif(c[s.name], _NAN) if postgres else c[s.name]
-            columns.append(sa.func.max(sa.func.abs(value)).label(f"{_MAX_ABS}{i}"))
+            columns.append(sa.func.max(sa.func.abs(d.stored_double(c[s.name]))).label(f"{_MAX_ABS}{i}"))
         if self.guarded:
             columns.append(sa.func.count().label(_ROWS))
         query = sa.select(*columns).select_from(self.table)
@@ -149,8 +147,8 @@ class MergedRead:
             query = query.where(c[AGG_TIMESTAMP] < sa.bindparam("end_ms"))
         for i, term in enumerate(self.where):
             column: Any = c[term.column]
-            if postgres and term.op in ORDERING and term.column in self.text:
-                column = column.collate("C")
+            if term.op in ORDERING and term.column in self.text:
+                column = d.ordered_text(column)
             query = query.where(COMPARISONS[term.op](column, sa.bindparam(f"term{i}")))
         # Without groups SQL makes one row even of no rows; merge_rows makes none.
         return query.group_by(*groups) if groups else query.having(sa.func.count() > _ZERO)
@@ -166,7 +164,7 @@ class MergedRead:
     def frame(self, rows: list[Any]) -> pd.DataFrame | None:
         """The merged rows as ``merge_rows`` gives them; None when a sum leaves what it can be exactly."""
         types = self.types()
-        if is_mysql(self.dialect):  # its long sums are DECIMAL
+        if self.dialect.decimal_long_sums:
             sums = {s.name for s in self.states if s.merge is Merge.SUM and s.type.is_integral}
             rows = _long_sums(rows, [i for i, name in enumerate(types) if name in sums])
             if rows is None:
@@ -205,7 +203,7 @@ class MergedReads:
 
     def run(self, conn: Connection, read: MergedRead) -> pd.DataFrame | None:
         """The rows of ``read`` on ``conn`` (whose table exists), or None when they cannot be exact."""
-        if is_mysql(read.dialect) and read.text and not set(read.text) <= self._binary(conn, read.table.name):
+        if read.dialect.collated_text and read.text and not set(read.text) <= self._binary(conn, read.table.name):
             return None
         return read.frame(fetch_compiled(conn, self._plans.compiled(read), read.params()))
 

@@ -90,7 +90,7 @@ class SqlReads(SqlConnections):
         """Partial rows merged in SQL by ``by`` (and the bucket), or None when they cannot be exactly what
         ``merge_rows`` makes (``store.reads.merged_reads``)."""
         table = self._tables(layout)[layout.spec.granularity(granularity)]
-        read = MergedRead.of(table, self._engine.dialect.name, layout, by, states, start_ms, end_ms, by_interval,
+        read = MergedRead.of(table, self.dialect, layout, by, states, start_ms, end_ms, by_interval,
                              where)
         assumed = {AGGREGATIONS, table.name} <= self._present
         try:

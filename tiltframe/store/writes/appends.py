@@ -18,10 +18,9 @@ its upserts.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -30,25 +29,21 @@ from sqlalchemy.engine import Connection
 
 from tiltframe.aggregates.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.errors import StoreError
-from tiltframe.store.dialects import mysql
 from tiltframe.store.writes import bulk_formats
 from tiltframe.store.writes.bulk_formats import (
-    BINARY_HEADER,
-    BINARY_TRAILER,
-    LOAD_FORMAT,
-    binary_rows,
     carries,
-    check_no_warnings,
-    file_literal,
     load_tsv,
 )
+
+if TYPE_CHECKING:
+    from tiltframe.store.dialects.base import StoreDialect
 
 T = TypeVar("T")
 
 
-def can_append(dialect: str, layout: AggregationLayout) -> bool:
-    """Whether ``layout``'s rows can be bulk-loaded into a ``dialect`` server (``bulk_formats.carries``)."""
-    return (dialect == "postgresql" or mysql.is_mysql(dialect)) and carries(layout.stored_column_types.values())
+def can_append(dialect: StoreDialect, layout: AggregationLayout) -> bool:
+    """Whether ``layout``'s rows can be bulk-loaded into ``dialect``'s server (``bulk_formats.carries``)."""
+    return dialect.bulk_loads and carries(layout.stored_column_types.values())
 
 
 def latest_bucket(conn: Connection, table: sa.Table) -> int | None:
@@ -87,42 +82,21 @@ def _repeats_a_key(data: pa.Table, keys: tuple[str, ...]) -> bool:
     return bool(pc.any(same).as_py())
 
 
-def append_rows(conn: Connection, layout: AggregationLayout, table: sa.Table, data: pa.Table) -> int:
+def append_rows(conn: Connection, dialect: StoreDialect, layout: AggregationLayout, table: sa.Table,
+                data: pa.Table) -> int:
     """Insert prepared ``data`` (``upserts.prepare_rows``), whose keys ``table`` does not hold, by the
     server's bulk load in ``conn``'s transaction; returns the row count.  Each chunk of rows is encoded
-    while the server loads the one before (:func:`_ahead`)."""
+    while the server loads the one before (:func:`ahead`)."""
     if data.num_rows == 0:
         return 0
-    quote = conn.dialect.identifier_preparer.quote
-    names = ", ".join(quote(c) for c in data.column_names)
-    dbapi = conn.connection.dbapi_connection
-    loaded = 0
-    if conn.dialect.name == "postgresql":
-        with dbapi.cursor() as cursor:
-            with cursor.copy(f"COPY {quote(table.name)} ({names}) FROM STDIN (FORMAT binary)") as copy:
-                copy.write(BINARY_HEADER)
-                for piece in _ahead(binary_rows(data.columns)):
-                    copy.write(piece)
-                copy.write(BINARY_TRAILER)
-            loaded = cursor.rowcount
-    else:
-        into = f"INTO TABLE {quote(table.name)} {LOAD_FORMAT} ({names})"
-        if mysql.KEY_HASH in table.c:  # the key's digest, computed by the server from the loaded keys
-            digest = mysql.key_hash_sql(layout, {k: sa.literal_column(quote(k)) for k in mysql.string_keys(layout)})
-            into += f" SET {quote(mysql.KEY_HASH)} = {digest.compile(dialect=conn.dialect)}"
-        with tempfile.TemporaryDirectory(prefix="tiltframe-append-") as folder, dbapi.cursor() as cursor:
-            for path in _ahead(_tsv_files(data, folder)):
-                cursor.execute(f"LOAD DATA LOCAL INFILE {file_literal(path)} {into}")
-                loaded += cursor.rowcount
-                check_no_warnings(cursor, f"rows of {table.name}")
-                os.unlink(path)
+    loaded = dialect.bulk_append(conn, layout, table, data)
     if loaded != data.num_rows:
         msg = f"the server took {loaded} of {data.num_rows} rows appended to {table.name}"
         raise StoreError(msg)
     return data.num_rows
 
 
-def _tsv_files(data: pa.Table, folder: str) -> Iterator[str]:
+def tsv_files(data: pa.Table, folder: str) -> Iterator[str]:
     """``data`` as ``LOAD DATA``'s text, a file in ``folder`` (and a statement) per ``bulk_formats.CHUNK_ROWS``
     rows, as the binary format's pieces."""
     rows = bulk_formats.CHUNK_ROWS
@@ -133,7 +107,7 @@ def _tsv_files(data: pa.Table, folder: str) -> Iterator[str]:
         yield path
 
 
-def _ahead(pieces: Iterator[T]) -> Iterator[T]:
+def ahead(pieces: Iterator[T]) -> Iterator[T]:
     """``pieces``, each made in a background thread while the caller uses the one before: Arrow's and
     numpy's kernels release the GIL, so the driver encodes a chunk while the server loads the last, on
     another core (about 2 s of W1's 5.5M rows into MariaDB)."""

@@ -17,7 +17,6 @@ import pyarrow.compute as pc
 
 from tiltframe.errors import StoreError
 from tiltframe.model.streams import AttrType
-from tiltframe.store.writes.overflow import unholdable
 
 Column = pa.Array | pa.ChunkedArray
 
@@ -25,6 +24,10 @@ Column = pa.Array | pa.ChunkedArray
 _ESCAPES = (("\\", "\\\\"), ("\t", "\\t"), ("\n", "\\n"), ("\r", "\\r"), ("\x00", "\\0"))
 #: How ``LOAD DATA`` reads the text :func:`load_tsv` writes (after the table's name).
 LOAD_FORMAT = "CHARACTER SET utf8mb4 FIELDS TERMINATED BY '\\t' ESCAPED BY '\\\\' LINES TERMINATED BY '\\n'"
+#: Marks where ``LOAD DATA``'s statement takes the file's name (``engine.rollup.staging_writers``).
+FILE_MARK = "\x00file\x00"
+#: The doubles MySQL/MariaDB cannot hold, as (words, Arrow predicate): ``LOAD DATA`` would store 0.
+NON_FINITE = ("MySQL/MariaDB has no NaN or infinity", lambda a: pc.invert(pc.is_finite(a)))
 
 
 def carries(types: Iterable[AttrType]) -> bool:
@@ -102,11 +105,11 @@ def load_tsv(columns: Sequence[Column]) -> bytes:
     """The rows as ``LOAD DATA``'s text (:data:`LOAD_FORMAT`): fields by tab, rows by newline, NULL as
     ``\\N``, the escapes above in strings, booleans as 0/1.  A double the server cannot hold (NaN,
     infinite) is refused here: ``LOAD DATA LOCAL`` would store 0 with a warning."""
-    words, bad = unholdable("mysql") or ("", None)
+    words, bad = NON_FINITE
     fields = []
     for column in columns:
         kind = column.type
-        if bad is not None and pa.types.is_floating(kind) and pc.any(bad(column)).as_py():
+        if pa.types.is_floating(kind) and pc.any(bad(column)).as_py():
             msg = f"a double that is NaN or infinite ({words})"
             raise StoreError(msg)
         if pa.types.is_boolean(kind):

@@ -26,7 +26,8 @@ from tiltframe.aggregates.layout import AGG_TIMESTAMP, SHARD_ID, AggregationLayo
 from tiltframe.aggregates.states import LONG_MAX, LONG_MIN
 from tiltframe.errors import StoreError
 from tiltframe.model.streams import AttrType
-from tiltframe.store.dialects.mysql import is_mysql
+from tiltframe.store.dialects.base import StoreDialect
+from tiltframe.store.dialects.lookup import dialect_of
 from tiltframe.store.reads.frames import fetch_all, typed_frame
 from tiltframe.store.writes.upsert_merges import sum_states
 from tiltframe.timeutil.parse import format_ts
@@ -34,19 +35,10 @@ from tiltframe.timeutil.parse import format_ts
 _SHOWN_KEY_CHARS = 80
 
 
-def unholdable(dialect: str) -> tuple[str, Any] | None:
-    """Which non-finite doubles ``dialect`` cannot hold, as (words, Arrow predicate); None: it holds all."""
-    if is_mysql(dialect):
-        return "MySQL/MariaDB has no NaN or infinity", lambda a: pc.invert(pc.is_finite(a))
-    if dialect == "sqlite":
-        return "SQLite would store NaN as NULL", pc.is_nan
-    return None
-
-
-def check_holdable(dialect: str, url: str, layout: AggregationLayout, batch_id: int,
+def check_holdable(dialect: StoreDialect, url: str, layout: AggregationLayout, batch_id: int,
                    levels: Sequence[tuple[sa.Table, pa.Table]]) -> None:
     """Refuse a batch whose rows hold a double ``dialect`` cannot store, naming the first one."""
-    rule = unholdable(dialect)
+    rule = dialect.unholdable
     if rule is None:
         return
     words, bad = rule
@@ -71,7 +63,7 @@ def explain_overflow(conn: Connection, url: str, layout: AggregationLayout, batc
         return None
     keys = list(layout.stored_key_names)
     types = layout.stored_column_types
-    nan_is_lost = conn.dialect.name == "sqlite" or is_mysql(conn.dialect)
+    nan_is_lost = dialect_of(conn).unholdable is not None
     for table, data in levels:
         if data.num_rows == 0:
             continue

@@ -22,7 +22,6 @@ from tiltframe.store.base import (
     StagedBatch,
     StoreChanged,
 )
-from tiltframe.store.dialects import mysql
 from tiltframe.store.lifecycle import state_formats
 from tiltframe.store.reads.frames import fetch_all, typed_frame
 from tiltframe.store.reads.merged_reads import out_of_range
@@ -108,10 +107,7 @@ class SqlWrites(SqlSchema):
         with self._errors("empty the staging table of", layout), self._write() as conn:
             self._check_still_registered(conn, layout)
             staging.clear_pipeline(conn, layout, pipeline_id)
-            url = self._engine.url
-            if not mysql.is_mysql(conn.dialect):
-                url = url.set(drivername="postgresql")  # psycopg's conninfo
-            return staging.target(url.render_as_string(hide_password=False), conn, layout)
+            return staging.target(self.dialect.staging_conninfo(self._engine.url), conn, layout)
 
     def _check_still_registered(self, conn: Connection, layout: AggregationLayout) -> None:
         """Refuse a batch of a definition the aggregation was migrated away from while its pipeline ran (its
@@ -141,7 +137,7 @@ class SqlWrites(SqlSchema):
         tables = self._tables(layout)
         levels = [(tables[layout.spec.granularity(g)], prepare_rows(layout, data, batch.shard_id))
                   for g, data in batch.levels.items()]
-        check_holdable(self._engine.dialect.name, self.url, layout, batch.batch_id, levels)
+        check_holdable(self.dialect, self.url, layout, batch.batch_id, levels)
         try:
             with self._errors("write a batch of", layout), self._write(layout) as conn:
                 self._check_still_registered(conn, layout)
@@ -164,16 +160,16 @@ class SqlWrites(SqlSchema):
         """Merge a level's rows from the driver: those of buckets newer than the table's by the server's bulk
         load (``store.writes.appends``), the others by upserts."""
         appended = 0
-        if data.num_rows and appends.can_append(conn.dialect.name, layout) and self._loads_local_files(conn):
+        if data.num_rows and appends.can_append(self.dialect, layout) and self._loads_local_files(conn):
             new, data = appends.split_new(conn, layout, table, data)
-            appended = appends.append_rows(conn, layout, table, new)
+            appended = appends.append_rows(conn, self.dialect, layout, table, new)
         return appended + upsert_rows(conn, layout, table, merge_sketches(conn, layout, table, data))
 
     def _loads_local_files(self, conn: Connection) -> bool:
         """Whether the server takes bulk loads from this driver (MariaDB's and MySQL's ``local_infile``;
         asked once)."""
         if self._local_files is None:
-            self._local_files = staging.loads_local_files(conn)
+            self._local_files = self.dialect.loads_local_files(conn)
         return self._local_files
 
     def _merge_staged(self, conn: Connection, layout: AggregationLayout, staged: StagedBatch,

@@ -27,14 +27,12 @@ from tiltframe.aggregates.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.errors import StoreError
 from tiltframe.model.streams import AttrType
 from tiltframe.store.base import StagingTarget
-from tiltframe.store.dialects import mysql
+from tiltframe.store.dialects.base import StoreDialect
+from tiltframe.store.dialects.lookup import dialect_of
 from tiltframe.store.dialects.mysql import StoredText
 from tiltframe.store.reads.frames import ARROW_TYPES, fetch_all, typed_frame
 from tiltframe.store.schema import sql_type
 from tiltframe.store.writes import bulk_formats
-from tiltframe.store.writes.appends import latest_bucket
-from tiltframe.store.writes.bulk_formats import LOAD_FORMAT
-from tiltframe.store.writes.upsert_merges import merge_assignments
 
 #: Suffix of the staging table's name (``TradeAggregation_STAGED``): no duration's table suffix.
 STAGING_SUFFIX = "_STAGED"
@@ -43,11 +41,7 @@ STAGE_BATCH = "_tiltframe_batch"
 #: Which task attempt copied the row: ``<job nonce>/<partition>/<task attempt id>``.
 STAGE_TAG = "_tiltframe_tag"
 STAGE_LEVEL = "_tiltframe_level"
-#: Marks where ``LOAD DATA``'s statement takes the file's name (``engine.rollup.staging_writers``).
-FILE_MARK = "\x00file\x00"
 _LEADING = (STAGE_PIPELINE, STAGE_BATCH, STAGE_TAG, STAGE_LEVEL)
-#: MariaDB and MySQL: the row's number, filled by the server.
-_STAGE_SEQ = "_tiltframe_seq"
 
 
 class StagedRowsLost(StoreError):
@@ -71,37 +65,25 @@ def qualifies(layout: AggregationLayout) -> bool:
 _TAG_TYPE = sa.Text().with_variant(sa.String(255), "mysql", "mariadb")
 
 
-def staging_table(layout: AggregationLayout, dialect: str) -> sa.Table:
-    """The staging table of ``layout`` on ``dialect``: UNLOGGED on PostgreSQL, with an index of the tags;
-    on MariaDB and MySQL clustered by level and tag (a row number keeps rows apart: attempts may copy the
-    same rows), so that each level's merge reads its rows in one range and the load maintains no second
-    index of them."""
-    md = sa.MetaData()
+def staging_table(layout: AggregationLayout, dialect: StoreDialect) -> sa.Table:
+    """The staging table of ``layout`` on ``dialect``: its columns here, its layout (index, clustering,
+    logging) the dialect's (``StoreDialect.staging_table``)."""
     types = layout.stored_column_types
-    name = staging_name(layout)
     columns = [sa.Column(STAGE_PIPELINE, StoredText(), nullable=False),
                sa.Column(STAGE_BATCH, sa.BigInteger(), nullable=False),
                sa.Column(STAGE_TAG, _TAG_TYPE, nullable=False), sa.Column(STAGE_LEVEL, sa.Integer(), nullable=False),
                *(sa.Column(c, StoredText() if t is AttrType.STRING else sql_type(t)) for c, t in types.items())]
-    if not mysql.is_mysql(dialect):
-        return sa.Table(name, md, *columns, sa.Index(f"{name}_tag", STAGE_TAG, STAGE_LEVEL), prefixes=["UNLOGGED"])
-    seq = sa.Column(_STAGE_SEQ, sa.BigInteger(), autoincrement=True, nullable=False)
-    return sa.Table(name, md, *columns, seq, sa.PrimaryKeyConstraint(STAGE_LEVEL, STAGE_TAG, _STAGE_SEQ),
-                    sa.UniqueConstraint(_STAGE_SEQ, name=f"{name}_seq"))
+    return dialect.staging_table(staging_name(layout), columns, STAGE_TAG, STAGE_LEVEL)
 
 
-def loads_local_files(conn: Connection) -> bool:
-    """Whether executors can stage into ``conn``'s server: MariaDB and MySQL take ``LOAD DATA LOCAL`` only
-    with ``local_infile`` on (MariaDB's default; MySQL 8's is off)."""
-    if not mysql.is_mysql(conn.dialect):
-        return True
-    return bool(int(conn.exec_driver_sql("SELECT @@GLOBAL.local_infile").scalar() or 0))
+def _staged(conn: Connection, layout: AggregationLayout) -> sa.Table:
+    return staging_table(layout, dialect_of(conn))
 
 
 def ensure_staging(conn: Connection, layout: AggregationLayout) -> sa.Table:
     """Create the staging table, or make it anew when its columns are another definition's (it only ever
     holds rows of uncommitted batches)."""
-    table = staging_table(layout, conn.dialect.name)
+    table = _staged(conn, layout)
     inspector = sa.inspect(conn)
     if inspector.has_table(table.name):
         have = [c["name"] for c in inspector.get_columns(table.name)]
@@ -113,7 +95,7 @@ def ensure_staging(conn: Connection, layout: AggregationLayout) -> sa.Table:
 
 
 def drop_staging(conn: Connection, layout: AggregationLayout) -> None:
-    staging_table(layout, conn.dialect.name).drop(conn, checkfirst=True)
+    _staged(conn, layout).drop(conn, checkfirst=True)
 
 
 def target(conninfo: str, conn: Connection, layout: AggregationLayout) -> StagingTarget:
@@ -122,17 +104,14 @@ def target(conninfo: str, conn: Connection, layout: AggregationLayout) -> Stagin
     types = layout.stored_column_types
     names = ", ".join(quote(c) for c in (*_LEADING, *types))
     columns, keys = tuple((c, ARROW_TYPES[t]) for c, t in types.items()), tuple(layout.stored_key_names)
-    if mysql.is_mysql(conn.dialect):
-        sql = f"LOAD DATA LOCAL INFILE {FILE_MARK} INTO TABLE {quote(staging_name(layout))} {LOAD_FORMAT} ({names})"
-        return StagingTarget(conninfo, sql, columns, keys, "load")
-    return StagingTarget(conninfo, f"COPY {quote(staging_name(layout))} ({names}) FROM STDIN (FORMAT binary)",
-                         columns, keys)
+    sql, kind = dialect_of(conn).staging_load(quote(staging_name(layout)), names)
+    return StagingTarget(conninfo, sql, columns, keys, kind)
 
 
 def clear_pipeline(conn: Connection, layout: AggregationLayout, pipeline_id: str) -> int:
     """Delete every staged row of ``pipeline_id``: before its next batch stages, any is stale (attempts of
     a batch that never committed; one pipeline runs one batch at a time)."""
-    table = staging_table(layout, conn.dialect.name)
+    table = _staged(conn, layout)
     return conn.execute(sa.delete(table).where(table.c[STAGE_PIPELINE] == pipeline_id)).rowcount
 
 
@@ -146,7 +125,7 @@ def _tagged(table: sa.Table, tags: Sequence[str], level: int) -> sa.ColumnElemen
 
 def check_present(conn: Connection, layout: AggregationLayout, tags: Sequence[str], rows: Sequence[int]) -> None:
     """Refuse to merge unless the staging table holds every row the tags copied, level by level."""
-    table = staging_table(layout, conn.dialect.name)
+    table = _staged(conn, layout)
     level = table.c[STAGE_LEVEL]
     found = dict(conn.execute(sa.select(level, sa.func.count()).where(_of_tags(table, tags)).group_by(level)).all())
     want = {i: n for i, n in enumerate(rows) if n}
@@ -158,54 +137,25 @@ def check_present(conn: Connection, layout: AggregationLayout, tags: Sequence[st
 
 def merge_level(conn: Connection, layout: AggregationLayout, target_table: sa.Table, level: int,
                 tags: Sequence[str], purged_before: int | None) -> int:
-    """Merge the staged rows of ``level`` copied by ``tags`` into ``target_table``, skipping purged buckets;
-    returns the rows merged.  PostgreSQL takes them in primary-key order (its B-tree then fills pages in
-    order) in two statements: those of buckets newer than the table's by a plain insert, the others by an
-    upsert.  MariaDB's take one upsert, read in the staging table's own order, which a sort made slower (a
-    plain insert there costs what its upsert does)."""
-    staged = staging_table(layout, conn.dialect.name)
-    columns = list(layout.stored_column_types)
+    """Merge the staged rows of ``level`` copied by ``tags`` into ``target_table``, skipping purged buckets,
+    the dialect's way (``StoreDialect.merge_staged``); returns the rows merged."""
+    staged = _staged(conn, layout)
     where = [_tagged(staged, tags, level)]
     if purged_before is not None:
         where.append(staged.c[AGG_TIMESTAMP] >= purged_before)
-    order = [staged.c[k] for k in layout.stored_key_names]
-    if not mysql.is_mysql(conn.dialect):
-        from sqlalchemy.dialects import postgresql  # not for every reader of a store (store.merges)
-
-        # Rows of buckets later than the table's latest meet no stored row: a plain insert (half the
-        # upsert's time; ``store.writes.appends``), the others merged.
-        latest = latest_bucket(conn, target_table)
-        newer = [] if latest is None else [staged.c[AGG_TIMESTAMP] > latest]
-        select = sa.select(*(staged.c[c] for c in columns)).order_by(*order)
-        merged = max(conn.execute(sa.insert(target_table).from_select(columns, select.where(*where, *newer)))
-                     .rowcount, 0)
-        if latest is None:
-            return merged
-        ins = postgresql.insert(target_table).from_select(columns, select.where(*where,
-                                                                                staged.c[AGG_TIMESTAMP] <= latest))
-        keys = [target_table.c[k] for k in layout.stored_key_names]
-        sets = merge_assignments(layout, target_table, ins.excluded)
-        return merged + max(conn.execute(ins.on_conflict_do_update(index_elements=keys, set_=sets)).rowcount, 0)
-    chosen = [staged.c[c] for c in columns]
-    if mysql.KEY_HASH in target_table.c:
-        columns, chosen = [*columns, mysql.KEY_HASH], [*chosen, mysql.key_hash_sql(layout, staged.c)]
-    select = sa.select(*chosen).where(*where)
-    my = mysql.sa_mysql().insert(target_table).from_select(columns, select)
-    conn.execute(my.on_duplicate_key_update(list(merge_assignments(layout, target_table, my.inserted).items())))
-    # The server counts an updated row twice and an unchanged one not at all: count the rows merged.
-    return int(conn.execute(sa.select(sa.func.count()).select_from(staged).where(*where)).scalar() or 0)
+    return dialect_of(conn).merge_staged(conn, layout, staged, target_table, where)
 
 
 def delete_batch(conn: Connection, layout: AggregationLayout, pipeline_id: str, batch_id: int) -> None:
     """Delete the rows the pipeline staged up to ``batch_id``: the merged attempts' and any failed one's."""
-    table = staging_table(layout, conn.dialect.name)
+    table = _staged(conn, layout)
     conn.execute(sa.delete(table).where(table.c[STAGE_PIPELINE] == pipeline_id, table.c[STAGE_BATCH] <= batch_id))
 
 
 def read_level(conn: Connection, layout: AggregationLayout, level: int, tags: Sequence[str]) -> pa.Table:
     """The staged rows of ``level`` copied by ``tags``, as the Arrow path would have merged them (to name a
     row whose sum overflowed)."""
-    staged = staging_table(layout, conn.dialect.name)
+    staged = _staged(conn, layout)
     types = layout.stored_column_types
     rows = fetch_all(conn, sa.select(*(staged.c[c] for c in types)).where(_tagged(staged, tags, level)))
     frame = typed_frame(rows, types)

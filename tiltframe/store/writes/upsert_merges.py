@@ -1,5 +1,5 @@
 """The upsert of a batch's partial rows: ``SET`` expressions merging a new partial row into the stored one,
-by each state's merge kind, in every dialect's upsert syntax.
+by each state's merge kind, which each dialect's upsert statement carries (``store.dialects``).
 
 Each state merges by its primitive's SQL (``aggregates/targets/in_sql.py``), so NULLs never win and every
 dialect agrees.
@@ -18,37 +18,13 @@ from tiltframe.aggregates.layout import AGG_ARRIVAL_BATCH, AGG_ARRIVAL_SEQ, AGG_
 from tiltframe.aggregates.registry import EVENT_ORDER
 from tiltframe.aggregates.states import Merge
 from tiltframe.aggregates.targets.in_sql import PAIR_MERGE, SqlOps
-from tiltframe.errors import StoreError
 from tiltframe.model.streams import AttrType
-from tiltframe.store.dialects.mysql import is_mysql
 
 #: SQLite's ways to fail a statement from an expression: ``abs`` of the smallest long raises "integer
 #: overflow"; ``9e999`` reads as infinity.  Inline, since the merge statements bind row values only.
 _SQLITE_FAIL = sa.literal_column("abs(-9223372036854775808)")
 _SQLITE_INF = sa.literal_column("9e999")
 _SQLITE_INTEGER = sa.literal_column("'integer'")
-
-
-def upsert_statement(
-    dialect: str, table: sa.Table, layout: AggregationLayout, rows: list[dict[str, Any]]
-) -> sa.Executable:
-    """Multi-row insert of ``rows`` that merges into existing keys, in the dialect's upsert syntax."""
-    # Imported here: a dialect's module costs up to 0.1 s (PostgreSQL's loads its async drivers' too), which a
-    # read on another store, e.g. `tiltframe query` on SQLite, need not pay.
-    from sqlalchemy.dialects import mysql, postgresql, sqlite
-
-    if is_mysql(dialect):
-        my = mysql.insert(table).values(rows)
-        return my.on_duplicate_key_update(list(merge_assignments(layout, table, my.inserted).items()))
-    module = {"sqlite": sqlite, "postgresql": postgresql}.get(dialect)
-    if module is None:
-        msg = f"no upsert for SQL dialect {dialect!r}"
-        raise StoreError(msg)
-    ins = module.insert(table).values(rows)
-    keys = [table.c[k] for k in layout.stored_key_names]
-    checked = dialect == "sqlite"
-    return ins.on_conflict_do_update(index_elements=keys,
-                                     set_=merge_assignments(layout, table, ins.excluded, checked=checked))
 
 
 def merge_assignments(layout: AggregationLayout, old: sa.Table, new: Any, *, checked: bool = False) -> dict[str, Any]:

@@ -11,8 +11,6 @@ upsert are ``store.writes.upsert_merges``'; sketch states, which no database can
 
 from __future__ import annotations
 
-import functools
-import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
@@ -26,27 +24,17 @@ from tiltframe.aggregates.layout import AGG_TIMESTAMP, SHARD_ID, AggregationLayo
 from tiltframe.aggregates.sketches.stored import MERGE, TO_STORED
 from tiltframe.errors import StoreError
 from tiltframe.store.dialects import mysql
+from tiltframe.store.dialects.lookup import dialect_of
 from tiltframe.store.reads.frames import ARROW_TYPES, fetch_all, typed_frame
-from tiltframe.store.writes.upsert_merges import upsert_statement
 
-#: Rows per multi-row upsert statement, and rows turned into Python objects at a time (bounds memory).
+#: At most this many rows per multi-row upsert statement (fewer where the dialect says,
+#: ``StoreDialect.rows_per_statement``), and rows turned into Python objects at a time (bounds memory).
 ROWS_PER_STATEMENT = 500
-#: SQLite's cap: its statements cost no round trip, so more rows per statement gain nothing, while the
-#: text of a statement compiles in time linear in its rows (0.1 s per table at 500 rows, paid by the
-#: first batch of every run).
-SQLITE_ROWS_PER_STATEMENT = 100
 CHUNK_ROWS = 50_000
 #: Upsert SQL per (dialect, server version, spec, sharding, table, rows per statement), shared by every
 #: store of the process: compiling a 100-row statement takes SQLAlchemy about 10 ms, which every run (every
 #: new store) would pay again.
 _STATEMENTS: dict[tuple[Any, ...], tuple[str, list[int] | None]] = {}
-
-
-def max_parameters(dialect: sa.Dialect) -> int:
-    """Bound parameters one statement may carry (SQLite before 3.32 allowed only 999)."""
-    if dialect.name == "sqlite":
-        return 32_766 if sqlite3.sqlite_version_info >= (3, 32) else 999
-    return 30_000
 
 
 def prepare_rows(layout: AggregationLayout, data: pa.Table, shard_id: str | None = None) -> pa.Table:
@@ -123,29 +111,6 @@ def _flatten(data: pa.Table) -> list[Any]:
 COMPACTED = "*"
 
 
-@functools.cache
-def _server_placeholders() -> sa.Dialect:
-    """PostgreSQL merges bind ``$1, $2, ...`` (see ``_merge_cursor``); the dialect's module is imported on the
-    first merge into PostgreSQL, not by every process that reads a store (``store.writes.upsert_merges``)."""
-    from sqlalchemy.dialects import postgresql
-
-    return postgresql.psycopg.dialect(paramstyle="numeric_dollar")
-
-
-def _merge_cursor(conn: Connection) -> tuple[Any, dict[str, Any]]:
-    """The DBAPI cursor that runs the merge statements, and the extra arguments of its ``execute``.
-
-    On PostgreSQL, a psycopg ``RawCursor`` with prepared statements: the server parses each multi-row
-    upsert once per connection, where psycopg's default cursor re-parses its text (thousands of ``%s``)
-    on every execute, which took most of the merge time.
-    """
-    if conn.dialect.name == "postgresql":
-        import psycopg
-
-        return psycopg.RawCursor(conn.connection.dbapi_connection), {"prepare": True}
-    return conn.connection.cursor(), {}
-
-
 def after(data: pa.Table, start: int | None) -> pa.Table:
     """The rows of ``data`` whose bucket starts at or after ``start`` (all of them without one)."""
     if start is None or data.num_rows == 0:
@@ -164,17 +129,16 @@ def upsert_rows(
     if mysql.KEY_HASH in table.c:
         data = data.append_column(mysql.KEY_HASH, mysql.key_hashes(layout, data))
     width = data.num_columns
-    rows = ROWS_PER_STATEMENT
-    if conn.dialect.name == "sqlite":
-        rows = min(rows, SQLITE_ROWS_PER_STATEMENT)
-    per_statement = max(1, min(rows, max_parameters(conn.dialect) // width))
+    dialect = dialect_of(conn)
+    rows = min(ROWS_PER_STATEMENT, dialect.rows_per_statement)
+    per_statement = max(1, min(rows, dialect.max_parameters() // width))
     # Compiled only where rows fill it: a new process's first small batch would pay 10-20 ms a table for a
     # statement it never runs.
     fills = data.num_rows >= per_statement
     many_sql, many_order = _statement(conn, layout, table, per_statement) if fills else ("", None)
     one_sql, one_order = _statement(conn, layout, table, 1)
     step = per_statement * width
-    cursor, options = _merge_cursor(conn)
+    cursor, options = dialect.merge_cursor(conn)
     try:
         for offset in range(0, data.num_rows, CHUNK_ROWS):
             flat = _flatten(data.slice(offset, CHUNK_ROWS))
@@ -195,7 +159,7 @@ def _statement(
     conn: Connection, layout: AggregationLayout, table: sa.Table, n: int
 ) -> tuple[str, list[int] | None]:
     """SQL text of the ``n``-row upsert into ``table`` and how to reorder row-major values for it."""
-    dialect = conn.dialect
+    dialect, store_dialect = conn.dialect, dialect_of(conn)
     key = (dialect.name, dialect.server_version_info, layout.spec_hash, layout.partitioned, table.name,
            len(table.columns), n)
     if key not in _STATEMENTS:
@@ -203,8 +167,7 @@ def _statement(
         names = [f"r{i}_{j}" for i in range(n) for j in range(len(columns))]
         rows = [{c.name: sa.bindparam(names[i * len(columns) + j]) for j, c in enumerate(columns)}
                 for i in range(n)]
-        compiler = _server_placeholders() if dialect.name == "postgresql" else dialect
-        compiled = upsert_statement(dialect.name, table, layout, rows).compile(dialect=compiler)
+        compiled = store_dialect.upsert(table, layout, rows).compile(dialect=store_dialect.placeholders(dialect))
         if not compiled.positional:
             msg = f"the {dialect.name} driver uses named parameters; positional ones are needed"
             raise StoreError(msg)
