@@ -20,6 +20,9 @@ from tiltframe.model.aggregations import StoreSpec
 from tiltframe.store.urls import store_target
 
 SERVERS = {"postgresql": "TILTFRAME_TEST_POSTGRES_URL", "mysql": "TILTFRAME_TEST_MYSQL_URL"}
+#: Every store a test runs on: the embedded SQLite, then the servers (MariaDB answers for "mysql").
+STORES = ("sqlite", *SERVERS)
+SERVER_STORES = tuple(SERVERS)
 
 
 def server_jdbc_url(kind: str) -> str:

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 import tiltframe as tf
 from tests.oracle import DUCK_UNITS, open_pipeline
 from tests.retrieval.empty_sketches import EMPTY as EMPTY_SKETCHES
-from tests.servers import app_with_store, fresh_database
+from tests.servers import SERVER_STORES, app_with_store, fresh_database
 from tiltframe.aggregates import registry
 from tiltframe.aggregates.registry import AggregateFunction
 from tiltframe.aggregates.sketches.stored import BUILD, MERGE, dds_quantiles, hdr_quantiles, hll_estimate, kll_quantiles
@@ -313,7 +313,7 @@ def test_empty_buckets_answer_null_at_every_level(spark, tmp_path_factory, data,
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["postgresql", "mysql"])
+@pytest.mark.parametrize("kind", SERVER_STORES)
 @settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.lists(event, min_size=1, max_size=40), cuts=st.lists(st.integers(0, 40), max_size=3))
 def test_empty_buckets_answer_null_on_the_server_stores(spark, tmp_path_factory, kind, data, cuts) -> None:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import tiltframe as tf
 import tiltframe.engine.rollup.pipeline as pipeline_module
 from tests.oracle import DUCK_UNITS, run_batches
-from tests.servers import app_with_store, fresh_database, staged_batches
+from tests.servers import SERVER_STORES, app_with_store, fresh_database, staged_batches
 from tiltframe.engine.rollup.staged_writes import STAGED_WRITES_ENV
 
 APP = """
@@ -116,7 +116,7 @@ def test_stdev_is_stable_on_large_values(spark, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["postgresql", "mysql"])
+@pytest.mark.parametrize("kind", SERVER_STORES)
 def test_server_stores_merge_the_same_states(spark, tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Many small batches make the upsert merge (Chan's formula and the first/last choice in SQL; MySQL
     applies the assignments in order) on almost every row.  The batches take turns between the two ways

@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.bad_input.harness import STORES, store_url
+from tests.bad_input.harness import store_url
+from tests.servers import STORES
 
 
 @pytest.fixture(params=STORES)

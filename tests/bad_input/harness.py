@@ -27,7 +27,6 @@ from tiltframe.store.base import AggregationInfo
 from tiltframe.store.open_stores import StoreRegistry
 
 #: The stores every store-sensitive kind runs on: the embedded one and the two servers.
-STORES = ("sqlite", "postgresql", "mysql")
 #: The app the tests of input files feed: per key, the sum of ``v`` and the count of events, every sec ... day.
 TOTALS_APP = """
 define stream S (k string, v double, ts long);

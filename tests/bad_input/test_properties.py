@@ -51,8 +51,8 @@ from tests.bad_input.generated import (
     write_file,
     written_time,
 )
-from tests.bad_input.harness import STORES, Outcome, run, store_url
-from tests.servers import SERVERS
+from tests.bad_input.harness import Outcome, run, store_url
+from tests.servers import SERVERS, STORES
 from tiltframe.engine.rollup.reports import PipelineTotals
 from tiltframe.model.durations import Unit
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.bad_input.harness import STORES, run, store_url
-from tests.servers import app_with_store
+from tests.bad_input.harness import run, store_url
+from tests.servers import STORES, app_with_store
 from tiltframe.cli.commands import app
 
 runner = CliRunner()

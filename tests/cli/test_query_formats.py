@@ -14,8 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from tests.bad_input.harness import STORES, run, store_url
-from tests.servers import app_with_store
+from tests.bad_input.harness import run, store_url
+from tests.servers import STORES, app_with_store
 from tiltframe.cli import querying
 from tiltframe.cli.commands import app
 

@@ -14,7 +14,7 @@ import pytest
 
 import tiltframe as tf
 from tests.engine.rollups import APP, HOUR, MEASURES, T0, ZONE, ZONED, check, deliver, trades, wait
-from tests.servers import app_with_store, fresh_database
+from tests.servers import STORES, app_with_store, fresh_database
 from tiltframe.engine.rollup.reports import BatchReport
 from tiltframe.errors import TiltframeError
 
@@ -27,7 +27,7 @@ def events_read(reports: list[BatchReport]) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "mysql"])
+@pytest.mark.parametrize("backend", STORES)
 def test_a_measure_is_backfilled_while_its_pipeline_commits(spark, tmp_path: Path, backend: str) -> None:
     with nullcontext(None) if backend == "sqlite" else fresh_database(backend) as url:
         a, b = (tf.load_app(app_with_store(text, url)[0]) for text in (A, ADDED))

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.oracle import APP, check_against_oracle, open_pipeline, run_batches
-from tests.servers import app_with_store, fresh_database
+from tests.servers import SERVER_STORES, app_with_store, fresh_database
 
 ANCHORS = [
     pd.Timestamp(t, tz="UTC").value // 1_000_000
@@ -62,7 +62,7 @@ def test_replayed_batch_changes_nothing(spark, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("server", ["postgresql", "mysql"])
+@pytest.mark.parametrize("server", SERVER_STORES)
 def test_server_stores_equal_the_oracle(spark, tmp_path: Path, server: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The same events through PostgreSQL and MariaDB stores (seed-style @store annotation, credentials
     from the environment) give the oracle's rollups, across several micro-batches."""

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tiltframe as tf
-from tests.servers import fresh_database
+from tests.servers import STORES, fresh_database
 from tiltframe.errors import DefinitionError
 from tiltframe.store import DB_FILE_NAME
 from tiltframe.store.schema import REJECTED_TABLE
@@ -67,7 +67,7 @@ def same(got: pd.DataFrame, want: pd.DataFrame) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "mysql"])
+@pytest.mark.parametrize("backend", STORES)
 def test_a_raw_table_keeps_its_rows_and_answers_like_sql(spark, tmp_path: Path, backend: str) -> None:
     rows = rows_of(400, 3)
     with fresh_database(backend) if backend != "sqlite" else nullcontext() as url:
@@ -131,7 +131,7 @@ PREAGGREGATED = (
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "mysql"])
+@pytest.mark.parametrize("backend", STORES)
 def test_enabling_preaggregation_keeps_and_counts_the_raw_rows(spark, tmp_path: Path, backend: str) -> None:
     """EventQL's pre-aggregation enabled on a table that holds raw rows: a read before they are folded is
     refused (never a total without them); migrate folds them once, recording the rows the rollup cannot

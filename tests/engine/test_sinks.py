@@ -174,10 +174,10 @@ def test_callback_sink_passes_stream_and_rows() -> None:
 # --- SQL table ------------------------------------------------------------------------------------------
 
 
-BACKENDS = ("sqlite", "postgresql", "mysql")
+STORES = ("sqlite", "postgresql", "mysql")
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=STORES)
 def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """The URL of an empty database on each backend, as a user would write it after ``store:``.
 

@@ -14,9 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 import tiltframe as tf
-from tests.bad_input.harness import STORES, run, store_url
+from tests.bad_input.harness import run, store_url
 from tests.engine.rollup.test_staged_writes import Spy
-from tests.servers import app_with_store, fresh_database
+from tests.servers import SERVER_STORES, STORES, app_with_store, fresh_database
 from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.cli.commands import app as cli
 from tiltframe.engine.inputs.batch_sessions import SMALL_BATCH_ENV
@@ -175,7 +175,7 @@ def test_skipped_values_equal_pandas_and_a_replay_adds_nothing(spark: object, tm
 
 
 @pytest.mark.parametrize("staged", [True, False], ids=["staged", "driver"])
-@pytest.mark.parametrize("server", ["postgresql", "mysql"])
+@pytest.mark.parametrize("server", SERVER_STORES)
 def test_the_staged_path_counts_as_the_driver_does(spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                    server: str, staged: bool) -> None:
     """Partial rows copied by the executors (only per-task sums reach the driver) or brought to the driver:

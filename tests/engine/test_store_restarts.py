@@ -21,7 +21,7 @@ import sqlalchemy as sa
 import tiltframe as tf
 from tests.oracle import APP, rollup
 from tests.private_servers import PrivateServer, private_server
-from tests.servers import app_with_store
+from tests.servers import SERVER_STORES, app_with_store
 from tiltframe.engine.rollup.reports import BatchReport
 from tiltframe.errors import TiltframeError
 from tiltframe.model.aggregations import StoreSpec
@@ -75,7 +75,7 @@ def server_down(server: PrivateServer) -> Iterator[None]:
         _wait(lambda: _answers(server.url), 120, f"{server.kind} to start again")
 
 
-@pytest.mark.parametrize("kind", ["postgresql", "mysql"])
+@pytest.mark.parametrize("kind", SERVER_STORES)
 def test_a_following_run_outlives_a_database_restart(
     spark, tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

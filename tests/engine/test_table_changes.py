@@ -17,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 import tiltframe as tf
-from tests.servers import fresh_database
+from tests.servers import STORES, fresh_database
 from tiltframe.errors import DefinitionError, StoreError
 from tiltframe.model.aggregations import StoreSpec
 from tiltframe.store.urls import store_target
@@ -66,7 +66,7 @@ def insert(app_text: str, part: pd.DataFrame, url: str | None, data_dir: Path, s
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "mysql"])
+@pytest.mark.parametrize("backend", STORES)
 def test_measures_and_dimensions_change_over_stored_rows(spark, tmp_path: Path, backend: str) -> None:
     a, b, c = rows(600, 1), rows(500, 2), rows(400, 3)
     with nullcontext(None) if backend == "sqlite" else fresh_database(backend) as url:

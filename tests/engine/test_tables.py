@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 import tiltframe as tf
-from tests.servers import fresh_database
+from tests.servers import SERVER_STORES, fresh_database
 from tiltframe.store import DB_FILE_NAME
 
 APP = """
@@ -91,7 +91,7 @@ def test_workers_store_partial_rows_and_retrieval_merges_them(spark, tmp_path: P
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["postgresql", "mysql"])
+@pytest.mark.parametrize("backend", SERVER_STORES)
 def test_a_table_with_store_lives_on_a_server(spark, tmp_path: Path, backend: str) -> None:
     """``@store`` on ``define table``: the workers' partial rows go to the server, SELECT merges them."""
     rows = impressions(2000, 2)

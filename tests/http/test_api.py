@@ -13,8 +13,9 @@ import pyarrow as pa
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.bad_input.harness import STORES, store_url
+from tests.bad_input.harness import store_url
 from tests.http.served import DAY, SYMBOLS, T0, Served, build, oracle, serving
+from tests.servers import STORES
 
 QUERY = ('from TradeAggregation within "2024-01-** **:**:**" per "days" '
          "select AGG_TIMESTAMP, AGG_TIME, symbol, total, trades, avgPrice")

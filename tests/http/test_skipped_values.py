@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 
 import tiltframe as tf
-from tests.bad_input.harness import STORES, store_url
+from tests.bad_input.harness import store_url
 from tests.http.served import SYMBOLS, T0, Served, serving
-from tests.servers import app_with_store
+from tests.servers import STORES, app_with_store
 from tiltframe.store.open_stores import StoreRegistry
 from tiltframe.store.schema import SKIPPED_VALUES
 

@@ -35,7 +35,7 @@ from tests.integration.crashkit import (
     write_inputs,
 )
 from tests.oracle import APP, check_against_oracle
-from tests.servers import app_with_store, fresh_database
+from tests.servers import STORES, app_with_store, fresh_database
 from tiltframe.engine.inputs.batch_sessions import SMALL_BATCH_ENV
 from tiltframe.engine.rollup.staged_writes import STAGED_WRITES_ENV
 
@@ -110,7 +110,7 @@ def tail(log: Path, chars: int = 4000) -> str:
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-@pytest.mark.parametrize("store", ["sqlite", "postgresql", "mysql"])
+@pytest.mark.parametrize("store", STORES)
 def test_kill9_and_restart_counts_every_event_once(store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seed = int(os.environ.get("TILTFRAME_CRASH_SEED") or np.random.SeedSequence().entropy % 2**32)
     print(f"\ncrash test on {store}: seed {seed} (TILTFRAME_CRASH_SEED={seed} reproduces it)")

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 import tiltframe as tf
-from tests.bad_input.harness import STORES, run, store_url
+from tests.bad_input.harness import run, store_url
+from tests.servers import STORES
 from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.lang.siddhiql.parser import parse_retrieval
 from tiltframe.retrieval.pushdown import pinned_keys

@@ -28,7 +28,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import tiltframe as tf
-from tests.servers import fresh_database
+from tests.servers import STORES, fresh_database
 from tiltframe.aggregates.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.errors import DataError
 from tiltframe.lang.siddhiql.parser import parse_table_query
@@ -78,7 +78,7 @@ class Db:
         return app, layout
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql", "mysql"])
+@pytest.fixture(scope="module", params=STORES)
 def db(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Db]:
     if request.param == "sqlite":
         path = tmp_path_factory.mktemp("pushdown") / "tiltframe.db"

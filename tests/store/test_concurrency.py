@@ -27,7 +27,8 @@ import pyarrow as pa
 import pytest
 
 from tests.oracle import APP, open_pipeline, rollup
-from tests.servers import app_with_store, fresh_database
+from tests.servers import SERVER_STORES, STORES, app_with_store, fresh_database
+from tests.store.conftest import MIN, SEC, fresh_store, make_layout
 from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.model.aggregations import StoreSpec
 from tiltframe.model.durations import Granularity, Unit
@@ -35,8 +36,6 @@ from tiltframe.store.base import REJECTED_COLUMNS, REJECTED_TIMES, AggregationIn
 from tiltframe.store.sql import SqlStore
 from tiltframe.store.urls import store_target
 from tiltframe.store.writes.upserts import ROWS_PER_STATEMENT
-
-from .conftest import BACKENDS, MIN, SEC, fresh_store, make_layout
 
 HOUR = Granularity(Unit.HOURS)
 LEVELS = (SEC, MIN, HOUR)
@@ -344,7 +343,7 @@ def layout() -> AggregationLayout:
     return make_layout(granularities=LEVELS)
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=STORES)
 def stores(
     request: pytest.FixtureRequest, db_path: Path, layout: AggregationLayout
 ) -> Iterator[tuple[SqlStore, Callable[[], SqlStore]]]:
@@ -401,7 +400,7 @@ def e2e_events(rng: np.random.Generator) -> pd.DataFrame:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", STORES)
 def test_query_during_pipeline_sees_prefix_sums(spark, tmp_path: Path, backend: str) -> None:
     """The real pipeline commits batches while ``tiltframe.query`` reads: every answer is a committed prefix."""
     import tiltframe as tf
@@ -456,7 +455,7 @@ def test_query_during_pipeline_sees_prefix_sums(spark, tmp_path: Path, backend: 
 STARTERS = 4
 
 
-@pytest.mark.parametrize("backend", ["postgresql", "mysql"])
+@pytest.mark.parametrize("backend", SERVER_STORES)
 def test_pipelines_starting_at_once_prepare_the_store_once(backend: str) -> None:
     """Shard pipelines start together against one empty server store: each prepares its tables, none fails.
 

@@ -6,10 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import tiltframe.store.open_stores as registry
+from tests.store.conftest import SEC, T0, batch, row
 from tiltframe.store.open_stores import StoreRegistry
-
-from .conftest import SEC
-from .test_sql_store import T0, batch, row
 
 
 def test_readers_of_one_data_directory_share_its_store(tmp_path: Path, layout) -> None:

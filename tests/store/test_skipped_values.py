@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from tests.servers import STORES
+from tests.store.conftest import T0, TRADES, batch, fresh_store, row
 from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.model.aggregations import AggregateItem
 from tiltframe.model.app import AppSpec
@@ -17,9 +19,6 @@ from tiltframe.model.expressions import Attr
 from tiltframe.store.base import BatchWrite, SkippedValues
 from tiltframe.store.schema import SKIPPED_VALUES, SKIPPED_VALUES_TABLE
 from tiltframe.store.sql import SqlStore
-
-from .conftest import BACKENDS, TRADES, fresh_store
-from .test_sql_store import T0, batch, row
 
 MEASURES = ("avgPrice", "total", "low", "high")
 
@@ -35,7 +34,7 @@ def totals(store: SqlStore, layout: AggregationLayout) -> dict[str, tuple[int | 
             for v in store.info(layout).values_skipped}
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", STORES)
 def test_each_batch_adds_its_counts_once(backend: str, db_path: Path, layout: AggregationLayout) -> None:
     with fresh_store(backend, db_path, layout) as (store, reader):
         assert totals(store, layout) == dict.fromkeys(MEASURES, (0, 0, 0, 0))  # nothing committed yet
@@ -59,7 +58,7 @@ def test_each_batch_adds_its_counts_once(backend: str, db_path: Path, layout: Ag
         assert totals(store, other) == dict.fromkeys(MEASURES, (1, 3, 1, 0))
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", STORES)
 def test_a_store_made_before_the_table_says_unknown_then_counts(backend: str, db_path: Path,
                                                                 layout: AggregationLayout) -> None:
     with fresh_store(backend, db_path, layout) as (store, reader):
@@ -79,7 +78,7 @@ def test_a_store_made_before_the_table_says_unknown_then_counts(backend: str, db
         assert got == {"avgPrice": (1, 1, 1, 2), "total": (2, 1, 1, 2), "low": (1, 1, 1, 2), "high": (1, 1, 1, 2)}
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", STORES)
 def test_a_migration_forgets_the_counts_of_the_measures_it_removes(backend: str, db_path: Path,
                                                                     layout: AggregationLayout) -> None:
     """``high`` (max of price) removed and ``most`` (max of quantity) added: ``high``'s counts go, ``most`` is

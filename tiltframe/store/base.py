@@ -208,8 +208,10 @@ class AggregationInfo:
     values_skipped: tuple[SkippedValues, ...] = ()
 
 
-class Store(Protocol):
-    """A place to keep rollups.  All writes of a batch are atomic; reads see committed batches only."""
+class BatchStore(Protocol):
+    """What a rollup's micro-batches need of a place to keep them: its tables, exactly-once commits of
+    whole batches, and reads of committed batches only.  A new kind of store starts here
+    (tests/store/contract/)."""
 
     url: str
     capabilities: Capabilities
@@ -223,11 +225,6 @@ class Store(Protocol):
     def last_committed_batch(self, layout: AggregationLayout, pipeline_id: str) -> int | None:
         """The greatest batch id of ``pipeline_id`` the store holds a commit record of (None: none, or
         no store at all); the checkpoint's record of what it wrote is compared with it at start."""
-        ...
-
-    def reset(self, layout: AggregationLayout, shard_id: str | None = None) -> None:
-        """Drop the aggregation's tables, commit records, recorded events and purge marks (a rebuild, which
-        then reads every input again); refused when the tables hold another shard's rows."""
         ...
 
     def pipeline_state(
@@ -248,6 +245,73 @@ class Store(Protocol):
         """Merge ``batch`` into the tables; False (and no change) if that batch was already committed."""
         ...
 
+    def latest_event_ts(self, layout: AggregationLayout) -> int | None:
+        """The greatest event time aggregated so far (by any pipeline); retention is measured from it."""
+        ...
+
+    def earliest_event_ts(self, layout: AggregationLayout) -> int | None:
+        """The least event time aggregated so far (by any pipeline); None before the first event."""
+        ...
+
+    def purged_before(self, layout: AggregationLayout) -> dict[Granularity, int]:
+        """Per level, the instant before which its buckets were purged (a level never purged is absent)."""
+        ...
+
+    def read(
+        self,
+        layout: AggregationLayout,
+        granularity: Granularity,
+        start_ms: int | None = None,
+        end_ms: int | None = None,
+        *,
+        with_shards: bool = False,
+        keys: Mapping[str, Sequence[Any]] | None = None,
+    ) -> pd.DataFrame:
+        """Stored partial rows whose bucket start lies in ``[start_ms, end_ms)`` and whose group-by keys
+        take one of the values ``keys`` gives (with ``SHARD_ID`` if asked: the writer of each partial row).
+        A store may return more rows than ``keys`` allows (a case-insensitive collation), never fewer."""
+        ...
+
+    def read_merged(
+        self,
+        layout: AggregationLayout,
+        granularity: Granularity,
+        by: Sequence[str],
+        states: Sequence[str],
+        start_ms: int | None = None,
+        end_ms: int | None = None,
+        *,
+        by_interval: bool = True,
+        where: Sequence[KeyTerm] = (),
+    ) -> pd.DataFrame | None:
+        """The stored partial rows whose bucket lies in ``[start_ms, end_ms)`` and for which every term of
+        ``where`` holds, merged by the database per bucket and value of the group-by keys ``by`` (every
+        bucket into one, ``AGG_TIMESTAMP`` 0, without ``by_interval``), so that only the merged rows leave
+        it.  Columns ``AGG_TIMESTAMP``, ``by``, ``AGG_EVENT_TIMESTAMP`` and ``states``, rows in no order:
+        the rows ``retrieval.merge.merge_rows`` makes of those partial rows for a layout grouped by ``by``.
+        Every state must merge by SUM, MIN or MAX without a combine function
+        (``store.reads.merged_reads.merges_in_sql``).  None when the store cannot give exactly those rows (a long
+        sum beyond 64 bits, a double sum near its range or over an infinity, text keys in a collation that
+        folds case): the caller then merges the partial rows itself."""
+        ...
+
+    def change_token(self) -> object | None:
+        """A value that changes whenever anything is committed to the store (None: the store cannot tell,
+        and readers must not keep answers)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class RollupLifecycle(Protocol):
+    """A stored rollup's later life: rebuilds and swaps, definitions and their migrations, retention,
+    compaction, recorded events and what ``inspect`` shows."""
+
+    def reset(self, layout: AggregationLayout, shard_id: str | None = None) -> None:
+        """Drop the aggregation's tables, commit records, recorded events and purge marks (a rebuild, which
+        then reads every input again); refused when the tables hold another shard's rows."""
+        ...
+
     def add_shards(self, layout: AggregationLayout, shard_id: str) -> list[str]:
         """Give tables made before ``layout`` was partitioned a ``SHARD_ID`` key column, their rows
         becoming ``shard_id``'s; returns the tables changed."""
@@ -263,20 +327,8 @@ class Store(Protocol):
         row, atomically; returns the rows removed (0 when there is nothing to merge)."""
         ...
 
-    def latest_event_ts(self, layout: AggregationLayout) -> int | None:
-        """The greatest event time aggregated so far (by any pipeline); retention is measured from it."""
-        ...
-
-    def earliest_event_ts(self, layout: AggregationLayout) -> int | None:
-        """The least event time aggregated so far (by any pipeline); None before the first event."""
-        ...
-
     def last_purged_at(self, layout: AggregationLayout) -> int:
         """Epoch ms of the last purge, or of the aggregation's registration if never purged."""
-        ...
-
-    def purged_before(self, layout: AggregationLayout) -> dict[Granularity, int]:
-        """Per level, the instant before which its buckets were purged (a level never purged is absent)."""
         ...
 
     def recorded_events(self, layout: AggregationLayout, kinds: Sequence[str]) -> pd.DataFrame:
@@ -324,53 +376,13 @@ class Store(Protocol):
         to batch writes (which never write those buckets again); returns rows deleted per granularity."""
         ...
 
-    def read(
-        self,
-        layout: AggregationLayout,
-        granularity: Granularity,
-        start_ms: int | None = None,
-        end_ms: int | None = None,
-        *,
-        with_shards: bool = False,
-        keys: Mapping[str, Sequence[Any]] | None = None,
-    ) -> pd.DataFrame:
-        """Stored partial rows whose bucket start lies in ``[start_ms, end_ms)`` and whose group-by keys
-        take one of the values ``keys`` gives (with ``SHARD_ID`` if asked: the writer of each partial row).
-        A store may return more rows than ``keys`` allows (a case-insensitive collation), never fewer."""
-        ...
-
-    def read_merged(
-        self,
-        layout: AggregationLayout,
-        granularity: Granularity,
-        by: Sequence[str],
-        states: Sequence[str],
-        start_ms: int | None = None,
-        end_ms: int | None = None,
-        *,
-        by_interval: bool = True,
-        where: Sequence[KeyTerm] = (),
-    ) -> pd.DataFrame | None:
-        """The stored partial rows whose bucket lies in ``[start_ms, end_ms)`` and for which every term of
-        ``where`` holds, merged by the database per bucket and value of the group-by keys ``by`` (every
-        bucket into one, ``AGG_TIMESTAMP`` 0, without ``by_interval``), so that only the merged rows leave
-        it.  Columns ``AGG_TIMESTAMP``, ``by``, ``AGG_EVENT_TIMESTAMP`` and ``states``, rows in no order:
-        the rows ``retrieval.merge.merge_rows`` makes of those partial rows for a layout grouped by ``by``.
-        Every state must merge by SUM, MIN or MAX without a combine function
-        (``store.reads.merged_reads.merges_in_sql``).  None when the store cannot give exactly those rows (a long
-        sum beyond 64 bits, a double sum near its range or over an infinity, text keys in a collation that
-        folds case): the caller then merges the partial rows itself."""
-        ...
-
     def rejected(self, layout: AggregationLayout, limit: int = 100) -> pd.DataFrame:
         """The latest ``limit`` recorded events (rejected or moved), newest first."""
         ...
 
     def info(self, layout: AggregationLayout) -> AggregationInfo: ...
 
-    def change_token(self) -> object | None:
-        """A value that changes whenever anything is committed to the store (None: the store cannot tell,
-        and readers must not keep answers)."""
-        ...
 
-    def close(self) -> None: ...
+class Store(BatchStore, RollupLifecycle, Protocol):
+    """A place to keep rollups: a batch's needs and its later life.  All writes of a batch are atomic;
+    reads see committed batches only."""

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 import tiltframe as tf
 from tests.oracle import run_batches
-from tests.servers import app_with_store, fresh_database
+from tests.servers import SERVER_STORES, app_with_store, fresh_database
 from tiltframe.aggregates.sketches import ddsketch, ddsketch_spark, hdr, hdr_spark
 from tiltframe.aggregates.sketches.stored import hll_estimate, kll_quantiles
 
@@ -131,7 +131,7 @@ def test_sketches_keep_their_bounds_at_every_level(spark, tmp_path: Path) -> Non
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["postgresql", "mysql"])
+@pytest.mark.parametrize("kind", SERVER_STORES)
 def test_server_stores_merge_sketches(spark, tmp_path: Path, kind: str) -> None:
     """Stored sketches are read back and merged with each new batch's (no database unions them)."""
     events = heavy_tailed_events(3_000, seed=5)

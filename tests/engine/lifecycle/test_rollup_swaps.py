@@ -13,7 +13,7 @@ import pytest
 
 import tiltframe as tf
 from tests.engine.rollups import APP, HOUR, T0, ZONE, ZONED, check, trades
-from tests.servers import app_with_store, fresh_database
+from tests.servers import STORES, app_with_store, fresh_database
 from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.errors import StoreError
 from tiltframe.store.base import BatchStats, BatchWrite
@@ -24,7 +24,7 @@ KEYS = A.replace("select symbol,", "select symbol, venue,").replace("group by sy
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "mysql"])
+@pytest.mark.parametrize("backend", STORES)
 def test_a_changed_zone_is_rebuilt_beside_and_swapped_in(spark, tmp_path: Path, backend: str) -> None:
     with nullcontext(None) if backend == "sqlite" else fresh_database(backend) as url:
         a, b = (tf.load_app(app_with_store(text, url)[0]) for text in (A, B))

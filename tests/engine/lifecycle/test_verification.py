@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from typer.testing import CliRunner
 
 import tiltframe as tf
-from tests.servers import app_with_store, fresh_database
+from tests.servers import STORES, app_with_store, fresh_database
 from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.cli.commands import app as cli
 from tiltframe.engine.inputs.sources import FileInput
@@ -69,7 +69,7 @@ def alter(app: tf.AppSpec, data: Path, table: str, where: dict, column: str | No
         stores.close()
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "mysql"])
+@pytest.mark.parametrize("backend", STORES)
 def test_verify_passes_on_an_intact_store_and_names_what_was_altered(spark, tmp_path: Path, backend: str) -> None:
     with nullcontext(None) if backend == "sqlite" else fresh_database(backend) as url:
         app = tf.load_app(app_with_store(APP, url)[0])

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.engine.conftest import MountedDir
-from tests.store.conftest import SEC, make_layout
-from tests.store.test_sql_store import T0, batch, row
+from tests.store.conftest import SEC, T0, batch, make_layout, row
 from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.engine.inputs.hadoop_paths import HadoopPath, Location
 from tiltframe.engine.rollup.identity import SPARK_DIR, STORE_FILE, open_pipeline

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import tiltframe as tf
 from tests.engine.test_oracle import ANCHORS, event
 from tests.oracle import APP, check_against_oracle
-from tests.servers import app_with_store, fresh_database
+from tests.servers import SERVER_STORES, app_with_store, fresh_database
 from tiltframe.engine.rollup.shards import RECORD, load_deployment
 from tiltframe.errors import UsageError
 
@@ -57,7 +57,7 @@ def test_shards_merge_to_the_group_by_over_all_input(spark, tmp_path_factory, da
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("server", ["postgresql", "mysql"])
+@pytest.mark.parametrize("server", SERVER_STORES)
 def test_shards_on_a_server_store(spark, tmp_path: Path, server: str) -> None:
     """The seed's example: within one hour node 1's trades total 30 and node 2's total 40; the retrieval
     says 70.  Plus random trades shared by both shards (same keys, same buckets)."""

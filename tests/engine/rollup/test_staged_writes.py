@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 import tiltframe as tf
-from tests.servers import app_with_store, fresh_database, staged_batches
+from tests.servers import SERVER_STORES, app_with_store, fresh_database, staged_batches
 from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.engine.inputs.batch_sessions import SMALL_BATCH_ENV
 from tiltframe.engine.rollup import staged_writes
@@ -54,7 +54,7 @@ def _no_small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(STAGED_WRITES_ENV, "1")
 
 
-@pytest.fixture(params=["postgresql", "mysql"])
+@pytest.fixture(params=SERVER_STORES)
 def server(request: pytest.FixtureRequest) -> str:
     """The kind of test server the store runs on."""
     return request.param

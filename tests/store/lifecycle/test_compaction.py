@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.store.conftest import BACKENDS, SEC, fresh_store, make_layout
-from tests.store.test_shards import shard_batch, stored_rows
-from tests.store.test_sql_store import T0, row
+from tests.servers import STORES
+from tests.store.conftest import SEC, T0, fresh_store, make_layout, row
+from tests.store.contract.test_shards import shard_batch, stored_rows
 from tiltframe.aggregates.layout import SHARD_ID, AggregationLayout
 from tiltframe.model.durations import Granularity, Unit
 from tiltframe.store.lifecycle.compaction import closed_before
@@ -21,7 +21,7 @@ from tiltframe.store.sql import SqlStore
 from tiltframe.store.writes.upserts import COMPACTED
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=STORES)
 def backend(request: pytest.FixtureRequest) -> str:
     return request.param
 

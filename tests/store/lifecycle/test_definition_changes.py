@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 import tiltframe as tf
-from tests.servers import app_with_store, fresh_database
+from tests.servers import STORES, app_with_store, fresh_database
 from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.errors import StoreError
 from tiltframe.store.open_stores import StoreRegistry
@@ -82,7 +82,7 @@ def check(app: tf.AppSpec, data: Path, events: pd.DataFrame, column: str, how: s
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "mysql"])
+@pytest.mark.parametrize("backend", STORES)
 def test_a_definition_changed_there_and_back_loses_and_doubles_nothing(spark, tmp_path: Path, backend: str) -> None:
     with nullcontext(None) if backend == "sqlite" else fresh_database(backend) as url:
         text_a, _ = app_with_store(A, url)
@@ -165,7 +165,7 @@ LEVELS_AFTER = LEVELS_BEFORE.replace("every sec, hour", "every sec, min, hour, d
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "mysql"])
+@pytest.mark.parametrize("backend", STORES)
 def test_levels_added_are_built_from_the_finer_levels_kept(spark, tmp_path: Path, backend: str) -> None:
     """Minutes built from seconds, which were purged before a point (minutes before it are not kept, and
     say so), and days from hours; then a new file goes into every level as usual."""
@@ -220,7 +220,7 @@ def test_an_attribute_no_aggregate_reads_needs_no_migrate(spark, tmp_path: Path)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "mysql"])
+@pytest.mark.parametrize("backend", STORES)
 def test_a_measure_added_gets_its_history_from_the_inputs(spark, tmp_path: Path, backend: str) -> None:
     """migrate --input: the inputs hold what the store holds, so the measure added is backfilled and is
     complete from the start; a file not read yet by the pipeline is left to it (not counted twice)."""

@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 import tiltframe as tf
-from tests.servers import app_with_store, fresh_database
+from tests.servers import STORES, app_with_store, fresh_database
 from tiltframe.aggregates.layout import AGG_TIMESTAMP, AggregationLayout
 from tiltframe.aggregates.sketches import ddsketch as dd
 from tiltframe.model.durations import Granularity, Unit
@@ -93,7 +93,7 @@ def check_quantiles(result: pd.DataFrame, events: pd.DataFrame) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "mysql"])
+@pytest.mark.parametrize("backend", STORES)
 def test_json_states_of_an_older_store_are_read_merged_and_migrated(
     spark, tmp_path: Path, backend: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

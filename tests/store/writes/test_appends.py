@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 import tiltframe.store.writes.appends as appends
 import tiltframe.store.writes.bulk_formats as bulk_formats
 from tests.private_servers import private_server
-from tests.store.conftest import SEC, fresh_store, make_layout
-from tests.store.test_sql_store import T0, batch, row
+from tests.servers import SERVER_STORES
+from tests.store.conftest import SEC, T0, batch, fresh_store, make_layout, row
 from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.errors import StoreError
 from tiltframe.model.aggregations import StoreSpec
@@ -36,7 +36,7 @@ DOUBLES = [0.1, 1 / 3, -2.5, 5e-324, 2.2250738585072014e-308, 1.7976931348623157
 _names = itertools.count()
 
 
-@pytest.fixture(params=["postgresql", "mysql"])
+@pytest.fixture(params=SERVER_STORES)
 def server(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     with fresh_store(request.param, tmp_path / "unused.db", make_layout()) as (store, _):
         yield store

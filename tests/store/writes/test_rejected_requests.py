@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 import tiltframe as tf
-from tests.servers import app_with_store, fresh_database
+from tests.servers import STORES, app_with_store, fresh_database
 from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.store.base import REJECTED_COLUMNS
 from tiltframe.store.open_stores import StoreRegistry
@@ -28,7 +28,7 @@ def _requests(*reasons: str) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=pa.schema([(c, pa.string()) for c in REJECTED_COLUMNS]))
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "mysql"])
+@pytest.mark.parametrize("backend", STORES)
 def test_requests_are_recorded_once_per_batch(backend: str, tmp_path: Path) -> None:
     with nullcontext(None) if backend == "sqlite" else fresh_database(backend) as url:
         app = tf.load_app(app_with_store(APP, url)[0])

@@ -77,10 +77,10 @@ def oracle(frame: pd.DataFrame, per: str) -> pd.DataFrame:
     return grouped.agg(total=("quantity", "sum"), trades=("quantity", "size"))
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql", "mysql"])
-def stored(request: pytest.FixtureRequest, spark: object, tmp_path_factory: pytest.TempPathFactory):
+@pytest.fixture(scope="module")
+def stored(store_kind: str, spark: object, tmp_path_factory: pytest.TempPathFactory):
     """The app run over the events into a fresh store of each kind: (backend, app, data directory, events)."""
-    backend = request.param
+    backend = store_kind
     tmp = tmp_path_factory.mktemp(f"views-{backend}")
     raw = events()
     inbox = tmp / "in"

@@ -13,6 +13,8 @@ import pyarrow as pa
 import pytest
 import sqlalchemy as sa
 
+from tests.servers import STORES
+from tests.store.conftest import MIN, SEC, T0, batch, fresh_store, make_layout, row
 from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.model.aggregations import AggregateItem, AggregationSpec, KeyItem
 from tiltframe.model.app import AppSpec
@@ -24,15 +26,6 @@ from tiltframe.store.dialects.mysql import KEY_HASH, key_hash_sql
 from tiltframe.store.schema import level_tables
 from tiltframe.store.sql import SqlStore
 from tiltframe.store.writes.recorded import MAX_RECORDED_BYTES, fit_text
-
-from .conftest import BACKENDS, MIN, SEC, fresh_store, make_layout
-from .test_sql_store import T0, batch, row
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest) -> str:
-    return request.param
-
 
 #: Keys that a case-insensitive, accent-insensitive or PAD SPACE collation would merge.
 TRICKY = ["IBM", "ibm", "IBM ", "IBM  ", " IBM", "é", unicodedata.normalize("NFD", "é"), "e", "E", "📈", "😀",
@@ -57,7 +50,7 @@ def test_the_same_rows_on_every_store(tmp_path: Path) -> None:
     layout = make_layout()
     keys = TRICKY + LONG
     got: dict[str, pd.DataFrame] = {}
-    for backend in BACKENDS:
+    for backend in STORES:
         with fresh_store(backend, tmp_path / backend / "db", layout) as (store, _):
             _write_all(store, keys)
             got[backend] = _sorted(store.read(layout, SEC))
@@ -133,20 +126,20 @@ def _two_keys() -> AggregationLayout:
     return AggregationLayout.of(AppSpec((stream,), (agg,)), "Pairs")
 
 
-def test_several_string_keys_never_run_into_each_other(tmp_path: Path, backend: str) -> None:
+def test_several_string_keys_never_run_into_each_other(tmp_path: Path, store_kind: str) -> None:
     """Two keys ``("ab", "c")`` and ``("a", "bc")`` are two groups (MySQL digests each key with its length),
     and the digest the store computes is the one MySQL computes for rows copied within the database."""
     layout = _two_keys()
     data = pa.table({"AGG_TIMESTAMP": [T0] * len(PAIRS), "a": [p[0] for p in PAIRS], "b": [p[1] for p in PAIRS],
                      "AGG_EVENT_TIMESTAMP": [T0] * len(PAIRS), "AGG_COUNT": [1] * len(PAIRS),
                      "total_SUM": list(range(1, len(PAIRS) + 1))})
-    with fresh_store(backend, tmp_path / "db", layout) as (store, _):
+    with fresh_store(store_kind, tmp_path / "db", layout) as (store, _):
         for b in (1, 2):
             assert store.write_batch(layout, BatchWrite("p", b, BatchStats(len(PAIRS), len(PAIRS), 0), {SEC: data}))
         got = store.read(layout, SEC)
         assert sorted(zip(got["a"], got["b"], got["total_SUM"], strict=True)) == sorted(
             (a, b, 2 * (i + 1)) for i, (a, b) in enumerate(PAIRS))
-        if backend != "mysql":
+        if store_kind != "mysql":
             return
         table = store._tables(layout)[SEC]
         with store._engine.connect() as conn:

@@ -10,9 +10,8 @@ import pyarrow as pa
 import pytest
 import sqlalchemy as sa
 
-from tests.store.conftest import BACKENDS, SEC, fresh_store, make_layout
-from tests.store.test_shards import HOUR_ROWS, shard_batch
-from tests.store.test_sql_store import T0, batch, row
+from tests.store.conftest import SEC, T0, batch, fresh_store, make_layout, row
+from tests.store.contract.test_shards import HOUR_ROWS, shard_batch
 from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.errors import StoreError
 from tiltframe.store.sql import SqlStore
@@ -23,9 +22,9 @@ def partitioned() -> AggregationLayout:
     return dataclasses.replace(make_layout(), partitioned=True)
 
 
-@pytest.fixture(params=BACKENDS)
-def sharded(request: pytest.FixtureRequest, db_path: Path, partitioned: AggregationLayout) -> Iterator[SqlStore]:
-    with fresh_store(request.param, db_path, partitioned) as (s, _):
+@pytest.fixture
+def sharded(store_kind: str, db_path: Path, partitioned: AggregationLayout) -> Iterator[SqlStore]:
+    with fresh_store(store_kind, db_path, partitioned) as (s, _):
         yield s
 
 

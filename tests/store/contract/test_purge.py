@@ -7,8 +7,7 @@ import threading
 
 import pytest
 
-from tests.store.conftest import MIN, SEC, SQLITE_ONLY
-from tests.store.test_sql_store import T0, batch, row
+from tests.store.conftest import MIN, SEC, SQLITE_ONLY, T0, batch, row
 from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.errors import StoreError
 from tiltframe.store.sql import SqlStore

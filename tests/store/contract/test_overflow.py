@@ -9,8 +9,7 @@ import math
 import pandas as pd
 import pytest
 
-from tests.store.conftest import MIN, SEC
-from tests.store.test_sql_store import T0, batch, row
+from tests.store.conftest import MIN, SEC, T0, batch, row
 from tiltframe.errors import StoreError
 from tiltframe.store.sql import SqlStore
 

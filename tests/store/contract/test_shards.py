@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from tests.store.conftest import MIN, SEC, T0, fresh_store, make_layout, row, rows_table
 from tiltframe.aggregates.layout import SHARD_ID, AggregationLayout
 from tiltframe.errors import StoreError
 from tiltframe.store.base import BatchStats, BatchWrite, PipelineState
@@ -17,9 +18,6 @@ from tiltframe.store.dialects.mysql import KEY_HASH
 from tiltframe.store.reads.pandas_merges import finalize, merge_rows
 from tiltframe.store.sql import SqlStore
 from tiltframe.store.views import view_name
-
-from .conftest import BACKENDS, MIN, SEC, fresh_store, make_layout, rows_table
-from .test_sql_store import T0, row
 
 HOUR_ROWS = [  # the seed's example: within one bucket, node 1's trades total 30 and node 2's total 40
     ("node1", [row(T0, "IBM", T0 + 100, 1, 0, 10.0, 10), row(T0, "IBM", T0 + 300, 1, 1, 30.0, 20)]),
@@ -38,14 +36,9 @@ def partitioned() -> AggregationLayout:
     return dataclasses.replace(make_layout(), partitioned=True)
 
 
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
 @pytest.fixture
-def sharded(backend: str, db_path: Path, partitioned: AggregationLayout) -> Iterator[SqlStore]:
-    with fresh_store(backend, db_path, partitioned) as (s, _):
+def sharded(store_kind: str, db_path: Path, partitioned: AggregationLayout) -> Iterator[SqlStore]:
+    with fresh_store(store_kind, db_path, partitioned) as (s, _):
         yield s
 
 
@@ -92,18 +85,18 @@ def test_a_partitioned_batch_needs_a_shard_id(sharded: SqlStore, partitioned) ->
         sharded.write_batch(partitioned, unnamed)
 
 
-def test_tables_and_deployment_must_agree_on_shards(backend: str, db_path: Path, partitioned, layout) -> None:
-    with fresh_store(backend, db_path, layout) as (store, _):
+def test_tables_and_deployment_must_agree_on_shards(store_kind: str, db_path: Path, partitioned, layout) -> None:
+    with fresh_store(store_kind, db_path, layout) as (store, _):
         store.write_batch(layout, shard_batch(layout, "-", 0, HOUR_ROWS[0][1]))
         with pytest.raises(StoreError, match=r"created without a SHARD_ID column.*tiltframe migrate APP --shard-id"):
             store.ensure_schema(partitioned)
-    with (fresh_store(backend, db_path.with_name("other.db"), partitioned) as (store, _),
+    with (fresh_store(store_kind, db_path.with_name("other.db"), partitioned) as (store, _),
           pytest.raises(StoreError, match=r"are partitioned by shard .*add @PartitionById")):
         store.ensure_schema(layout)
 
 
-def test_add_shards_upgrades_old_tables_once(backend: str, db_path: Path, partitioned, layout) -> None:
-    with fresh_store(backend, db_path, layout) as (store, reopen):
+def test_add_shards_upgrades_old_tables_once(store_kind: str, db_path: Path, partitioned, layout) -> None:
+    with fresh_store(store_kind, db_path, layout) as (store, reopen):
         store.write_batch(layout, shard_batch(layout, "-", 0, HOUR_ROWS[0][1]))
         before = store.read(layout, SEC)
         assert store.add_shards(partitioned, "node1") == ["TradeAggregation_SECONDS", "TradeAggregation_MINUTES"]
@@ -111,7 +104,7 @@ def test_add_shards_upgrades_old_tables_once(backend: str, db_path: Path, partit
         with store._engine.connect() as conn:
             key = sa.inspect(conn).get_pk_constraint("TradeAggregation_SECONDS")["constrained_columns"]
         # MySQL keys string columns by their digest (tiltframe.store.dialects.mysql).
-        assert key == ["AGG_TIMESTAMP", KEY_HASH if backend == "mysql" else "symbol", SHARD_ID]
+        assert key == ["AGG_TIMESTAMP", KEY_HASH if store_kind == "mysql" else "symbol", SHARD_ID]
         # The migrated rows are node1's, unchanged; a second shard now writes beside them.
         assert stored_rows(store, "TradeAggregation_SECONDS", SHARD_ID, "total_SUM") == [("node1", 30)]
         with reopen() as reader:
