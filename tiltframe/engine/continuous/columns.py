@@ -109,9 +109,6 @@ class StepParts:
     def _groups(self) -> pd.DataFrame:
         raise NotImplementedError
 
-    def _take_windowed(self, events: pd.DataFrame) -> None:
-        raise NotImplementedError
-
     def _emit_rows(self, groups: pd.DataFrame, *, only_changes: bool, kinds: np.ndarray) -> None:
         raise NotImplementedError
 

@@ -193,4 +193,3 @@ class SessionStep(BoundedSessions, Step):
         if self.emit.timeout_ms is not None and self.now is not None:
             ended |= (int(self.now) - self.sessions[LAST] >= self.emit.timeout_ms).to_numpy()
         self.sessions = self.sessions[~ended].reset_index(drop=True)
-
