@@ -30,7 +30,7 @@ from tiltframe.engine.continuous.columns import (
 )
 from tiltframe.engine.continuous.processor import pack, unpack
 from tiltframe.engine.continuous.query import emitted_rows, row_order, stamp_emit_version
-from tiltframe.engine.continuous.step import Step
+from tiltframe.engine.continuous.windows import step_class
 from tiltframe.lang import parse_app
 from tiltframe.model.app import AppSpec
 from tiltframe.model.continuous import ContinuousQuery, EmitPolicy
@@ -104,7 +104,7 @@ class Sim:
             if part.empty:
                 continue
             meta, *tables = self.states.get(bucket, ((None, None), None, None, None, None))
-            step = Step(self.config, meta, *(unpack(t) for t in tables))
+            step = step_class(self.query.window)(self.config, meta, *(unpack(t) for t in tables))
             outs.append(step.run(part.reset_index(drop=True)))
             # Tables go through Arrow as in Spark's state store (dtypes included).
             tables = (step.open, step.emitted, step.sessions, step.partitions)
@@ -137,9 +137,9 @@ class Sim:
         if self.query.emit.policy is EmitPolicy.AFTER_KEY_EXPIRE:
             out[IDENT] = frame[self.query.emit.identified_by or time_attr]
         window = self.query.window
-        if window.start_condition is not None and window.end_condition is not None and not frame.empty:
+        if window.conditions is not None and not frame.empty:
             flags = [pd.Series(evaluate(c, frame, None), index=frame.index).fillna(False).astype(bool).to_numpy()
-                     for c in (window.start_condition, window.end_condition)]
+                     for c in window.conditions]
             out[FLAG] = flags[0] * 1 + flags[1] * 2
         elif window.is_bounded:
             out[FLAG] = pd.Series(dtype="int64")

@@ -14,8 +14,9 @@ from tiltframe.lang import parse_app, parse_continuous
 from tiltframe.lang.checks.continuous_queries import DEFAULT_PERIODIC_MS, validate_continuous
 from tiltframe.lang.checks.cross_references import validate_app
 from tiltframe.model.aggregations import AggregateItem
-from tiltframe.model.continuous import ContinuousQuery, Emit, EmitPolicy, SqlItem, Window, WindowKind
+from tiltframe.model.continuous import ContinuousQuery, Emit, EmitPolicy, SqlItem
 from tiltframe.model.expressions import Attr, Binary, Call, Literal, Unary
+from tiltframe.model.windows import CountWindow, GlobalWindow, HopWindow, SessionWindow, TumbleWindow, Window
 
 STREAMS = """@eventTime('ts')
 define stream device_utils (device string, cpu_usage double, ts long, mem int, note string);
@@ -43,7 +44,7 @@ def test_seed_global_periodic_as_written() -> None:
     """The seed writes a global aggregation without GROUP BY: the columns selected on their own are its keys,
     the same query as with GROUP BY device."""
     q = valid(SEED_GLOBAL_PERIODIC)
-    assert q.window == Window(WindowKind.GLOBAL, "device_utils", time_attribute="ts")
+    assert q.window == GlobalWindow("device_utils", time_attribute="ts")
     assert q.keys == ("device",)
     assert q.aggregates == (AggregateItem("count", None, "_agg0"),)
     assert q.outputs == (("device", Attr("device")), ("count()", Attr("_agg0")))
@@ -76,7 +77,7 @@ def test_implicit_keys_are_the_columns_selected_on_their_own() -> None:
 
 def test_seed_tumble_defaults_to_after_window_close() -> None:
     q = valid("SELECT device, max(cpu_usage)\nFROM tumble(device_utils, 5s)\nGROUP BY device, window_end")
-    assert q.window == Window(WindowKind.TUMBLE, "device_utils", time_attribute="ts", size_ms=5_000)
+    assert q.window == TumbleWindow("device_utils", time_attribute="ts", size_ms=5_000)
     assert q.keys == ("device",)  # window_end in GROUP BY means the window
     assert q.aggregates == (AggregateItem("max", Attr("cpu_usage"), "_agg0"),)
     assert q.outputs == (("device", Attr("device")), ("max(cpu_usage)", Attr("_agg0")))
@@ -199,7 +200,7 @@ def test_window_columns_may_be_selected_without_group_by() -> None:
     q = valid("SELECT window_start, window_end, cid, avg(speed_kmh) AS v FROM hop(car_live_data, 1s, 10s) GROUP BY cid")
     assert q.keys == ("cid",)
     assert q.output_names == ("window_start", "window_end", "cid", "v")
-    assert q.window == Window(WindowKind.HOP, "car_live_data", slide_ms=1_000, size_ms=10_000)
+    assert q.window == HopWindow("car_live_data", slide_ms=1_000, size_ms=10_000)
 
 
 @pytest.mark.parametrize(
@@ -252,20 +253,25 @@ def test_hop_slide_need_not_divide_the_size() -> None:
 @pytest.mark.parametrize(
     ("window", "fragment"),
     [
-        (Window(WindowKind.TUMBLE, "t"), "a tumble window needs its size"),
-        (Window(WindowKind.TUMBLE, "t", size_ms=0), "the size of a window must be greater than 0"),
-        (Window(WindowKind.HOP, "t", size_ms=1_000, slide_ms=-1), "the slide of a window must be greater than 0"),
-        (Window(WindowKind.HOP, "t", size_ms=1_000), "a hop window needs its slide"),
-        (Window(WindowKind.SESSION, "t", gap_ms=5, max_length_ms=5), "must be longer than its gap"),
-        (Window(WindowKind.COUNT, "t", count=0), "the count of a window must be greater than 0"),
-        (Window(WindowKind.COUNT, "t", count=5, size_ms=5), "a count window takes no size"),
-        (Window(WindowKind.GLOBAL, "t", size_ms=5), "a global window takes no size"),
+        (TumbleWindow("t"), "a tumble window needs its size"),
+        (TumbleWindow("t", size_ms=0), "the size of a window must be greater than 0"),
+        (HopWindow("t", size_ms=1_000, slide_ms=-1), "the slide of a window must be greater than 0"),
+        (HopWindow("t", size_ms=1_000), "a hop window needs its slide"),
+        (SessionWindow("t", gap_ms=5, max_length_ms=5), "must be longer than its gap"),
+        (CountWindow("t", count=0), "the count of a window must be greater than 0"),
     ],
 )
 def test_windows_built_in_python(window: Window, fragment: str) -> None:
     query = ContinuousQuery(stream="t", window=window, select=(SqlItem(Call("count"), "n"),))
     with pytest.raises(DefinitionError, match=fragment):
         validate_continuous(APP, query)
+
+
+@pytest.mark.parametrize(("kind", "size"), [(CountWindow, {"count": 5, "size_ms": 5}), (GlobalWindow, {"size_ms": 5})])
+def test_a_window_takes_no_size_of_another_kind(kind: type[Window], size: dict[str, int]) -> None:
+    """A count window takes no size, nor does a global aggregation: their classes have no such field."""
+    with pytest.raises(TypeError, match="size_ms"):
+        kind("t", **size)
 
 
 # --- aggregates ------------------------------------------------------------------------------------------
@@ -551,7 +557,7 @@ def test_emit_errors(sql: str, marker: str, fragment: str) -> None:
 )
 def test_emit_built_in_python(emit: Emit, fragment: str) -> None:
     query = ContinuousQuery(
-        stream="t", window=Window(WindowKind.TUMBLE, "t", size_ms=1_000), select=(SqlItem(Call("count")),), emit=emit
+        stream="t", window=TumbleWindow("t", size_ms=1_000), select=(SqlItem(Call("count")),), emit=emit
     )
     with pytest.raises(DefinitionError, match=fragment):
         validate_continuous(APP, query)
@@ -560,7 +566,7 @@ def test_emit_built_in_python(emit: Emit, fragment: str) -> None:
 def test_key_expire_needs_a_maxspan_when_built_in_python() -> None:
     query = ContinuousQuery(
         stream="t",
-        window=Window(WindowKind.GLOBAL, "t"),
+        window=GlobalWindow("t"),
         select=(SqlItem(Attr("x")), SqlItem(Call("count"))),
         group_by=(Attr("x"),),
         emit=Emit(policy=EmitPolicy.AFTER_KEY_EXPIRE, identified_by="x"),
@@ -612,7 +618,7 @@ def test_an_invalid_continuous_query_fails_the_app_at_its_line() -> None:
 def test_python_built_query_without_positions() -> None:
     query = ContinuousQuery(
         stream="device_utils",
-        window=Window(WindowKind.TUMBLE, "device_utils", size_ms=5_000),
+        window=TumbleWindow("device_utils", size_ms=5_000),
         select=(SqlItem(Attr("device")), SqlItem(Call("max", (Attr("cpu_usage"),)), "top")),
         group_by=(Attr("device"),),
     )

@@ -1,7 +1,8 @@
 """Continuous queries (streaming SQL, as in Timeplus): windows, aggregates and EMIT policies.
 
 ``SELECT ... FROM tumble(stream, 5s) [WHERE ...] GROUP BY ... [HAVING ...] EMIT ...`` is parsed by
-:mod:`tiltframe.lang.sql.sql_parser` into a :class:`ContinuousQuery` as written; validation
+:mod:`tiltframe.lang.sql.sql_parser` into a :class:`ContinuousQuery` as written (its window one of the
+classes of :mod:`tiltframe.model.windows`); validation
 (:func:`tiltframe.lang.checks.continuous_queries.validate_continuous`) checks every name against the stream,
 resolves the EMIT defaults and splits the select list into the aggregates the engine keeps state for and
 the expressions computed from them, so the engine never re-reads the text.
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from tiltframe.model.aggregations import AggregateItem
 from tiltframe.model.expressions import Attr, Expr, Pos, output_name
 from tiltframe.model.streams import Annotation
+from tiltframe.model.windows import Window
 
 #: Columns a windowed query may select and group by besides the stream's attributes.
 WINDOW_START = "window_start"
@@ -25,68 +27,6 @@ WINDOW_COLUMNS = (WINDOW_START, WINDOW_END)
 #: as rows are emitted (one number per micro-batch that emits rows).
 EMIT_VERSION_FUNCTION = "emit_version"
 EMIT_VERSION = "_emit_version"
-
-
-class WindowKind(enum.Enum):
-    GLOBAL = "global"
-    TUMBLE = "tumble"
-    HOP = "hop"
-    SESSION = "session"
-    #: A tumbling window of N events per group (Tremor's size-based window): ``tumble(s, 100 events)``.
-    COUNT = "count"
-    #: A tilt frame (Tremor): a chain of size and interval windows, each emission merged into the next:
-    #: ``tumble(s, [size 100, interval 1m])``; the chain is ``Window.levels``.
-    TILT = "tilt"
-
-
-#: The kinds of a tilt frame's windows: ``size N`` (emits after N inputs) and ``interval I`` (emits when an
-#: input's time reaches I past the window's first input).
-TILT_SIZE = "size"
-TILT_INTERVAL = "interval"
-
-
-@dataclass(frozen=True, slots=True)
-class Window:
-    """The source of a query: a whole stream (global aggregation) or a window over it.
-
-    ``time_attribute`` is the event-time attribute named in the window call, else the stream's declared
-    one (``@eventTime``); ``None`` means arrival (processing) time.
-    """
-
-    kind: WindowKind
-    stream: str
-    time_attribute: str | None = None
-    size_ms: int | None = None
-    slide_ms: int | None = None
-    gap_ms: int | None = None
-    max_length_ms: int | None = None
-    count: int | None = None
-    #: A tilt frame's chain, in order: ("size", N) or ("interval", milliseconds).
-    levels: tuple[tuple[str, int], ...] = ()
-    #: A session's start and end conditions (Proton's ``session(s, 5s, [start, end])``): a session starts
-    #: at an event that meets ``start_condition`` and ends at one that meets ``end_condition`` (or after the
-    #: gap); ``[`` / ``]`` keep the starting / ending event in the session, ``(`` / ``)`` leave it out.
-    start_condition: Expr | None = None
-    end_condition: Expr | None = None
-    start_inclusive: bool = True
-    end_inclusive: bool = True
-    pos: Pos | None = field(default=None, compare=False, repr=False)
-    #: Where each part was written ("stream", "time_attribute", "size", "slide", "gap", "max_length",
-    #: "count"), so validation can point at the part it refuses.
-    positions: tuple[tuple[str, Pos], ...] = field(default=(), compare=False, repr=False)
-
-    @property
-    def is_windowed(self) -> bool:
-        return self.kind is not WindowKind.GLOBAL
-
-    @property
-    def is_bounded(self) -> bool:
-        """A session with start and end conditions."""
-        return self.start_condition is not None
-
-    def pos_of(self, part: str) -> Pos | None:
-        """Where ``part`` was written, else the window itself (a spec built in Python has no positions)."""
-        return _pos_of(self.positions, part, self.pos)
 
 
 class EmitPolicy(enum.Enum):

@@ -161,3 +161,11 @@ def parse_length(text: str, what: str) -> int:
         msg = f"{what} must be a fixed length (ms, sec, min, hour or day), not {unit.name.lower()}; got '{text}'"
         raise DefinitionError(msg)
     return count * unit.fixed_ms
+
+
+def ms_text(value: int) -> str:
+    """An interval the way streaming SQL writes it: 500ms, 5s, 2m, 1h, 1d."""
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000)):
+        if value % size == 0:
+            return f"{value // size}{unit}"
+    return f"{value}ms"

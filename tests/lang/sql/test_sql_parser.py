@@ -31,11 +31,10 @@ from tiltframe.model.continuous import (
     Projection,
     Setting,
     SqlItem,
-    Window,
-    WindowKind,
 )
 from tiltframe.model.expressions import Attr, Binary, Call, ListLiteral, Literal, Unary
 from tiltframe.model.streams import Annotation
+from tiltframe.model.windows import CountWindow, GlobalWindow, HopWindow, SessionWindow, TumbleWindow, Window
 
 STREAMS = (
     "@eventTime('ts')\n"
@@ -70,7 +69,7 @@ def test_seed_global_periodic() -> None:
     q = parse_sql(SEED_GLOBAL_PERIODIC)
     assert q == ContinuousQuery(
         stream="device_utils",
-        window=Window(WindowKind.GLOBAL, "device_utils"),
+        window=GlobalWindow("device_utils"),
         select=(SqlItem(Attr("device")), SqlItem(Call("count"))),
         where=Binary(">", Attr("cpu_usage"), Literal(99, "int")),
         emit=Emit(interval_ms=5_000, policy=EmitPolicy.PERIODIC),
@@ -81,7 +80,7 @@ def test_seed_global_periodic() -> None:
 
 def test_seed_tumble_with_default_emit() -> None:
     q = parse_sql(SEED_TUMBLE_DEFAULT)
-    assert q.window == Window(WindowKind.TUMBLE, "device_utils", size_ms=5_000)
+    assert q.window == TumbleWindow("device_utils", size_ms=5_000)
     assert q.group_by == (Attr("device"), Attr("window_end"))
     assert q.select[1] == SqlItem(Call("max", (Attr("cpu_usage"),)))
     assert q.emit == Emit()  # the default is resolved by validation
@@ -127,13 +126,13 @@ def test_seed_on_update(text: str, emit: Emit) -> None:
 
 def test_seed_timeout_note_query() -> None:
     q = parse_sql(SEED_TIMEOUT_NOTE)
-    assert q.window == Window(WindowKind.TUMBLE, "stream", size_ms=2_000)  # `stream` is only a keyword in EMIT
+    assert q.window == TumbleWindow("stream", size_ms=2_000)  # `stream` is only a keyword in EMIT
     assert q.select[1] == SqlItem(Call("count"), "count")
 
 
 def test_seed_otel_query_parses_into_an_aggregation_and_its_projection() -> None:
     q = parse_sql(SEED_OTEL)
-    assert q.stream == "otel_traces" and q.window == Window(WindowKind.GLOBAL, "otel_traces")
+    assert q.stream == "otel_traces" and q.window == GlobalWindow("otel_traces")
     assert [i.output_name for i in q.select] == ["trace_id", "start_ts", "end_ts", "span_ms", "trace_events"]
     span = Call("date_diff", (Literal("ms", "string"), Attr("start_ts"), Attr("end_ts")))
     assert q.select[3] == SqlItem(span, "span_ms")
@@ -317,19 +316,19 @@ def test_interval_errors(interval: str, fragment: str) -> None:
 @pytest.mark.parametrize(
     ("source", "window"),
     [
-        ("device_utils", Window(WindowKind.GLOBAL, "device_utils")),
-        ("tumble(device_utils, 5s)", Window(WindowKind.TUMBLE, "device_utils", size_ms=5_000)),
-        ("TUMBLE(device_utils, ts, 5s)", Window(WindowKind.TUMBLE, "device_utils", "ts", size_ms=5_000)),
-        ("hop(device_utils, 1s, 5s)", Window(WindowKind.HOP, "device_utils", slide_ms=1_000, size_ms=5_000)),
-        ("hop(device_utils, ts, 5s, 1s)", Window(WindowKind.HOP, "device_utils", "ts", slide_ms=5_000, size_ms=1_000)),
-        ("session(device_utils, 5m)", Window(WindowKind.SESSION, "device_utils", gap_ms=300_000)),
+        ("device_utils", GlobalWindow("device_utils")),
+        ("tumble(device_utils, 5s)", TumbleWindow("device_utils", size_ms=5_000)),
+        ("TUMBLE(device_utils, ts, 5s)", TumbleWindow("device_utils", "ts", size_ms=5_000)),
+        ("hop(device_utils, 1s, 5s)", HopWindow("device_utils", slide_ms=1_000, size_ms=5_000)),
+        ("hop(device_utils, ts, 5s, 1s)", HopWindow("device_utils", "ts", slide_ms=5_000, size_ms=1_000)),
+        ("session(device_utils, 5m)", SessionWindow("device_utils", gap_ms=300_000)),
         (
             "session(device_utils, ts, 5m, 1h)",
-            Window(WindowKind.SESSION, "device_utils", "ts", gap_ms=300_000, max_length_ms=3_600_000),
+            SessionWindow("device_utils", "ts", gap_ms=300_000, max_length_ms=3_600_000),
         ),
-        ("tumble(device_utils, 100 events)", Window(WindowKind.COUNT, "device_utils", count=100)),
-        ("tumble(device_utils, ts, 1 event)", Window(WindowKind.COUNT, "device_utils", "ts", count=1)),
-        ("tumble(device_utils, 100events)", Window(WindowKind.COUNT, "device_utils", count=100)),
+        ("tumble(device_utils, 100 events)", CountWindow("device_utils", count=100)),
+        ("tumble(device_utils, ts, 1 event)", CountWindow("device_utils", "ts", count=1)),
+        ("tumble(device_utils, 100events)", CountWindow("device_utils", count=100)),
     ],
 )
 def test_windows(source: str, window: Window) -> None:
@@ -530,7 +529,7 @@ def test_app_mixes_definitions_retrievals_and_continuous_queries() -> None:
     assert alerts.text.endswith("WITH DELAY 1s")
     assert alerts.emit.delay_ms == 1_000
     assert count.emit.interval_ms == 1_000
-    assert busy.window.kind is WindowKind.HOP
+    assert isinstance(busy.window, HopWindow)
     assert alerts.aggregates == (AggregateItem("max", Attr("cpu_usage"), "_agg0"),)  # validated
 
 

@@ -1,5 +1,5 @@
 """The columns a continuous query's processor reads and writes, its configuration, and small helpers its
-parts share (``step.py``, ``sessions.py``, ``emission.py``)."""
+parts share (``step.py``, ``emission.py``, ``windows/``)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.engine.events.event_time import event_time_ms
 from tiltframe.engine.events.spark_expressions import to_column
 from tiltframe.engine.events.typed import SPARK_TYPES
-from tiltframe.model.continuous import EMIT_VERSION, ContinuousQuery, Emit, EmitPolicy, Window
+from tiltframe.model.continuous import EMIT_VERSION, ContinuousQuery, Emit, EmitPolicy
 from tiltframe.model.expressions import Attr
 from tiltframe.model.streams import StreamDef
+from tiltframe.model.windows import Window
 
 # Input columns besides keys and aggregate arguments (PySpark renames pandas columns that start with "_").
 KIND = "tf_kind"  # "e" an event, "t" a clock tick
@@ -81,8 +82,8 @@ class ProcessorConfig:
 
 
 class StepParts:
-    """What the parts of one processor call (``sessions.py``, ``bounded.py``, ``emission.py``, ``tilt.py``)
-    read and call on ``step.Step``, which holds the state and defines these methods: declared once here."""
+    """What the parts of one processor call (``emission.py``, ``windows/bounded_session.py``) read and call
+    on ``step.Step``, which holds the state and defines these methods: declared once here."""
 
     config: ProcessorConfig
     query: ContinuousQuery
@@ -115,10 +116,9 @@ class StepParts:
 def extra_columns(query: ContinuousQuery, stream: StreamDef) -> list[Column]:
     """Spark columns of the events the processor needs besides keys and aggregate arguments: the
     ``IDENTIFIED BY`` column of AFTER KEY EXPIRE in epoch milliseconds, a bounded session's flags."""
-    window, emit = query.window, query.emit
-    if window.start_condition is not None and window.end_condition is not None:
-        start = F.coalesce(to_column(window.start_condition, stream), F.lit(False))
-        end = F.coalesce(to_column(window.end_condition, stream), F.lit(False))
+    conditions, emit = query.window.conditions, query.emit
+    if conditions is not None:
+        start, end = (F.coalesce(to_column(c, stream), F.lit(False)) for c in conditions)
         return [(F.when(start, 1).otherwise(0) + F.when(end, 2).otherwise(0)).alias(FLAG)]
     if emit.policy is not EmitPolicy.AFTER_KEY_EXPIRE:
         return []
@@ -132,6 +132,11 @@ def extra_columns(query: ContinuousQuery, stream: StreamDef) -> list[Column]:
 def version_outputs(query: ContinuousQuery) -> tuple[str, ...]:
     """The outputs that are ``emit_version()``: numbered by the driver, not part of a row's values."""
     return tuple(n for n, e in query.outputs if isinstance(e, Attr) and e.name == EMIT_VERSION)
+
+
+def text_of(numbers: np.ndarray) -> np.ndarray:
+    """Whole numbers as text, for building reasons element-wise with ``+``."""
+    return numbers.astype(str).astype(object)
 
 
 def maximum(*values: Any) -> int | None:

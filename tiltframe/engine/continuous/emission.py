@@ -1,6 +1,7 @@
 """Emission of a continuous query's processor: which groups close and which are emitted under the EMIT
-policy, their output rows (HAVING applied), changelog retractions, and the rows last emitted.  A mixin
-of ``step.Step``, which holds the state it works on."""
+policy, their output rows (HAVING applied), changelog retractions, and the rows last emitted.  A base
+of ``step.Step``, which holds the state it works on; a window kind (``windows/``) overrides the hooks
+(``_groups``, ``_closing``, ``_segments``, ``_settled``) where its groups close otherwise."""
 
 from __future__ import annotations
 
@@ -9,13 +10,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tiltframe.aggregates.layout import AGG_COUNT, AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP
+from tiltframe.aggregates.layout import AGG_TIMESTAMP
 from tiltframe.engine.continuous.columns import (
     CLOSE,
     DELTA,
     DIRTY,
     EMITTED_AT,
-    FOLLOWED,
     IMAX,
     IMIN,
     LAST,
@@ -23,9 +23,7 @@ from tiltframe.engine.continuous.columns import (
     OUT_KIND,
     PERIOD,
     PERIOD_IF,
-    PIECE,
     ROW,
-    SL,
     WE,
     WS,
     StepParts,
@@ -39,7 +37,6 @@ from tiltframe.model.continuous import (
     WINDOW_END,
     WINDOW_START,
     EmitPolicy,
-    WindowKind,
 )
 from tiltframe.retrieval.evaluate import evaluate, holds
 from tiltframe.store.reads.pandas_merges import finalize
@@ -62,17 +59,7 @@ class Emission(StepParts):
         if marks is not None:
             closes = groups[CLOSE] if CLOSE in groups.columns else groups[WE]
             closed |= closes.to_numpy(dtype="float64") <= marks
-        if window.kind is WindowKind.COUNT:
-            closed |= (groups[AGG_COUNT] >= int(window.count or 1)).to_numpy()
-        dirty = groups[DIRTY].to_numpy(dtype=bool)
-        if window.kind is WindowKind.SESSION:
-            # Proton: a session's row before it is closed (by a later event or the watermark), or when
-            # TIMEOUT closes it, ends 1 ms after its last event (a change ON UPDATE reports at the close).
-            last = groups[AGG_EVENT_TIMESTAMP].to_numpy(dtype="int64") + 1
-            final = closed | groups[FOLLOWED].to_numpy(dtype=bool)
-            groups[WE] = np.where(final, groups[WE].to_numpy(dtype="int64"), last)
-            if emit.policy is EmitPolicy.ON_UPDATE:  # a row whose end became final is news (if it differs)
-                dirty = dirty | final | timed_out
+        closed, dirty = self._closing(groups, closed, groups[DIRTY].to_numpy(dtype=bool), timed_out)
         kinds = np.full(len(groups), ROW, dtype=object)
         policy = emit.policy
         if policy is EmitPolicy.AFTER_KEY_EXPIRE:
@@ -102,34 +89,37 @@ class Emission(StepParts):
             )
         self._settle(groups, chosen, closed)
 
+    def _groups(self) -> pd.DataFrame:
+        """The groups the policy emits: the open rows."""
+        assert self.open is not None
+        return self.open
+
+    def _closing(
+        self, groups: pd.DataFrame, closed: np.ndarray, dirty: np.ndarray, timed_out: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Which groups are closed (the watermark's closes given) and which have news, as the kind decides
+        (a count window closes full, a session's end moves); ``groups`` may be changed in place."""
+        return closed, dirty
+
+    def _segments(self, groups: pd.DataFrame, chosen: np.ndarray, closed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The rows of ``open`` emitted and closed, from the groups emitted and closed (the same rows, unless
+        ``_groups`` merged several open rows into one group)."""
+        return chosen, closed
+
+    def _settled(self) -> None:
+        """What the kind keeps besides its open groups, brought up to date after the closes."""
+
     def _settle(self, groups: pd.DataFrame, chosen: np.ndarray, closed: np.ndarray) -> None:
         """Mark the emitted groups clean, drop the closed ones (and their last rows)."""
         assert self.open is not None
-        if self.window.kind is WindowKind.SESSION:
-            identity = self.open.assign(**{AGG_TIMESTAMP: self.open[PIECE]})
-            seg_chosen = hits(identity, groups[chosen], self.keys)
-            seg_closed = hits(identity, groups[closed], self.keys)
-        else:
-            seg_chosen, seg_closed = chosen, closed
+        seg_chosen, seg_closed = self._segments(groups, chosen, closed)
         if seg_chosen.any():
             self.open.loc[seg_chosen, DIRTY] = False
         if seg_closed.any():
             self.open = self.open[~seg_closed].reset_index(drop=True)
             if not is_empty(self.emitted):
                 self.emitted = self.emitted[~hits(self.emitted, groups[closed], self.keys)].reset_index(drop=True)
-        if self.window.kind is WindowKind.SESSION and not is_empty(self.sessions):
-            ended = np.zeros(len(self.sessions), dtype=bool)
-            marks = self.marks(self.sessions)
-            if marks is not None:
-                ended |= self.sessions[SL].to_numpy(dtype="float64") + int(self.window.gap_ms or 0) <= marks
-            if self.emit.timeout_ms is not None and self.now is not None:
-                ended |= (int(self.now) - self.sessions[LAST] >= self.emit.timeout_ms).to_numpy()
-            self.sessions = self.sessions[~ended].reset_index(drop=True)
-        if self.window.kind is WindowKind.COUNT:
-            # A group has one open count window left (the full ones closed): it is window 0 again.
-            self.open[AGG_TIMESTAMP] = 0
-            if not is_empty(self.emitted):
-                self.emitted[AGG_TIMESTAMP] = 0
+        self._settled()
 
     def _outputs(self, groups: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
         """The query's output columns of ``groups`` (group identity first) and which rows pass HAVING."""

@@ -45,6 +45,7 @@ from tiltframe.engine.continuous.columns import (
     version_outputs,
 )
 from tiltframe.engine.continuous.processor import ContinuousProcessor
+from tiltframe.engine.continuous.windows import step_class
 from tiltframe.engine.events.spark_expressions import to_column
 from tiltframe.engine.events.typed import EVENT_TS, SPARK_TYPES, type_events
 from tiltframe.engine.events.typed import RAW as TYPED_RAW
@@ -53,7 +54,7 @@ from tiltframe.engine.inputs.hadoop_paths import Location
 from tiltframe.engine.rollup.markers import write_marker
 from tiltframe.engine.sinks import JsonLinesSink, Sink, readable_times
 from tiltframe.model.app import AppSpec
-from tiltframe.model.continuous import WINDOW_COLUMNS, ContinuousQuery, WindowKind
+from tiltframe.model.continuous import WINDOW_COLUMNS, ContinuousQuery
 from tiltframe.model.expressions import Attr
 from tiltframe.model.streams import AttrType
 from tiltframe.retrieval.pandas_states import TS, arg_column, array_elements, layout_for, output_types
@@ -441,7 +442,7 @@ def row_order(query: ContinuousQuery) -> list[str]:
     """The order of the rows a micro-batch emits: by emission time; in a changelog, the retractions before
     the insertions (a consumer applying rows in order never holds a moved session's old and new row at
     once); then by window and key, except for a tilt frame.  A stable sort keeps the processor's order for the rest."""
-    if query.window.kind is WindowKind.TILT:
+    if step_class(query.window).in_emission_order:
         return [EMITTED_AT]  # a tilt frame's rows in the order its windows emitted them, as in Tremor
     keys = set(query.keys) | set(WINDOW_COLUMNS)
     order = [n for n, e in query.outputs if isinstance(e, Attr) and e.name in keys]

@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 
 from tiltframe.engine.continuous.columns import KIND, MAX_TS, NOW
 from tiltframe.engine.continuous.query import PASSES, batch_outputs, processor_config, query_events
-from tiltframe.engine.continuous.step import Step
+from tiltframe.engine.continuous.windows import step_class
 from tiltframe.engine.events.derived import derive
 from tiltframe.engine.events.typed import ARRIVAL_PART
 from tiltframe.engine.inputs.text_sources import parse_records
@@ -101,7 +101,7 @@ class _Driven:
 
     def _call(self, batch: pd.DataFrame) -> list[Output]:
         meta, *tables = self.state
-        step = Step(self.config, meta, *tables)
+        step = step_class(self.query.window)(self.config, meta, *tables)
         out = step.run(batch)
         self.state = (step.meta(), step.open, step.emitted, step.sessions, step.partitions)
         made = batch_outputs(out, self.query, self._version)

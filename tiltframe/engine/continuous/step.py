@@ -1,17 +1,19 @@
 """One call of a continuous query's processor for one bucket: pure pandas over the state it was given
 (``processor.py`` reads and writes that state).  This part takes the clock's ticks and the events (late
-and rejected ones set aside), assigns tumble, hop and count windows and merges partial states; sessions
-(``sessions.py``) and emission (``emission.py``) are its other parts."""
+and rejected ones set aside) and merges partial states; emission (``emission.py``) is its other part.
+
+``Step`` is what every window kind shares; each kind is a subclass in ``windows/`` (chosen by
+``windows.step_class``) that overrides the hooks below: which windows an event falls in, which events
+are late and why, when groups close, what a close leaves."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 
-from tiltframe.aggregates.layout import AGG_COUNT, AGG_TIMESTAMP
 from tiltframe.engine.continuous.columns import (
     BOOK,
     DELTA,
@@ -33,17 +35,20 @@ from tiltframe.engine.continuous.columns import (
     ProcessorConfig,
     is_empty,
     maximum,
+    text_of,
 )
 from tiltframe.engine.continuous.emission import Emission
-from tiltframe.engine.continuous.sessions import Sessions
-from tiltframe.engine.continuous.tilt import Tilt
-from tiltframe.model.continuous import EmitPolicy, WindowKind
+from tiltframe.model.continuous import EmitPolicy
 from tiltframe.retrieval.pandas_states import SEQ, TS, build_states
 from tiltframe.store.reads.pandas_merges import merge_rows
 
 
-class Step(Sessions, Emission, Tilt):
+class Step(Emission):
     """One call of the processor for one bucket: pure pandas over the state it was given."""
+
+    #: Whether a micro-batch's rows keep the order they were emitted in (``query.row_order``), rather than
+    #: being sorted by window and key.
+    in_emission_order: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -82,8 +87,7 @@ class Step(Sessions, Emission, Tilt):
             events = batch[batch[KIND] == "e"]
             if not events.empty:
                 self._take(events.reset_index(drop=True))
-        if self.window.kind is not WindowKind.TILT:
-            self._emit()
+        self._emit()
         parts = [p for p in self.out if not p.empty]
         if not parts:
             return pd.DataFrame(columns=self._columns())
@@ -112,9 +116,10 @@ class Step(Sessions, Emission, Tilt):
 
     @property
     def watermark(self) -> int | None:
-        """Event times below it are late and windows ending at or before it are closed; None for global
-        aggregation, count windows and tilt frames, and before the first event."""
-        if self.window.kind in (WindowKind.GLOBAL, WindowKind.COUNT, WindowKind.TILT):
+        """Event times below it are late and windows ending at or before it are closed; None for windows
+        the watermark does not close (global aggregation, count windows, tilt frames), and before the first
+        event."""
+        if not self.window.closes_by_watermark:
             return None
         base = self.now if self.window.time_attribute is None else self.max_ts
         if base is None:
@@ -186,7 +191,6 @@ class Step(Sessions, Emission, Tilt):
         if time_attribute is None:
             events[TS] = self.now if self.now is not None else 0
         events[TS] = events[TS].astype("int64")
-        kind = self.window.kind
         if self.watermark is not None:
             late, reasons = self._late(events)
             if late.any():
@@ -196,13 +200,12 @@ class Step(Sessions, Emission, Tilt):
             return
         self._advance_partitions(events)
         self.out.append(pd.DataFrame({OUT_KIND: ["max_ts"], EMITTED_AT: [self.now], TS: [int(events[TS].max())]}))
-        if kind is WindowKind.SESSION:
-            self._take_session(events)
-            return
-        if kind is WindowKind.TILT:
-            self._take_tilt(events)
-            return
-        windowed = self._count_windows(events) if kind is WindowKind.COUNT else self._windows(events)
+        self._take_windowed(events)
+
+    def _take_windowed(self, events: pd.DataFrame) -> None:
+        """The events (late ones set aside) into their windows: by default each one's windows
+        (``_assign``) as partial states merged into the open groups."""
+        windowed = self._assign(events)
         partial = build_states(windowed, self.layout, int(self.now or 0))
         book = {WS: (WS, "min"), WE: (WE, "max")}
         if self.emit.policy is EmitPolicy.AFTER_KEY_EXPIRE:
@@ -219,87 +222,39 @@ class Step(Sessions, Emission, Tilt):
         its time is below the watermark of the events before it, here the watermark at the micro-batch's
         start.
 
-        The watermark of a tumble or hop window is the end of the last window that the greatest event time
-        minus the delay closed (``TumbleWatermarkStamper``, ``HopWatermarkStamper``), so an event is late
-        when its window (a hop's earliest) has closed, and then into none of its windows, not even those
-        still open; a session's is the greatest event time minus the delay.  With PARTITION BY each
-        substream has its own (``marks``)."""
+        The watermark is the greatest event time minus the delay (``_late_mark`` may move it); with PARTITION
+        BY each substream has its own (``marks``)."""
         marks = self.marks(events)
         assert marks is not None
         ts = events[TS].to_numpy(dtype="int64")
         known = ~np.isnan(marks)
         base = np.where(known, marks, 0).astype("int64")
-        kind = self.window.kind
-        windowed = kind in (WindowKind.TUMBLE, WindowKind.HOP)
-        size = int(self.window.size_ms or 0)
-        slide = (int(self.window.slide_ms or size) if kind is WindowKind.HOP else size) if windowed else 0
-        mark = np.floor_divide(base - size, slide) * slide + size if windowed else base
+        mark = self._late_mark(base)
         late = known & (ts < mark)
 
         def reasons() -> np.ndarray:
             at, held, closed = ts[late], mark[late], base[late]
             delay = int(self.emit.delay_ms or 0)
             greatest = f"the greatest event time{' of its substream' if self.query.partitions else ''} "
-            tail = greatest + _text(closed + delay) + f" minus delay {delay} ms; not aggregated"
-            if not windowed:
-                return np.asarray("event time " + _text(at) + " is below the watermark " + _text(held) + ", " + tail,
-                                  dtype=object)
-            first = (np.floor_divide(at - size, slide) + 1) * slide
-            which, into = ("its window", "") if kind is WindowKind.TUMBLE else ("its earliest window",
-                                                                                " into none of its windows")
-            return np.asarray(
-                f"{which} [" + _text(first) + ", " + _text(first + size) + ") has closed: event time " + _text(at)
-                + " is below the watermark " + _text(held) + ", the end of the last window closed by " + tail + into,
-                dtype=object)
+            tail = greatest + text_of(closed + delay) + f" minus delay {delay} ms; not aggregated"
+            return self._late_reasons(at, held, tail)
 
         return late, reasons
 
-    def _windows(self, events: pd.DataFrame) -> pd.DataFrame:
-        """Each event once per window it belongs to: ``AGG_TIMESTAMP`` (window start), ``WS``, ``WE``."""
-        window = self.window
-        ts = events[TS].to_numpy(dtype="int64")
-        if window.kind is WindowKind.GLOBAL:
-            return events.assign(**{AGG_TIMESTAMP: 0, WS: np.nan, WE: np.nan})
-        if window.kind is WindowKind.TUMBLE:
-            size = int(window.size_ms or 0)
-            start = ts - np.mod(ts, size)
-            return events.assign(**{AGG_TIMESTAMP: start, WS: start, WE: start + size})
-        if window.kind is WindowKind.HOP:
-            size, slide = int(window.size_ms or 0), int(window.slide_ms or 0)
-            last = np.floor_divide(ts, slide)
-            first = np.floor_divide(ts - size, slide) + 1
-            counts = np.maximum(last - first + 1, 0).astype("int64")
-            if slide > size and (counts == 0).any():  # a sampling hop: between two windows, in none
-                between = counts == 0
-                after = _text(last[between] * slide + size)
-                self._records("unwindowed", events[between], (
-                    "event time " + _text(ts[between]) + " falls between the windows ending at " + after
-                    + " and starting at " + _text((last[between] + 1) * slide)
-                    + f" (the hop's slide {slide} ms is longer than its size {size} ms: it samples); not aggregated"))
-            repeated = events.loc[events.index.repeat(counts)].copy()
-            offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-            start = (np.repeat(first, counts) + offsets) * slide
-            repeated[AGG_TIMESTAMP] = start
-            repeated[WS] = start
-            repeated[WE] = start + size
-            return repeated.reset_index(drop=True)
-        msg = f"{window.kind.value} windows are not assigned here"
-        raise NotImplementedError(msg)
+    def _late_mark(self, base: np.ndarray) -> np.ndarray:
+        """The watermark an event time is compared with, from the greatest event time minus the delay."""
+        return base
 
-    def _count_windows(self, events: pd.DataFrame) -> pd.DataFrame:
-        """Count windows: the events of each group in order, numbered on from the group's open window
-        (``AGG_TIMESTAMP`` 0, holding fewer than N events); ``AGG_TIMESTAMP`` is the window's ordinal."""
-        size = int(self.window.count or 1)
-        ordered = events.sort_values([TS, SEQ], kind="stable").assign(**{AGG_TIMESTAMP: 0}).reset_index(drop=True)
-        rank = ordered.groupby(self.keys, sort=False, dropna=False).cumcount().to_numpy()
-        have = np.zeros(len(ordered), dtype="int64")
-        if not is_empty(self.open):
-            counts = self.open[[*self.keys, AGG_COUNT]]
-            have = ordered[self.keys].merge(counts, on=self.keys, how="left")[AGG_COUNT].fillna(0).to_numpy("int64")
-        ordered[AGG_TIMESTAMP] = (have + rank) // size
-        ordered[WS] = ordered[TS]
-        ordered[WE] = ordered[TS]
-        return ordered
+    def _late_reasons(self, at: np.ndarray, held: np.ndarray, tail: str) -> np.ndarray:
+        """Why each late event (time ``at``, watermark ``held``) is late; ``tail`` names the greatest event
+        time the watermark came from."""
+        return np.asarray("event time " + text_of(at) + " is below the watermark " + text_of(held) + ", " + tail,
+                          dtype=object)
+
+    def _assign(self, events: pd.DataFrame) -> pd.DataFrame:
+        """Each event once per window it belongs to: ``AGG_TIMESTAMP`` (the window's identity), ``WS``, ``WE``."""
+        msg = f"{self.window.kind} windows are not assigned here"
+        raise NotImplementedError(msg)
 
     def _merge(self, rows: pd.DataFrame) -> pd.DataFrame:
         """Rows of the same group (``AGG_TIMESTAMP`` and keys) merged into one: partial states by
@@ -310,10 +265,3 @@ class Step(Sessions, Emission, Tilt):
         books = rows.groupby(self.keys, sort=False, dropna=False).agg(book).reset_index()
         merged = merge_rows(rows.drop(columns=list(book)), self.layout)
         return merged.merge(books, on=self.keys, how="left")
-
-    # --- sessions ---------------------------------------------------------------------------------------
-
-
-def _text(numbers: np.ndarray) -> np.ndarray:
-    """Whole numbers as text, for building reasons element-wise with ``+``."""
-    return numbers.astype(str).astype(object)

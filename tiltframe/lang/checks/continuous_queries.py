@@ -44,7 +44,6 @@ from tiltframe.model.continuous import (
     Projection,
     Setting,
     SqlItem,
-    Window,
 )
 from tiltframe.model.expressions import (
     Attr,
@@ -58,6 +57,7 @@ from tiltframe.model.expressions import (
     constant_value,
 )
 from tiltframe.model.streams import Attribute, AttrType, StreamDef
+from tiltframe.model.windows import Window
 
 __all__ = [
     "DEFAULT_PERIODIC_MS",
@@ -392,11 +392,11 @@ class _Checker:
 
     def bounds(self, window: Window) -> Window:
         """A session's start and end conditions: true/false expressions over one event's attributes."""
-        if not window.is_bounded:
+        conditions = window.conditions
+        if conditions is None:
             return window
-        assert window.start_condition is not None and window.end_condition is not None
         checked = []
-        for expr, what in ((window.start_condition, "start"), (window.end_condition, "end")):
+        for expr, what in zip(conditions, ("start", "end"), strict=True):
             clause = f"the session's {what} condition"
             plain = self.plain(expr, clause, "is checked on each event before it is aggregated")
             self.condition(plain, clause)

@@ -8,9 +8,10 @@ from typing import Any
 
 from tiltframe.errors import DefinitionError, unknown
 from tiltframe.lang.checks.windows import time_column
-from tiltframe.model.continuous import Emit, EmitPolicy, Window, WindowKind
+from tiltframe.model.continuous import Emit, EmitPolicy
 from tiltframe.model.expressions import Pos
 from tiltframe.model.streams import StreamDef
+from tiltframe.model.windows import Window
 
 #: Global aggregations emit every 2 seconds unless told otherwise (seed 003).
 DEFAULT_PERIODIC_MS = 2_000
@@ -65,31 +66,16 @@ def validate_emit(emit: Emit, window: Window, stream: StreamDef, keys: tuple[str
     elif policy is EmitPolicy.AFTER_KEY_EXPIRE:
         msg = (
             "EMIT AFTER KEY EXPIRE applies to a global aggregation grouped by a key (FROM a stream, "
-            f"GROUP BY trace_id), not to a {window.kind.value} window"
+            f"GROUP BY trace_id), not to a {window.kind} window"
         )
         raise _fail(msg, emit.pos_of("policy"))
-    if window.kind is WindowKind.COUNT and emit.delay_ms is not None:
-        msg = (
-            "a window of N events closes on its Nth event, so WITH DELAY has nothing to wait for; "
-            "AND TIMEOUT closes a window that stays unfinished"
-        )
-        raise _fail(msg, emit.pos_of("delay"))
-    if window.kind is WindowKind.TILT:
-        _tilt_emit(emit, policy)
+    given = tuple(part for part, value in (("delay", emit.delay_ms), ("timeout", emit.timeout_ms)) if value is not None)
+    refused = window.refuse_emit(word, changelog=emit.changelog, given=given)
+    if refused is not None:
+        raise _fail(refused[0], emit.pos_of(refused[1]))
     if policy is EmitPolicy.AFTER_KEY_EXPIRE:
         changes.update(_key_expire(emit, word, window, stream, keys))
     return dataclasses.replace(emit, **changes)
-
-def _tilt_emit(emit: Emit, policy: EmitPolicy) -> None:
-    """A tilt frame emits as Tremor's windows do: each window when it is full or its interval passed."""
-    if emit.changelog or policy is not EmitPolicy.AFTER_WINDOW_CLOSE:
-        what = "EMIT CHANGELOG" if emit.changelog else f"EMIT {POLICY_WORDS[policy]}"
-        msg = f"{what} is not supported on a tilt frame: each of its windows emits when full or its interval passed"
-        raise _fail(msg, emit.pos_of("policy"))
-    for part, word in (("delay_ms", "WITH DELAY"), ("timeout_ms", "TIMEOUT")):
-        if getattr(emit, part) is not None:
-            msg = f"{word} is not supported on a tilt frame: its windows close by their inputs, not by a watermark"
-            raise _fail(msg, emit.pos_of(part.removesuffix("_ms")))
 
 
 def _emit_fields(emit: Emit, policy: EmitPolicy) -> None:

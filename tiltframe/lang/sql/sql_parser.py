@@ -25,21 +25,21 @@ from tiltframe.lang.siddhiql.annotations import continuous_options
 from tiltframe.lang.siddhiql.trees import ParseTree, SpecBuilder, _kids, _present
 from tiltframe.lang.siddhiql.vocabulary import RawAnnotation
 from tiltframe.lang.syntax import Vocabulary, build_lark, syntax_error
-from tiltframe.model.continuous import (
-    TILT_INTERVAL,
-    TILT_SIZE,
-    ContinuousQuery,
-    Emit,
-    EmitPolicy,
-    Projection,
-    Setting,
-    SqlItem,
-    Window,
-    WindowKind,
-)
+from tiltframe.model.continuous import ContinuousQuery, Emit, EmitPolicy, Projection, Setting, SqlItem
 from tiltframe.model.durations import Unit
 from tiltframe.model.expressions import Binary, Call, Expr, Pos, Unary, constant_value
 from tiltframe.model.streams import Annotation
+from tiltframe.model.windows import (
+    TILT_INTERVAL,
+    TILT_SIZE,
+    CountWindow,
+    GlobalWindow,
+    HopWindow,
+    SessionWindow,
+    TiltFrame,
+    TumbleWindow,
+    Window,
+)
 
 __all__ = ["INTERVAL_UNITS", "build_continuous"]
 
@@ -48,6 +48,12 @@ __all__ = ["INTERVAL_UNITS", "build_continuous"]
 INTERVAL_UNITS = {"ms": 1, **{word: unit.fixed_ms for word, unit in (("s", Unit.SECONDS), ("m", Unit.MINUTES),
                                                                     ("h", Unit.HOURS), ("d", Unit.DAYS))}}
 _EVENT_UNITS = ("event", "events")
+#: Each window function's sizes, in the order written, and the window it makes.
+_SIZED: dict[str, tuple[tuple[str, ...], type[TumbleWindow | HopWindow | SessionWindow]]] = {
+    "tumble": (("size",), TumbleWindow),
+    "hop": (("slide", "size"), HopWindow),
+    "session": (("gap", "max_length"), SessionWindow),
+}
 _INTERVAL = re.compile(r"([0-9]+(?:\.[0-9]+)?)([A-Za-z]+)")
 _SQL_COMPARATORS = {"=": "==", "<>": "!="}
 
@@ -256,7 +262,7 @@ class SqlBuilder(SpecBuilder):
         if tree.data == "stream_source":
             token = _kids(tree)[0]
             pos = self.pos(token)
-            return Window(WindowKind.GLOBAL, str(token), pos=pos, positions=(("stream", pos),))
+            return GlobalWindow(str(token), pos=pos, positions=(("stream", pos),))
         function, *args = _kids(tree)
         kind = str(function).lower()
         if kind not in _WINDOW_USAGE:
@@ -337,18 +343,12 @@ class SqlBuilder(SpecBuilder):
             raise self.error(f"{kind}() got {took}: write {usage}", where)
         if counts:
             _, count, count_pos = counts[0]
-            return Window(
-                WindowKind.COUNT,
-                stream,
-                time_attribute,
-                count=count,
-                pos=pos,
-                positions=(*positions, ("count", count_pos)),
-            )
-        names = {"tumble": ("size",), "hop": ("slide", "size"), "session": ("gap", "max_length")}[kind]
+            spots = (*positions, ("count", count_pos))
+            return CountWindow(stream, time_attribute, count=count, pos=pos, positions=spots)
+        names, cls = _SIZED[kind]
         lengths = {f"{name}_ms": value for name, (_, value, _) in zip(names, sizes, strict=False)}
         positions += [(name, p) for name, (_, _, p) in zip(names, sizes, strict=False)]
-        return Window(WindowKind(kind), stream, time_attribute, pos=pos, positions=tuple(positions), **lengths)
+        return cls(stream, time_attribute, pos=pos, positions=tuple(positions), **lengths)
 
     def tilt_window(
         self,
@@ -381,7 +381,7 @@ class SqlBuilder(SpecBuilder):
                 raise self.error(f"{msg}: write {usage}", self.pos(word))
             positions.append((f"level{i}", self.pos(word)))
         spots = tuple(positions)
-        return Window(WindowKind.TILT, stream, time_attribute, levels=tuple(levels), pos=pos, positions=spots)
+        return TiltFrame(stream, time_attribute, levels=tuple(levels), pos=pos, positions=spots)
 
     def window_size(self, tree: ParseTree) -> tuple[str, int, Pos]:
         """An interval in ms, or ``100 events``: ("ms" | "count", value, position)."""

@@ -1,5 +1,5 @@
 """Tilt frames (Tremor): ``tumble(s, [ts,] [size 2, interval 1m, ...])``, a chain of windows per group where
-each window's emitted aggregate is merged into the next window of the chain.  A mixin of ``step.Step``.
+each window's emitted aggregate is merged into the next window of the chain.
 
 Tremor's rule (tremor-pipeline/src/op/trickle/window.rs, ``GroupWindow::on_event``), followed input by input:
 
@@ -19,14 +19,15 @@ the chain) and the windows' counters (inputs counted, interval end) in the ``ses
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 
 from tiltframe.aggregates.layout import AGG_TIMESTAMP
-from tiltframe.engine.continuous.columns import ROW, WE, WS, StepParts, is_empty
-from tiltframe.model.continuous import TILT_SIZE
+from tiltframe.engine.continuous.columns import ROW, WE, WS, is_empty
+from tiltframe.engine.continuous.step import Step
+from tiltframe.model.windows import TILT_SIZE, TiltFrame
 from tiltframe.retrieval.pandas_states import SEQ, TS, build_states
 from tiltframe.store.reads.pandas_merges import merge_rows
 
@@ -46,10 +47,16 @@ class _Level:
     next: float = np.nan
 
 
-class Tilt(StepParts):
-    """The tilt-frame part of one processor call."""
+class TiltStep(Step):
+    """One processor call of a tilt frame query: its windows emit as their inputs arrive, in that order."""
 
-    def _take_tilt(self, events: pd.DataFrame) -> None:
+    window: TiltFrame  # type: ignore[assignment]
+    in_emission_order: ClassVar[bool] = True  # as in Tremor
+
+    def _emit(self) -> None:
+        """Nothing more: the windows emitted as the events came (``_take_windowed``)."""
+
+    def _take_windowed(self, events: pd.DataFrame) -> None:
         levels = self.window.levels
         self.emitted = None  # each emission stands alone: nothing to retract or compare
         group_keys = [k for k in self.keys if k != AGG_TIMESTAMP]

@@ -1,6 +1,7 @@
 """Session windows of a continuous query's processor: new events as per-event-time partial states, the
 bucket's segments cut into sessions and pieces again, and the rows last emitted following a piece that
-moves.  A mixin of ``step.Step``, which holds the state it works on."""
+moves; the open sessions are kept in the ``sessions`` table.  Sessions with start and end conditions are
+``bounded_session.py``'s."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import numpy as np
 import pandas as pd
 
 from tiltframe.aggregates.layout import AGG_EVENT_TIMESTAMP, AGG_TIMESTAMP
-from tiltframe.engine.continuous.bounded import BoundedSessions
 from tiltframe.engine.continuous.columns import (
     DIRTY,
     FOLLOWED,
@@ -21,16 +21,22 @@ from tiltframe.engine.continuous.columns import (
     SS,
     WE,
     WS,
+    hits,
     is_empty,
 )
-from tiltframe.model.continuous import WindowKind
+from tiltframe.engine.continuous.step import Step
+from tiltframe.engine.continuous.windows.bounded_session import BoundedSessions
+from tiltframe.model.continuous import EmitPolicy
+from tiltframe.model.windows import SessionWindow
 from tiltframe.retrieval.pandas_states import TS, build_states
 
 
-class Sessions(BoundedSessions):
-    """The session part of one processor call."""
+class SessionStep(BoundedSessions, Step):
+    """One processor call of a session window query."""
 
-    def _take_session(self, events: pd.DataFrame) -> None:
+    window: SessionWindow  # type: ignore[assignment]
+
+    def _take_windowed(self, events: pd.DataFrame) -> None:
         """New events as one partial state per (event time, key), then every segment of the bucket cut into
         sessions and pieces again; segments of a final session are merged per piece."""
         if self.window.is_bounded:
@@ -139,10 +145,8 @@ class Sessions(BoundedSessions):
         )
 
     def _groups(self) -> pd.DataFrame:
-        """The groups the policy emits: the open rows, or for sessions their segments merged per piece."""
+        """The groups the policy emits: the segments merged per piece."""
         assert self.open is not None
-        if self.window.kind is not WindowKind.SESSION:
-            return self.open
         if self.window.is_bounded:
             return self._bounded_groups()
         pieces = self._merge(self.open.assign(**{AGG_TIMESTAMP: self.open[PIECE]}))
@@ -158,5 +162,34 @@ class Sessions(BoundedSessions):
         pieces[FOLLOWED] = ~np.isnan(following)
         return pieces
 
-    # --- emission ---------------------------------------------------------------------------------------
+    def _closing(
+        self, groups: pd.DataFrame, closed: np.ndarray, dirty: np.ndarray, timed_out: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Proton: a session's row before it is closed (by a later event or the watermark), or when TIMEOUT
+        closes it, ends 1 ms after its last event (a change ON UPDATE reports at the close)."""
+        last = groups[AGG_EVENT_TIMESTAMP].to_numpy(dtype="int64") + 1
+        final = closed | groups[FOLLOWED].to_numpy(dtype=bool)
+        groups[WE] = np.where(final, groups[WE].to_numpy(dtype="int64"), last)
+        if self.emit.policy is EmitPolicy.ON_UPDATE:  # a row whose end became final is news (if it differs)
+            dirty = dirty | final | timed_out
+        return closed, dirty
 
+    def _segments(self, groups: pd.DataFrame, chosen: np.ndarray, closed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The segments of the pieces emitted and closed."""
+        assert self.open is not None
+        identity = self.open.assign(**{AGG_TIMESTAMP: self.open[PIECE]})
+        return hits(identity, groups[chosen], self.keys), hits(identity, groups[closed], self.keys)
+
+    def _settled(self) -> None:
+        """The open sessions that ended (the watermark passed their last event plus the gap, or TIMEOUT ran
+        out) forgotten."""
+        if is_empty(self.sessions):
+            return
+        assert self.sessions is not None
+        ended = np.zeros(len(self.sessions), dtype=bool)
+        marks = self.marks(self.sessions)
+        if marks is not None:
+            ended |= self.sessions[SL].to_numpy(dtype="float64") + int(self.window.gap_ms or 0) <= marks
+        if self.emit.timeout_ms is not None and self.now is not None:
+            ended |= (int(self.now) - self.sessions[LAST] >= self.emit.timeout_ms).to_numpy()
+        self.sessions = self.sessions[~ended].reset_index(drop=True)

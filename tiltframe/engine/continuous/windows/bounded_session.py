@@ -1,5 +1,5 @@
 """Sessions with start and end conditions (Proton's ``session(s, 5s, [start, end])``) in a continuous
-query's processor.  A mixin of ``step.Step``, which holds the state it works on.
+query's processor.  A mixin of ``session.SessionStep``, which holds the state it works on.
 
 Per key, in event-time order, a session starts at an event that meets the start condition (events before
 it belong to no session and are not aggregated) and ends at the next event that meets the end condition,
