@@ -82,7 +82,7 @@ class ProcessorConfig:
 
 
 class StepParts:
-    """What the parts of one processor call (``emission.py``, ``windows/bounded_session.py``) read and call
+    """What the parts of one processor call (``emission.py``, ``windows/bounded_session_step.py``) read and call
     on ``step.Step``, which holds the state and defines these methods: declared once here."""
 
     config: ProcessorConfig

@@ -12,7 +12,7 @@ receives the bucket's events and the clock's ticks (``clock.py``), and:
 2. sets aside late events and events with bad values, to be counted and recorded with their reason: as in
    Proton, an event is late when its time is below the watermark, which for tumble and hop is the end of
    the last window closed (so a hop's event whose earliest window closed goes into none of its windows) and
-   for sessions the greatest event time minus the delay (``Step._late``, ``windows/hop.py``);
+   for sessions the greatest event time minus the delay (``Step._late``, ``windows/hop_step.py``);
 3. assigns windows, builds the partial states of the new events (``states.build_states``) and merges them
    into the open groups kept in state (``merge_rows``);
 4. closes the windows the watermark passed, the count windows that are full, the windows and keys whose
@@ -36,7 +36,7 @@ multiple of ``i`` (every bucket sees every clock move, so all buckets emit in th
   session is kept as per-event-time partial states and cut again; once a piece's start is at or below the
   watermark it is final and one merged state.
 - ``session(s, gap, [start, end])``: sessions open at an event meeting ``start`` and end at one meeting
-  ``end`` (``windows/bounded_session.py``); they stay per-event-time partial states until they close.
+  ``end`` (``windows/bounded_session_step.py``); they stay per-event-time partial states until they close.
 - ``tumble(s, N events)`` (count windows): per group, every N events form a window, taken in arrival order
   (micro-batch by micro-batch; inside one, by event time then as delivered); a window is emitted when it
   holds N events, or by ``TIMEOUT`` incomplete.  ``window_start`` and ``window_end`` are its earliest and

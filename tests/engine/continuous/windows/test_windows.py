@@ -12,8 +12,8 @@ from tiltframe.aggregates.layout import AGG_TIMESTAMP
 from tiltframe.engine.continuous.columns import WE, WS, ProcessorConfig
 from tiltframe.engine.continuous.step import Step
 from tiltframe.engine.continuous.windows import step_class
-from tiltframe.engine.continuous.windows.hop import HopStep
-from tiltframe.engine.continuous.windows.tumble import TumbleStep
+from tiltframe.engine.continuous.windows.hop_step import HopStep
+from tiltframe.engine.continuous.windows.tumble_step import TumbleStep
 from tiltframe.model import windows as windows_model
 from tiltframe.model.continuous import ContinuousQuery
 from tiltframe.model.windows import (

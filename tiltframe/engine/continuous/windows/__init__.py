@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from tiltframe.engine.continuous.step import Step
-from tiltframe.engine.continuous.windows.count import CountStep
-from tiltframe.engine.continuous.windows.global_window import GlobalStep
-from tiltframe.engine.continuous.windows.hop import HopStep
-from tiltframe.engine.continuous.windows.session import SessionStep
-from tiltframe.engine.continuous.windows.tilt import TiltStep
-from tiltframe.engine.continuous.windows.tumble import TumbleStep
+from tiltframe.engine.continuous.windows.count_step import CountStep
+from tiltframe.engine.continuous.windows.global_step import GlobalStep
+from tiltframe.engine.continuous.windows.hop_step import HopStep
+from tiltframe.engine.continuous.windows.session_step import SessionStep
+from tiltframe.engine.continuous.windows.tilt_step import TiltStep
+from tiltframe.engine.continuous.windows.tumble_step import TumbleStep
 from tiltframe.model.windows import (
     CountWindow,
     GlobalWindow,

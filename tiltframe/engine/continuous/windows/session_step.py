@@ -1,7 +1,7 @@
 """Session windows of a continuous query's processor: new events as per-event-time partial states, the
 bucket's segments cut into sessions and pieces again, and the rows last emitted following a piece that
 moves; the open sessions are kept in the ``sessions`` table.  Sessions with start and end conditions are
-``bounded_session.py``'s."""
+``bounded_session_step.py``'s."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from tiltframe.engine.continuous.columns import (
     is_empty,
 )
 from tiltframe.engine.continuous.step import Step
-from tiltframe.engine.continuous.windows.bounded_session import BoundedSessions
+from tiltframe.engine.continuous.windows.bounded_session_step import BoundedSessions
 from tiltframe.model.continuous import EmitPolicy
 from tiltframe.model.windows import SessionWindow
 from tiltframe.retrieval.pandas_states import TS, build_states

@@ -10,7 +10,7 @@ import pandas as pd
 
 from tiltframe.aggregates.layout import AGG_TIMESTAMP
 from tiltframe.engine.continuous.columns import WE, WS
-from tiltframe.engine.continuous.windows.hop import HopStep
+from tiltframe.engine.continuous.windows.hop_step import HopStep
 from tiltframe.model.windows import TumbleWindow
 from tiltframe.retrieval.pandas_states import TS
 
