@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -102,6 +103,19 @@ def store_kind(request: pytest.FixtureRequest) -> str:
 def store(store_kind: str, db_path: Path, layout: AggregationLayout) -> Iterator[SqlStore]:
     """A fresh store of each kind; tests about SQLite itself narrow it with ``SQLITE_ONLY``."""
     with fresh_store(store_kind, db_path, layout) as (s, _):
+        yield s
+
+
+@pytest.fixture
+def partitioned() -> AggregationLayout:
+    """The trade layout partitioned by shard."""
+    return dataclasses.replace(make_layout(), partitioned=True)
+
+
+@pytest.fixture
+def sharded(store_kind: str, db_path: Path, partitioned: AggregationLayout) -> Iterator[SqlStore]:
+    """A fresh store of each kind with the partitioned layout's tables."""
+    with fresh_store(store_kind, db_path, partitioned) as (s, _):
         yield s
 
 

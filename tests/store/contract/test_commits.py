@@ -2,30 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 import sqlalchemy as sa
 
-from tests.store.conftest import SEC, T0, batch, fresh_store, make_layout, row
+from tests.store.conftest import SEC, T0, batch, make_layout, row
 from tests.store.contract.test_shards import HOUR_ROWS, shard_batch
-from tiltframe.aggregates.layout import AggregationLayout
 from tiltframe.errors import StoreError
 from tiltframe.store.sql import SqlStore
-
-
-@pytest.fixture
-def partitioned() -> AggregationLayout:
-    return dataclasses.replace(make_layout(), partitioned=True)
-
-
-@pytest.fixture
-def sharded(store_kind: str, db_path: Path, partitioned: AggregationLayout) -> Iterator[SqlStore]:
-    with fresh_store(store_kind, db_path, partitioned) as (s, _):
-        yield s
 
 
 def test_last_committed_batch_per_pipeline(store: SqlStore, layout) -> None:

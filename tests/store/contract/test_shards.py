@@ -4,13 +4,12 @@ rows, readers merge them, the recovery point is per shard, and old tables are mi
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
-from tests.store.conftest import MIN, SEC, T0, fresh_store, make_layout, row, rows_table
+from tests.store.conftest import MIN, SEC, T0, fresh_store, row, rows_table
 from tiltframe.aggregates.layout import SHARD_ID, AggregationLayout
 from tiltframe.errors import StoreError
 from tiltframe.store.base import BatchStats, BatchWrite, PipelineState
@@ -29,17 +28,6 @@ def shard_batch(layout: AggregationLayout, shard: str, batch_id: int, rows: list
     stats = BatchStats(len(rows), len(rows), 0, T0, max(r["AGG_EVENT_TIMESTAMP"] for r in rows))
     table = rows_table(layout, rows)
     return BatchWrite(f"pipeline-{shard}", batch_id, stats, {SEC: table, MIN: table}, shard_id=shard)
-
-
-@pytest.fixture
-def partitioned() -> AggregationLayout:
-    return dataclasses.replace(make_layout(), partitioned=True)
-
-
-@pytest.fixture
-def sharded(store_kind: str, db_path: Path, partitioned: AggregationLayout) -> Iterator[SqlStore]:
-    with fresh_store(store_kind, db_path, partitioned) as (s, _):
-        yield s
 
 
 def stored_rows(store: SqlStore, table: str, *columns: str) -> list[tuple]:
