@@ -89,8 +89,8 @@ class RunPlan:
 def plan_run(app: AppSpec, inputs: Mapping[str, InputLike], options: RunOptions, *,
              spark: SparkSession | None = None, stores: StoreRegistry | None = None) -> RunPlan:
     """Check the app and its inputs, reach the data and checkpoint directories, and open a pipeline for each
-    aggregation fed here; ``stores``: the registry the pipelines write through (default: one of the run's
-    own, which :meth:`Run.close <tiltframe.engine.runner.Run.close>` closes)."""
+    aggregation fed here; ``stores``: the registry the pipelines write through (default: a new one; the
+    run's ``close`` closes it either way)."""
     check_runnable(app)
     sources = bind_inputs(app, inputs, options)
     data_dir = Path(options.data_dir or default_data_dir()).absolute()
