@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from tiltframe.engine.inputs.file_manifest import ChangedFile
     from tiltframe.engine.rollup.reports import BatchReport, PipelineTotals
+    from tiltframe.engine.run_options import RunOptions
     from tiltframe.engine.runner import InputLike, Run, RunResult
     from tiltframe.engine.sinks import Sink
     from tiltframe.engine.trickle.spark_run import TrickleRun
@@ -151,29 +152,22 @@ def start(
     ``trigger_seconds``: with ``follow``, a micro-batch starts at most this often (longer batches write each
     coarse row fewer times; docs/scaling.md); a continuous query's at least as often as its EMIT intervals.
     """
-    if not trigger_seconds > 0:
-        msg = f"trigger_seconds must be more than 0, not {trigger_seconds}"
-        raise UsageError(msg)
     from tiltframe.engine.rollup.shards import Deployment
+    from tiltframe.engine.run_options import RunOptions
+
+    options = RunOptions(data_dir=data_dir, follow=follow, outputs=outputs or {}, on_batch=on_batch,
+                         max_files_per_trigger=max_files_per_trigger, max_bytes_per_trigger=max_bytes_per_trigger,
+                         deployment=Deployment(shard_id, partition_by_id), on_bad_file=on_bad_file, rebuild=rebuild,
+                         checkpoint_dir=checkpoint_dir, trigger_seconds=trigger_seconds)
+    return start_run(app, inputs, options, spark=spark)
+
+
+def start_run(app: AppSpec, inputs: Mapping[str, InputLike], options: RunOptions, *,
+              spark: SparkSession | None = None) -> Run:
+    """:func:`start` with its options made already (``tiltframe run`` makes them from its flags)."""
     from tiltframe.engine.runner import Run
 
-    run_ = Run(
-        app,
-        inputs,
-        data_dir=data_dir or default_data_dir(),
-        spark=spark,
-        follow=follow,
-        outputs=outputs,
-        on_batch=on_batch,
-        max_files_per_trigger=max_files_per_trigger,
-        max_bytes_per_trigger=max_bytes_per_trigger,
-        deployment=Deployment(shard_id, partition_by_id),
-        on_bad_file=on_bad_file,
-        rebuild=rebuild,
-        checkpoint_dir=checkpoint_dir,
-        trigger_ms=max(1, round(trigger_seconds * 1000)),
-    )
-    return run_.start()
+    return Run(app, inputs, options, spark=spark).start()
 
 
 def run(
@@ -194,21 +188,10 @@ def run(
 ) -> RunResult:
     """Process everything available on ``inputs`` (files or DataFrames) and return the totals (``rebuild``,
     ``checkpoint_dir``: as in :func:`start`)."""
-    handle = start(
-        app,
-        inputs,
-        data_dir=data_dir,
-        spark=spark,
-        outputs=outputs,
-        on_batch=on_batch,
-        max_files_per_trigger=max_files_per_trigger,
-        max_bytes_per_trigger=max_bytes_per_trigger,
-        shard_id=shard_id,
-        partition_by_id=partition_by_id,
-        on_bad_file=on_bad_file,
-        rebuild=rebuild,
-        checkpoint_dir=checkpoint_dir,
-    )
+    handle = start(app, inputs, data_dir=data_dir, spark=spark, outputs=outputs, on_batch=on_batch,
+                   max_files_per_trigger=max_files_per_trigger, max_bytes_per_trigger=max_bytes_per_trigger,
+                   shard_id=shard_id, partition_by_id=partition_by_id, on_bad_file=on_bad_file, rebuild=rebuild,
+                   checkpoint_dir=checkpoint_dir)
     try:
         return handle.wait()
     finally:

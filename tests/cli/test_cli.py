@@ -103,6 +103,22 @@ def test_run_missing_input_directory_exit_2(app_file: Path, tmp_path: Path) -> N
     assert "does not exist" in result.stderr
 
 
+def test_run_unknown_bad_file_policy_exit_2_before_spark(app_file: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run's options are checked as ``tf.start`` checks them (``RunOptions``), before Spark starts."""
+    from tiltframe.cli import logs
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("Spark started")
+
+    monkeypatch.setattr(logs, "start_spark", refuse)
+    (tmp_path / "in").mkdir()
+    result = runner.invoke(app, ["run", str(app_file), "--input", f"TradeStream={tmp_path / 'in'}", "--data-dir",
+                                 str(tmp_path / "d"), "--on-bad-file", "stop"])
+    assert result.exit_code == 2, result.output
+    assert "on_bad_file: unknown policy 'stop'" in result.stderr
+
+
 def test_query_bad_format_exit_2(app_file: Path, tmp_path: Path) -> None:
     result = runner.invoke(
         app, ["query", str(app_file), DAILY, "--format", "xml", "--data-dir", str(tmp_path)]

@@ -231,9 +231,15 @@ def run(
             for name, path in inputs.items()
         }
         sinks = {name: sink_for(path) for name, path in outputs.items()}
+        from tiltframe.engine.run_options import RunOptions
         from tiltframe.http.status import PipelineStatus
 
         status = PipelineStatus([a.name for a in spec.aggregations])
+        # What tf.start takes as keywords, from the flags: checked here, before Spark starts.
+        options = RunOptions(data_dir=directory, follow=follow, outputs=sinks, on_batch=status.on_batch,
+                             max_files_per_trigger=max_files_per_trigger, max_bytes_per_trigger=max_bytes_per_trigger,
+                             deployment=deployment, on_bad_file=on_bad_file, rebuild=rebuild,
+                             checkpoint_dir=checkpoint_dir, trigger_seconds=trigger_interval or 1.0)
         with ExitStack() as cleanup:
             if serve_port is not None:  # listening before Spark starts: a port in use fails at once
                 cleanup.callback(serve_beside(spec, directory, serve_port, serve_host, token, status, err).stop)
@@ -247,22 +253,7 @@ def run(
             progress = RunProgress(err, [a.name for a in spec.aggregations], follow=follow, logged=logged)
             status.listeners.append(progress.on_batch)
             with progress:
-                handle = api.start(
-                    spec,
-                    file_inputs,
-                    data_dir=directory,
-                    spark=spark,
-                    follow=follow,
-                    outputs=sinks,
-                    on_batch=status.on_batch,
-                    max_files_per_trigger=max_files_per_trigger,
-                    shard_id=deployment.shard_id,
-                    partition_by_id=deployment.partition_by_id,
-                    on_bad_file=on_bad_file,
-                    rebuild=rebuild,
-                    checkpoint_dir=checkpoint_dir,
-                    trigger_seconds=trigger_interval or 1.0,
-                )
+                handle = api.start_run(spec, file_inputs, options, spark=spark)
                 try:
                     result, interrupted = wait_interruptibly(handle, progress)
                 finally:
