@@ -90,13 +90,20 @@ def _union(kind: Merge) -> Callable[[Any, Any], Any]:
     return merge
 
 
+def _extend(a: list[Any], b: list[Any]) -> list[Any]:
+    a.extend(b)
+    return a
+
+
 #: Each merge primitive of one state column as ``f(earlier, later)`` of two non-empty values (``Fold``
-#: keeps the other side where one is empty).  ``min``/``max`` keep the earlier value on a tie.
+#: keeps the other side where one is empty).  ``min``/``max`` keep the earlier value on a tie.  A merge may
+#: reuse the earlier value (a list is extended, not copied, so that a fold of n values costs n): a fold
+#: owns its values, copying those of a state it starts from.
 MERGE: dict[Merge, Callable[[Any, Any], Any]] = {
     Merge.SUM: lambda a, b: a + b,
     Merge.MIN: min,
     Merge.MAX: max,
-    Merge.CONCAT: lambda a, b: [*a, *b],
+    Merge.CONCAT: _extend,
     Merge.HLL: _union(Merge.HLL),
     Merge.KLL: _union(Merge.KLL),
     Merge.DDS: _union(Merge.DDS),
@@ -116,8 +123,7 @@ def _event(*, latest: bool) -> Callable[[AggregateFunction, StateValues, StateVa
     kind = Merge.LATEST if latest else Merge.EARLIEST
 
     def merge(fn: AggregateFunction, a: StateValues, b: StateValues) -> dict[str, Any]:
-        fields = {s.field: s.suffix for s in fn.states if s.merge is kind}
-        rank = [fields[f] for f in EVENT_ORDER]
+        rank = _rank(fn.name, kind)
         b_before = [b[s] for s in rank] < [a[s] for s in rank]
         return dict(a if b_before else b) if latest else dict(b if b_before else a)
 
@@ -137,6 +143,21 @@ NOT_MERGED: dict[Merge, str] = {}
 @functools.cache
 def _function(name: str) -> AggregateFunction:
     return registry.get(name)
+
+
+@functools.cache
+def _rank(name: str, kind: Merge) -> tuple[str, ...]:
+    """The state columns that rank the event an earliest or latest state keeps: its ts, batch and seq."""
+    fields = {s.field: s.suffix for s in _function(name).states if s.merge is kind}
+    return tuple(fields[f] for f in EVENT_ORDER)
+
+
+@functools.cache
+def _builds(name: str) -> tuple[tuple[str, Callable[[Any, Mapping[str, Any]], Any], int | None], ...]:
+    """Each state column's suffix, build, and the place in an event's rank of the field it keeps (None: the
+    value)."""
+    return tuple((s.suffix, BUILD[s.build], None if s.field in (None, "value") else EVENT_ORDER.index(s.field))
+                 for s in _function(name).states)
 
 
 @functools.cache
@@ -163,10 +184,9 @@ class Fold:
 
     def add(self, value: Any, rank: tuple[int, int, int] = (0, 0, 0)) -> None:
         """Take one value; ``rank`` is its event's (ts, batch, seq), which first/last go by."""
-        fields = dict(zip(EVENT_ORDER, rank, strict=True))
-        one = {s.suffix: BUILD[s.build](value if s.field in (None, "value") else fields[s.field], self.settings)
-               for s in _function(self.name).states}
-        self._merge(one)
+        settings = self.settings
+        self._merge({suffix: build(value if at is None else rank[at], settings)
+                     for suffix, build, at in _builds(self.name)})
 
     def merge(self, later: Fold) -> None:
         """Merge a state of the same function that took its values after this one's."""
@@ -175,7 +195,7 @@ class Fold:
 
     def _merge(self, later: dict[str, Any]) -> None:
         if self.values is None:
-            self.values = dict(later)
+            self.values = {s: list(v) if isinstance(v, list) else v for s, v in later.items()}
             return
         fn, mine = _function(self.name), self.values
         for kind, suffixes in _plan(self.name):
@@ -186,10 +206,6 @@ class Fold:
                 for s in suffixes:
                     a, b = mine[s], later[s]
                     mine[s] = b if a is None else a if b is None else pair(a, b)
-
-    @property
-    def empty(self) -> bool:
-        return self.values is None
 
     def value(self) -> Any:
         """The function's final value; None while empty (each caller has its own empty value)."""
