@@ -53,6 +53,15 @@ def test_python_merges_each_primitive_one_way() -> None:
     assert not set(in_python.MERGE) & set(in_python.MERGE_TOGETHER)
 
 
+def test_python_adds_a_value_to_every_primitive_or_names_how_it_is_taken() -> None:
+    """Python folds take values one at a time: every build primitive has its add (or says how its column takes
+    a value instead), and every primitive whose columns merge together adds together."""
+    assert set(in_python.ADD) | set(in_python.NOT_ADDED) == set(Build), set(Build) - set(in_python.ADD)
+    assert not set(in_python.ADD) & set(in_python.NOT_ADDED)
+    assert all(reason.strip() for reason in in_python.NOT_ADDED.values())
+    assert set(in_python.ADD_TOGETHER) == set(in_python.MERGE_TOGETHER)
+
+
 def test_every_registered_function_is_built_and_merged_where_it_runs() -> None:
     """A rollup's states are built and merged in Spark and merged on read in pandas; a state that only
     continuous queries keep (``bounded=False``) is built and merged in pandas."""

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from tiltframe.aggregates.sketches import hdr
-from tiltframe.aggregates.targets.in_python import Fold
+from tiltframe.aggregates.targets.in_python import Fold, fold_type
 from tiltframe.functions.trickle_values import TrickleRuntimeError, is_number, type_name
 
 
@@ -40,15 +40,22 @@ class State:
     """One aggregate's state for one window of one group."""
 
     name: ClassVar[str]
+    #: The name without its module, for errors (``sum``).
+    short: ClassVar[str]
     #: Takes numbers only: ``check`` refuses anything else before any state takes the event.
     numeric: ClassVar[bool] = False
+
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        if "name" in vars(cls):
+            cls.short = cls.name.rsplit("::", 1)[1]
 
     @classmethod
     def check(cls, value: Any) -> None:
         """Raise the error ``add`` would raise for ``value``, so that an event is taken by every aggregate of
         its group or by none."""
         if cls.numeric:
-            _number(cls.name.rsplit("::", 1)[1], value)
+            _number(cls.short, value)
 
     def add(self, value: Any) -> None:
         raise NotImplementedError
@@ -68,12 +75,19 @@ class _Registered(State):
     function: ClassVar[str]
     #: The value of a window that took nothing.
     empty: ClassVar[Any] = None
+    #: The registry function's fold (found once: a select makes states for every window it emits).
+    fold_type: ClassVar[type[Fold]]
+
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        if "function" in vars(cls):
+            cls.fold_type = fold_type(cls.function)
 
     def __init__(self) -> None:
-        self.fold = Fold(self.function)
+        self.fold = self.fold_type(self.function)
 
-    def add(self, value: Any) -> None:  # Tremor's numbers are floats in its states
-        self.fold.add(_number(self.name.rsplit("::", 1)[1], value) if self.numeric else value)
+    def add(self, value: Any) -> None:
+        self.fold.add(value)
 
     def merge(self, later: State) -> None:
         assert isinstance(later, type(self))
@@ -88,12 +102,19 @@ class _Registered(State):
         return value
 
 
+class _Numeric(_Registered):
+    numeric = True
+
+    def add(self, value: Any) -> None:  # Tremor's numbers are floats in its states
+        self.fold.add(value if type(value) is float else _number(self.short, value))
+
+
 class Count(_Registered):
     name, function, empty = "aggr::stats::count", "count", 0
 
 
-class Sum(_Registered):
-    name, function, empty, numeric = "aggr::stats::sum", "sum", 0.0, True
+class Sum(_Numeric):
+    name, function, empty = "aggr::stats::sum", "sum", 0.0
 
     @staticmethod
     def shape(value: Any) -> Any:
@@ -104,18 +125,18 @@ class Mean(Sum):
     name, function, empty = "aggr::stats::mean", "avg", None
 
 
-class Min(_Registered):
-    name, function, empty, numeric = "aggr::stats::min", "min", 0.0, True
+class Min(_Numeric):
+    name, function, empty = "aggr::stats::min", "min", 0.0
 
 
-class Max(_Registered):
-    name, function, empty, numeric = "aggr::stats::max", "max", 0.0, True
+class Max(_Numeric):
+    name, function, empty = "aggr::stats::max", "max", 0.0
 
 
-class Var(_Registered):
+class Var(_Numeric):
     """Sample variance (n - 1), 0.0 below two values (the registry's is NULL there)."""
 
-    name, function, empty, numeric = "aggr::stats::var", "varSample", 0.0, True
+    name, function, empty = "aggr::stats::var", "varSample", 0.0
 
 
 class Stdev(Var):
