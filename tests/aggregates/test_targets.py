@@ -1,4 +1,4 @@
-"""Every target (Spark, SQL, pandas) translates every primitive of a partial state or names the part that
+"""Every target (Spark, SQL, pandas, Python) translates every primitive of a partial state or names the part that
 does it instead, and gives every operation finalize and combine functions may use: a primitive added to
 ``aggregates/states.py`` without its translations fails here, not in a user's run."""
 
@@ -11,7 +11,7 @@ import pytest
 from tiltframe.aggregates import registry
 from tiltframe.aggregates.registry import Ops
 from tiltframe.aggregates.states import Build, Merge
-from tiltframe.aggregates.targets import in_pandas, in_spark, in_sql
+from tiltframe.aggregates.targets import in_pandas, in_python, in_spark, in_sql
 
 #: Per target: its table of builds, of merges, what it leaves to another part, and its Ops.
 TARGETS = {
@@ -19,6 +19,8 @@ TARGETS = {
     "sql": ({}, in_sql.NOT_BUILT, in_sql.PAIR_MERGE, in_sql.NOT_MERGED, in_sql.SqlOps),
     "pandas": (in_pandas.BUILD, in_pandas.NOT_BUILT, in_pandas.GROUP_MERGE, in_pandas.NOT_MERGED,
                in_pandas.PandasOps),
+    "python": (in_python.BUILD, in_python.NOT_BUILT, {**in_python.MERGE, **in_python.MERGE_TOGETHER},
+               in_python.NOT_MERGED, in_python.PythonOps),
 }
 
 
@@ -44,6 +46,20 @@ def test_every_target_gives_every_operation(target: str) -> None:
 def test_sql_merges_a_group_by_the_primitives_it_merges_a_pair_by() -> None:
     assert set(in_sql.GROUP_MERGE) <= set(in_sql.PAIR_MERGE)
     assert not any(kind.is_sketch for kind in in_sql.GROUP_MERGE)  # binaries: merged by their library
+
+
+def test_python_merges_each_primitive_one_way() -> None:
+    """A state column merges alone or together with the function's other columns of its kind, never both."""
+    assert not set(in_python.MERGE) & set(in_python.MERGE_TOGETHER)
+
+
+def test_python_adds_a_value_to_every_primitive_or_names_how_it_is_taken() -> None:
+    """Python folds take values one at a time: every build primitive has its add (or says how its column takes
+    a value instead), and every primitive whose columns merge together adds together."""
+    assert set(in_python.ADD) | set(in_python.NOT_ADDED) == set(Build), set(Build) - set(in_python.ADD)
+    assert not set(in_python.ADD) & set(in_python.NOT_ADDED)
+    assert all(reason.strip() for reason in in_python.NOT_ADDED.values())
+    assert set(in_python.ADD_TOGETHER) == set(in_python.MERGE_TOGETHER)
 
 
 def test_every_registered_function_is_built_and_merged_where_it_runs() -> None:

@@ -1,6 +1,6 @@
-"""Tilt frames against an oracle: a plain re-reading of Tremor's cascade that keeps each window's raw events
-(no partial states), with pandas computing every emitted row from the raw events it covers; and the
-errors for what a tilt frame does not take."""
+"""Tilt frames against the reference rule (``tests/tilt_oracle.py``, which keeps each window's raw events, no
+partial states), with pandas computing every emitted row from the raw events it covers; and the errors for
+what a tilt frame does not take."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from tests.engine.continuous_sim import Sim
+from tests.tilt_oracle import tilt_frames
 from tiltframe.errors import DefinitionError
 from tiltframe.lang import parse_app
 
@@ -18,38 +19,14 @@ S = "@eventTime('ts') define stream s (g string, x double, ts long);\n"
 
 
 def _oracle(levels: list[tuple[str, int]], batches: list[list[dict[str, Any]]]) -> list[tuple[Any, ...]]:
-    """Tremor's rule over lists of raw events: size N emits with its Nth input; interval I emits at the
-    first input at or past its first input's time plus I, without it; an emission goes into the next window."""
-    state: dict[str, list[dict[str, Any]]] = {}
+    """Each emitted row from the raw events the reference rule (``tests/tilt_oracle.py``) says it covers; a
+    micro-batch is taken in event-time order (stable: arrival order among equal times)."""
+    taken = [e for batch in batches for e in sorted(batch, key=lambda e: e["ts"])]
     out: list[tuple[Any, ...]] = []
-
-    def feed(g: str, k: int, t: int, events: list[dict[str, Any]]) -> None:
-        w = state.setdefault(g, [{"events": [], "n": 0, "next": None} for _ in levels])[k]
-        kind, size = levels[k]
-        if kind == "size":
-            w["n"] += 1
-            emit = include = w["n"] == size
-        else:
-            include, emit = False, w["next"] is not None and t >= w["next"]
-            if w["next"] is None or emit:
-                w["next"] = t + size
-        if include:
-            w["events"] += events
-        if emit:
-            held = w["events"]
-            if held:
-                frame = pd.DataFrame(held)
-                out.append((g, len(frame), round(frame["x"].sum(), 9), frame["x"].max(), frame["ts"].min(),
-                            frame["ts"].max()))
-            if k + 1 < len(levels):
-                feed(g, k + 1, t, held)
-            w["events"], w["n"] = [], 0 if kind == "size" else w["n"]
-        if not include:
-            w["events"] = w["events"] + events
-
-    for batch in batches:
-        for e in sorted(batch, key=lambda e: e["ts"]):  # stable: arrival order among equal times
-            feed(e["g"], 0, e["ts"], [e])
+    for emission in tilt_frames(levels, [(e["g"], e["ts"], e) for e in taken]):
+        frame = pd.DataFrame(list(emission.items))
+        out.append((emission.group, len(frame), round(frame["x"].sum(), 9), frame["x"].max(), frame["ts"].min(),
+                    frame["ts"].max()))
     return out
 
 

@@ -6,10 +6,15 @@ integer, ``sum``/``min``/``max``/``var``/``stdev`` floats, ``mean`` a float or n
 ``last`` the value as given, ``collect_*`` arrays.  A value of the wrong type is a ``TrickleRuntimeError``
 (Tremor's "bad type"), never skipped.
 
-Two merges differ from Tremor's on purpose (tests/compatibility/README.md): ``min`` merged into an empty
-state takes the merged value (Tremor's stays empty and emits 0.0), and ``var``/``stdev`` merge exactly
-(Chan's parallel formula; Tremor adds shifted sums, which is exact only when both states began with the same
-value).
+Most are the registry's functions (count, sum, avg, min, max, varSample, stdDevSample, first, last,
+group_array) folded over Python values by ``aggregates/targets/in_python.py``, so their merges are the ones
+SQL's rollups use; this module adds only Tremor's shapes, empty values and type errors.  ``collect_nested``,
+``hdr`` and ``dds`` keep their own states (each class says why).
+
+Two merges differ from Tremor's on purpose (tests/compatibility/README.md), both the registry's: ``min``
+merged into an empty state takes the merged value (Tremor's stays empty and emits 0.0), and ``var``/``stdev``
+merge exactly (Chan's parallel formula; Tremor adds shifted sums, which is exact only when both states began
+with the same value).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from tiltframe.aggregates.sketches import hdr
+from tiltframe.aggregates.targets.in_python import Fold, fold_type
 from tiltframe.functions.trickle_values import TrickleRuntimeError, is_number, type_name
 
 
@@ -34,15 +40,22 @@ class State:
     """One aggregate's state for one window of one group."""
 
     name: ClassVar[str]
+    #: The name without its module, for errors (``sum``).
+    short: ClassVar[str]
     #: Takes numbers only: ``check`` refuses anything else before any state takes the event.
     numeric: ClassVar[bool] = False
+
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        if "name" in vars(cls):
+            cls.short = cls.name.rsplit("::", 1)[1]
 
     @classmethod
     def check(cls, value: Any) -> None:
         """Raise the error ``add`` would raise for ``value``, so that an event is taken by every aggregate of
         its group or by none."""
         if cls.numeric:
-            _number(cls.name.rsplit("::", 1)[1], value)
+            _number(cls.short, value)
 
     def add(self, value: Any) -> None:
         raise NotImplementedError
@@ -54,167 +67,107 @@ class State:
         raise NotImplementedError
 
 
-class Count(State):
-    name = "aggr::stats::count"
+class _Registered(State):
+    """A Tremor function that is a registry function's fold (``aggregates/targets/in_python.py``): its
+    merges are the registry's, and this adds Tremor's output shape (``shape``) and empty value."""
+
+    #: The registry function's name.
+    function: ClassVar[str]
+    #: The value of a window that took nothing.
+    empty: ClassVar[Any] = None
+    #: The registry function's fold (found once: a select makes states for every window it emits).
+    fold_type: ClassVar[type[Fold]]
+
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        if "function" in vars(cls):
+            cls.fold_type = fold_type(cls.function)
 
     def __init__(self) -> None:
-        self.n = 0
+        self.fold = self.fold_type(self.function)
 
     def add(self, value: Any) -> None:
-        self.n += 1
-
-    def merge(self, later: State) -> None:
-        assert isinstance(later, Count)
-        self.n += later.n
-
-    def value(self) -> int:
-        return self.n
-
-
-class Sum(State):
-    name = "aggr::stats::sum"
-    numeric = True
-
-    def __init__(self) -> None:
-        self.total = 0.0
-
-    def add(self, value: Any) -> None:
-        self.total += _number("sum", value)
-
-    def merge(self, later: State) -> None:
-        assert isinstance(later, Sum)
-        self.total += later.total
-
-    def value(self) -> float:
-        return self.total
-
-
-class Mean(State):
-    name = "aggr::stats::mean"
-    numeric = True
-
-    def __init__(self) -> None:
-        self.n, self.total = 0, 0.0
-
-    def add(self, value: Any) -> None:
-        self.total += _number("mean", value)
-        self.n += 1
-
-    def merge(self, later: State) -> None:
-        assert isinstance(later, Mean)
-        self.n, self.total = self.n + later.n, self.total + later.total
-
-    def value(self) -> float | None:
-        return self.total / self.n if self.n else None
-
-
-class _Extreme(State):
-    numeric = True
-
-    keep: ClassVar[Any]
-
-    def __init__(self) -> None:
-        self.best: float | None = None
-
-    def add(self, value: Any) -> None:
-        v = _number(self.name.rsplit("::", 1)[1], value)
-        self.best = v if self.best is None else type(self).keep(self.best, v)
+        self.fold.add(value)
 
     def merge(self, later: State) -> None:
         assert isinstance(later, type(self))
-        if later.best is not None:
-            self.best = later.best if self.best is None else type(self).keep(self.best, later.best)
+        self.fold.merge(later.fold)
 
-    def value(self) -> float:
-        return 0.0 if self.best is None else self.best
+    def value(self) -> Any:
+        got = self.fold.value()
+        return self.empty if got is None else self.shape(got)
 
-
-class Min(_Extreme):
-    name = "aggr::stats::min"
-    keep = min
-
-
-class Max(_Extreme):
-    name = "aggr::stats::max"
-    keep = max
+    @staticmethod
+    def shape(value: Any) -> Any:
+        return value
 
 
-class Var(State):
-    """Sample variance (n - 1), 0.0 below two values; Welford's running mean and squared deviations."""
-
-    name = "aggr::stats::var"
+class _Numeric(_Registered):
     numeric = True
 
-    def __init__(self) -> None:
-        self.n, self.mean, self.m2 = 0, 0.0, 0.0
+    def add(self, value: Any) -> None:  # Tremor's numbers are floats in its states
+        self.fold.add(value if type(value) is float else _number(self.short, value))
 
-    def add(self, value: Any) -> None:
-        x = _number("var", value)
-        self.n += 1
-        delta = x - self.mean
-        self.mean += delta / self.n
-        self.m2 += delta * (x - self.mean)
 
-    def merge(self, later: State) -> None:
-        assert isinstance(later, Var)
-        if not later.n:
-            return
-        n = self.n + later.n
-        delta = later.mean - self.mean
-        self.m2 += later.m2 + delta * delta * self.n * later.n / n
-        self.mean += delta * later.n / n
-        self.n = n
+class Count(_Registered):
+    name, function, empty = "aggr::stats::count", "count", 0
 
-    def value(self) -> float:
-        return self.m2 / (self.n - 1) if self.n > 1 else 0.0
+
+class Sum(_Numeric):
+    name, function, empty = "aggr::stats::sum", "sum", 0.0
+
+    @staticmethod
+    def shape(value: Any) -> Any:
+        return 0.0 + value  # Tremor's sum starts at 0.0, so it is never -0.0
+
+
+class Mean(Sum):
+    name, function, empty = "aggr::stats::mean", "avg", None
+
+
+class Min(_Numeric):
+    name, function, empty = "aggr::stats::min", "min", 0.0
+
+
+class Max(_Numeric):
+    name, function, empty = "aggr::stats::max", "max", 0.0
+
+
+class Var(_Numeric):
+    """Sample variance (n - 1), 0.0 below two values (the registry's is NULL there)."""
+
+    name, function, empty = "aggr::stats::var", "varSample", 0.0
 
 
 class Stdev(Var):
-    name = "aggr::stats::stdev"
-
-    def value(self) -> float:
-        return math.sqrt(super().value())
+    name, function = "aggr::stats::stdev", "stdDevSample"
 
 
-class First(State):
-    name = "aggr::win::first"
+class First(_Registered):
+    """The first value taken, null included: the registry's first with every event ranked alike, so that
+    the fold's order (Tremor's arrival order, a finer window's state merged after the coarser one's) decides."""
 
-    def __init__(self) -> None:
-        self.set, self.held = False, None
-
-    def add(self, value: Any) -> None:
-        if not self.set:
-            self.set, self.held = True, value
-
-    def merge(self, later: State) -> None:
-        assert isinstance(later, First)
-        if not self.set and later.set:
-            self.set, self.held = True, later.held
-
-    def value(self) -> Any:
-        return self.held
+    name, function = "aggr::win::first", "first"
 
 
-class Last(State):
-    name = "aggr::win::last"
-
-    def __init__(self) -> None:
-        self.set, self.held = False, None
-
-    def add(self, value: Any) -> None:
-        self.set, self.held = True, value
-
-    def merge(self, later: State) -> None:
-        assert isinstance(later, Last)
-        if later.set:
-            self.set, self.held = True, later.held
-
-    def value(self) -> Any:
-        return self.held
+class Last(First):
+    name, function = "aggr::win::last", "last"
 
 
-class CollectFlattened(State):
-    name = "aggr::win::collect_flattened"
+class CollectFlattened(_Registered):
+    """Every value taken, nulls included: the registry's ``group_array``."""
+
+    name, function = "aggr::win::collect_flattened", "group_array"
+
+    def value(self) -> list[Any]:
+        return list(self.fold.value() or [])
+
+
+class CollectNested(State):
+    """As ``collect_flattened``, but a merged window's values come in as one array: a merge that nests is
+    neither associative nor a merge of like states, so it is no registry primitive and stays here."""
+
+    name = "aggr::win::collect_nested"
 
     def __init__(self) -> None:
         self.items: list[Any] = []
@@ -223,21 +176,11 @@ class CollectFlattened(State):
         self.items.append(value)
 
     def merge(self, later: State) -> None:
-        assert isinstance(later, CollectFlattened)
-        self.items.extend(later.items)
+        assert isinstance(later, CollectNested)
+        self.items.append(list(later.items))
 
     def value(self) -> list[Any]:
         return list(self.items)
-
-
-class CollectNested(CollectFlattened):
-    """As ``collect_flattened``, but a merged window's values come in as one array."""
-
-    name = "aggr::win::collect_nested"
-
-    def merge(self, later: State) -> None:
-        assert isinstance(later, CollectNested)
-        self.items.append(list(later.items))
 
 
 #: The percentiles ``hdr`` and ``dds`` give when the query names none (Tremor's).
@@ -258,7 +201,11 @@ def _percentiles(name: str, given: list[Any] | None) -> tuple[tuple[str, float],
 class Hdr(State):
     """An HDR histogram (the ``hdrhistogram`` package) of whole values at two significant figures, as
     Tremor's ``hdr``: values are truncated to integers, negative ones left out; ``count``, ``min``, ``max``
-    and the percentiles are integers, ``mean``, ``stdev`` and ``var`` (population) floats."""
+    and the percentiles are integers, ``mean``, ``stdev`` and ``var`` (population) floats.
+
+    The registry's ``hdr`` keeps the same histogram (``sketches/hdr.py``'s shape, whose moments and
+    percentiles this reads) as an encoded binary, which a fold would decode and encode again on every value;
+    the live histogram is kept here instead, encoded only when pickled."""
 
     name = "aggr::stats::hdr"
     numeric = True
@@ -310,7 +257,10 @@ class Hdr(State):
 class Dds(State):
     """A DDSketch (the ``ddsketch`` package) at 1% relative accuracy and at most 2048 bins, as Tremor's
     ``dds``: negative values left out; ``count`` an integer, ``sum``, ``min``, ``max``, ``mean`` floats, each
-    percentile rounded up to one decimal."""
+    percentile rounded up to one decimal.
+
+    Not the registry's ``dds``: that one never collapses bins (``sketches/ddsketch.py``), while Tremor's
+    collapses the lowest beyond 2048, so its percentiles would differ on wide data."""
 
     name = "aggr::stats::dds"
     numeric = True
