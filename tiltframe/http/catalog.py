@@ -64,14 +64,14 @@ def continuous_documents(app: AppSpec) -> list[dict[str, Any]]:
     ``tiltframe validate --format json``'s)."""
     out = []
     for i, q in enumerate(app.continuous):
-        w = q.window
+        w, sizes = q.window, dict(q.window.sizes())
         out.append({
             "name": app.continuous_name(i),
             "source": q.stream,
-            "window": w.kind.value,
-            "size_ms": w.size_ms,
-            "slide_ms": w.slide_ms,
-            "gap_ms": w.gap_ms,
+            "window": w.kind,
+            "size_ms": sizes.get("size"),
+            "slide_ms": sizes.get("slide"),
+            "gap_ms": sizes.get("gap"),
             "group_by": [str(e) for e in q.group_by],
             "emit": q.emit.policy.value if q.emit.policy is not None else None,
             "columns": list(q.output_names),
