@@ -27,7 +27,7 @@ Unholdable = tuple[str, Callable[[pa.Array], pa.Array]]
 
 class StoreDialect:
     """One database's SQL and abilities, as the store uses them.  Instances are stateless singletons
-    (``store.dialects.dialect_of``), so a dialect may key a cache."""
+    (``store.dialects.lookup.dialect_of``), so a dialect may key a cache."""
 
     #: SQLAlchemy's names of the database (``Dialect.name``); the first names it in messages.
     names: ClassVar[tuple[str, ...]]
