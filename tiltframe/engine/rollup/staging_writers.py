@@ -34,61 +34,82 @@ Leading = tuple[str, int, str]
 _CONNECTIONS: dict[str, Any] = {}
 
 
+class _Copy:
+    """PostgreSQL's ``COPY ... FROM STDIN`` (``FORMAT binary``) through psycopg, streamed as rows come."""
+
+    def open(self, target: StagingTarget) -> Any:
+        import psycopg
+
+        return psycopg.connect(target.conninfo)
+
+    def check(self, conn: Any) -> None:
+        conn.execute("SELECT 1")
+        conn.commit()
+
+    @contextlib.contextmanager
+    def rows(self, conn: Any, target: StagingTarget) -> Iterator[Callable[[pa.Table, Leading], None]]:
+        with conn.cursor() as cursor, cursor.copy(target.copy_sql) as copy:
+            copy.write(BINARY_HEADER)
+            yield lambda data, leading: _copy(copy, data, target, leading)
+            copy.write(BINARY_TRAILER)
+
+
+class _Load:
+    """MariaDB's and MySQL's ``LOAD DATA LOCAL INFILE`` through PyMySQL, of a file of the partition's rows."""
+
+    def open(self, target: StagingTarget) -> Any:
+        import pymysql
+        from sqlalchemy.engine import make_url
+
+        url = make_url(target.conninfo)
+        options = {k: url.query[k] for k in ("charset", "connect_timeout") if k in url.query}
+        if "connect_timeout" in options:
+            options["connect_timeout"] = int(options["connect_timeout"])
+        return pymysql.connect(host=url.host or "localhost", port=url.port or 3306, user=url.username,
+                               password=url.password or "", database=url.database, local_infile=True,
+                               autocommit=False, **{"charset": "utf8mb4", **options})
+
+    def check(self, conn: Any) -> None:
+        conn.ping(reconnect=False)
+
+    @contextlib.contextmanager
+    def rows(self, conn: Any, target: StagingTarget) -> Iterator[Callable[[pa.Table, Leading], None]]:
+        with tempfile.NamedTemporaryFile(prefix="tiltframe-staged-", suffix=".tsv") as file:
+            yield lambda data, leading: file.write(_tsv(data, target, leading))
+            file.flush()
+            if file.tell():
+                _load(conn, target, file.name)
+
+
+#: The bulk protocol of each kind of staging target (``StagingTarget.kind``, the store dialect's choice).
+_PROTOCOLS: dict[str, _Copy | _Load] = {"copy": _Copy(), "load": _Load()}
+
+
 @contextlib.contextmanager
 def writer(target: StagingTarget) -> Iterator[Callable[[pa.Table, Leading], None]]:
     """A function writing data tables (stored columns and ``LEVEL``) into ``target``'s staging table;
     committed when the block ends without error, the connection forgotten when it fails."""
-    conn = _connection(target)
+    protocol = _PROTOCOLS[target.kind]
+    conn = _connection(target, protocol)
     try:
-        if target.kind == "copy":
-            with conn.cursor() as cursor, cursor.copy(target.copy_sql) as copy:
-                copy.write(BINARY_HEADER)
-                yield lambda data, leading: _copy(copy, data, target, leading)
-                copy.write(BINARY_TRAILER)
-        else:
-            with tempfile.NamedTemporaryFile(prefix="tiltframe-staged-", suffix=".tsv") as file:
-                yield lambda data, leading: file.write(_tsv(data, target, leading))
-                file.flush()
-                if file.tell():
-                    _load(conn, target, file.name)
+        with protocol.rows(conn, target) as write:
+            yield write
         conn.commit()
     except BaseException:
         _forget(target.conninfo)
         raise
 
 
-def _connection(target: StagingTarget) -> Any:
+def _connection(target: StagingTarget, protocol: _Copy | _Load) -> Any:
     conn = _CONNECTIONS.get(target.conninfo)
     if conn is not None:
         try:
-            if target.kind == "copy":
-                conn.execute("SELECT 1")
-                conn.commit()
-            else:
-                conn.ping(reconnect=False)
+            protocol.check(conn)
             return conn
         except Exception:  # a stale connection, dropped by the server or the network: open another
             _forget(target.conninfo)
-    conn = _open(target)
-    _CONNECTIONS[target.conninfo] = conn
+    conn = _CONNECTIONS[target.conninfo] = protocol.open(target)
     return conn
-
-
-def _open(target: StagingTarget) -> Any:
-    if target.kind == "copy":
-        import psycopg
-
-        return psycopg.connect(target.conninfo)
-    import pymysql
-    from sqlalchemy.engine import make_url
-
-    url = make_url(target.conninfo)
-    options = {k: url.query[k] for k in ("charset", "connect_timeout") if k in url.query}
-    if "connect_timeout" in options:
-        options["connect_timeout"] = int(options["connect_timeout"])
-    return pymysql.connect(host=url.host or "localhost", port=url.port or 3306, user=url.username,
-                           password=url.password or "", database=url.database, local_infile=True,
-                           autocommit=False, **{"charset": "utf8mb4", **options})
 
 
 def _forget(conninfo: str) -> None:
