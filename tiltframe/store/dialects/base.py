@@ -128,6 +128,12 @@ class StoreDialect:
         """Create view ``quoted`` as ``body``, replacing whatever view of that name was there."""
         conn.exec_driver_sql(f"CREATE OR REPLACE VIEW {quoted} AS {body}")
 
+    @staticmethod
+    def recreate_view(conn: Connection, quoted: str, body: str) -> None:
+        """Drop view ``quoted`` if there and create it as ``body`` (where ``CREATE OR REPLACE`` cannot)."""
+        conn.exec_driver_sql(f"DROP VIEW IF EXISTS {quoted}")
+        conn.exec_driver_sql(f"CREATE VIEW {quoted} AS {body}")
+
     def rename_tables(self, conn: Connection, renames: Sequence[tuple[str, str]]) -> None:
         """Rename each (old, new) of ``renames``, in order, inside the caller's transaction."""
         quote = conn.dialect.identifier_preparer.quote

@@ -247,11 +247,9 @@ class MysqlDialect(StoreDialect):
                      where: Sequence[sa.ColumnElement[bool]]) -> int:
         """One upsert, read in the staging table's own order (a sort made it slower; a plain insert costs
         what its upsert does), with the key digest computed by the server."""
-        columns, chosen = list(layout.stored_column_types), [staged.c[c] for c in layout.stored_column_types]
+        chosen: list[Any] = [staged.c[c] for c in layout.stored_column_types]
         if KEY_HASH in target.c:
-            columns, chosen = [*columns, KEY_HASH], [*chosen, key_hash_sql(layout, staged.c)]
-        select = sa.select(*chosen).where(*where)
-        my = sa_mysql().insert(target).from_select(columns, select)
-        conn.execute(my.on_duplicate_key_update(list(merge_assignments(layout, target, my.inserted).items())))
+            chosen.append(key_hash_sql(layout, staged.c).label(KEY_HASH))
+        conn.execute(self.upsert(target, layout, sa.select(*chosen).where(*where)))
         # The server counts an updated row twice and an unchanged one not at all: count the rows merged.
         return int(conn.execute(sa.select(sa.func.count()).select_from(staged).where(*where)).scalar() or 0)

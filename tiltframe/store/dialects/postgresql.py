@@ -62,8 +62,7 @@ class PostgresqlDialect(StoreDialect):
             with conn.begin_nested():
                 super().replace_view(conn, quoted, body)
         except sa.exc.DBAPIError:  # columns renamed, moved or retyped: CREATE OR REPLACE cannot follow
-            conn.exec_driver_sql(f"DROP VIEW IF EXISTS {quoted}")
-            conn.exec_driver_sql(f"CREATE VIEW {quoted} AS {body}")
+            self.recreate_view(conn, quoted, body)
 
     def stored_double(self, column: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
         return sa.func.nullif(column, _NAN)

@@ -61,5 +61,4 @@ class SqliteDialect(StoreDialect):
         return sa.func.strftime("%Y-%m-%dT%H:%M:%fZ", ms.op("/")(sa.literal_column("1000.0")), "unixepoch")
 
     def replace_view(self, conn: Connection, quoted: str, body: str) -> None:
-        conn.exec_driver_sql(f"DROP VIEW IF EXISTS {quoted}")
-        conn.exec_driver_sql(f"CREATE VIEW {quoted} AS {body}")
+        self.recreate_view(conn, quoted, body)  # SQLite has no OR REPLACE
